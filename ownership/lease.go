@@ -1,0 +1,179 @@
+package ownership
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/syncd/syncd/store"
+)
+
+// Lease is ownership of one item or lock, trusted until its window closes.
+//
+// The trust window ends at (time the last successful claim or heartbeat
+// was SENT) + TTL - Margin, on this process's monotonic clock. Redis
+// cannot expire the record before TTL after the send, so while the window
+// is open no one else can hold it. When the window closes, or a heartbeat
+// finds the record gone or someone else's, Context is cancelled with a
+// *LeaseLostError and Done is closed.
+type Lease struct {
+	id      string
+	shard   int // -1 for a standalone lock
+	key     string
+	token   store.Token
+	owner   store.Owner
+	fence   uint64
+	attempt int
+	last    time.Time
+	prevDue int64
+	ttl     time.Duration
+	margin  time.Duration
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu      sync.Mutex
+	until   time.Time // end of the trust window, monotonic
+	timer   *time.Timer
+	ended   bool
+	lastErr error // last heartbeat error, for the loss reason
+
+	onLose func(Reason) // set before the lease is shared; may be nil
+}
+
+func newLease(parent context.Context, id string, shard int, key string, tok store.Token, owner store.Owner,
+	fence uint64, ttl, margin time.Duration, sent time.Time) *Lease {
+	l := &Lease{id: id, shard: shard, key: key, token: tok, owner: owner, fence: fence, ttl: ttl, margin: margin}
+	l.ctx, l.cancel = context.WithCancelCause(parent)
+	l.until = sent.Add(ttl - margin)
+	return l
+}
+
+// arm starts the trust-window timer; call it once the lease is set up.
+func (l *Lease) arm() {
+	l.mu.Lock()
+	l.timer = time.AfterFunc(time.Until(l.until), l.expire)
+	l.mu.Unlock()
+}
+
+// ID returns the item ID or lock name.
+func (l *Lease) ID() string { return l.id }
+
+// Fence returns the claim's fencing token. Fences of one item rise
+// strictly from claim to claim; pass it to whatever you write so that it
+// can reject a stale owner.
+func (l *Lease) Fence() uint64 { return l.fence }
+
+// Owner returns the owner written in the record.
+func (l *Lease) Owner() store.Owner { return l.owner }
+
+// Token returns the claim's random token.
+func (l *Lease) Token() store.Token { return l.token }
+
+// Attempt counts consecutive attempts at the item, from 1.
+func (l *Lease) Attempt() int { return l.attempt }
+
+// LastSync is when the item last synced (Redis clock), zero if never.
+func (l *Lease) LastSync() time.Time { return l.last }
+
+// Shard returns the item's shard, -1 for a lock.
+func (l *Lease) Shard() int { return l.shard }
+
+// Context is cancelled when the lease ends: with a *LeaseLostError cause
+// when it was lost, with ErrReleased after a release.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Done is closed when the lease ends.
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err returns nil while the lease is held, then why it ended.
+func (l *Lease) Err() error {
+	if l.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(l.ctx)
+}
+
+// Expiry returns the end of the trust window as a wall-clock time.
+func (l *Lease) Expiry() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
+
+// extended moves the window to sent + TTL - Margin, never backwards and
+// never past what the send time allows: a late reply to an early
+// heartbeat buys only what its send time covers.
+func (l *Lease) extended(sent time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return
+	}
+	l.lastErr = nil
+	until := sent.Add(l.ttl - l.margin)
+	if !until.After(l.until) {
+		return
+	}
+	l.until = until
+	l.timer.Reset(time.Until(until))
+}
+
+func (l *Lease) noteErr(err error) {
+	l.mu.Lock()
+	l.lastErr = err
+	l.mu.Unlock()
+}
+
+// expire runs when the trust window closes.
+func (l *Lease) expire() {
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		return
+	}
+	if wait := time.Until(l.until); wait > 0 { // extended meanwhile
+		l.timer.Reset(wait)
+		l.mu.Unlock()
+		return
+	}
+	reason := ReasonExpired
+	if l.lastErr != nil {
+		reason = ReasonUnreachable
+	}
+	err := l.lastErr
+	l.mu.Unlock()
+	l.lose(reason, err)
+}
+
+// lose ends the lease with a *LeaseLostError cause. It reports whether
+// this call ended it.
+func (l *Lease) lose(reason Reason, err error) bool {
+	if !l.end(&LeaseLostError{ID: l.id, Fence: l.fence, Reason: reason, Err: err}) {
+		return false
+	}
+	if l.onLose != nil {
+		l.onLose(reason)
+	}
+	return true
+}
+
+func (l *Lease) end(cause error) bool {
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		return false
+	}
+	l.ended = true
+	l.timer.Stop()
+	l.mu.Unlock()
+	l.cancel(cause)
+	return true
+}
+
+// trusted reports whether the window is still open.
+func (l *Lease) trusted() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.ended && time.Now().Before(l.until)
+}

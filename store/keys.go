@@ -1,0 +1,166 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxIDLen is the longest item ID, in bytes, that the store accepts.
+const MaxIDLen = 512
+
+// ErrInvalidID reports an item ID the store refuses. The error returned
+// wraps it in an *IDError that says why.
+var ErrInvalidID = errors.New("store: invalid item id")
+
+// IDError describes why an ID was refused.
+type IDError struct {
+	ID     string // the refused ID, truncated to 64 bytes
+	Reason string
+}
+
+func (e *IDError) Error() string {
+	return fmt.Sprintf("store: invalid item id %q: %s", e.ID, e.Reason)
+}
+
+func (e *IDError) Unwrap() error { return ErrInvalidID }
+
+// ValidateID checks that id is usable: non-empty, at most MaxIDLen bytes,
+// valid UTF-8 and free of control characters.
+func ValidateID(id string) error {
+	bad := func(reason string) error {
+		shown := id
+		if len(shown) > 64 {
+			shown = shown[:64] + "..."
+		}
+		return &IDError{ID: shown, Reason: reason}
+	}
+	switch {
+	case id == "":
+		return bad("empty")
+	case len(id) > MaxIDLen:
+		return bad(fmt.Sprintf("%d bytes long, the limit is %d", len(id), MaxIDLen))
+	case !utf8.ValidString(id):
+		return bad("not valid UTF-8")
+	}
+	for i, r := range id {
+		if unicode.IsControl(r) {
+			return bad(fmt.Sprintf("control character %U at byte %d", r, i))
+		}
+	}
+	return nil
+}
+
+// EncodeID turns a valid ID into the form used inside key names. Bytes that
+// mean something to Redis Cluster hash tags, key patterns or our key
+// separators ({ } : * ? [ ] \ % and space) are written as %XX, so the
+// encoding is injective, never contains a brace (an ID cannot move its key
+// to another slot) and never contains a colon (an ID cannot end in a
+// suffix of another key).
+func EncodeID(id string) string {
+	n := 0
+	for i := 0; i < len(id); i++ {
+		if escapeByte(id[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return id
+	}
+	var b strings.Builder
+	b.Grow(len(id) + 2*n)
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if escapeByte(c) {
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+func escapeByte(c byte) bool {
+	switch c {
+	case '{', '}', ':', '*', '?', '[', ']', '\\', '%', ' ':
+		return true
+	}
+	return c < 0x20 || c == 0x7f
+}
+
+// Keys builds every Redis key syncd uses. All keys of one shard carry the
+// hash tag {s<k>}, so each script touches a single Cluster slot:
+//
+//	<prefix>:shards           shard count the deployment was created with
+//	<prefix>:{s<k>}:due       ZSET  id -> ms when due; +inf = quarantined
+//	<prefix>:{s<k>}:meta      HASH  id -> "fence:lastSyncMs:attempts"
+//	<prefix>:{s<k>}:err       HASH  id -> last error text
+//	<prefix>:{s<k>}:epoch     STRING marker; missing means Redis lost data
+//	<prefix>:{s<k>}:rec:<id>  STRING owner/state record, SET NX PX ttl
+//	<prefix>:lock:{<id>}      STRING standalone lock record
+//	<prefix>:lock:{<id>}:f    STRING standalone lock fence counter
+//
+// <id> is EncodeID of the item ID.
+type Keys struct {
+	prefix string
+	shards int
+	tags   []string // "<prefix>:{s<k>}:" per shard
+}
+
+// NewKeys returns the key builder for prefix and shard count.
+func NewKeys(prefix string, shards int) Keys {
+	k := Keys{prefix: prefix, shards: shards, tags: make([]string, shards)}
+	for i := range k.tags {
+		k.tags[i] = prefix + ":{s" + strconv.Itoa(i) + "}:"
+	}
+	return k
+}
+
+// Prefix returns the key prefix.
+func (k Keys) Prefix() string { return k.prefix }
+
+// Shards returns the shard count.
+func (k Keys) Shards() int { return k.shards }
+
+// Shard returns the shard of an item: FNV-1a of the ID modulo the shard
+// count. It must never change for a deployment, which is why the shard
+// count is recorded in Redis and checked at start.
+func (k Keys) Shard(id string) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32() % uint32(k.shards))
+}
+
+// ShardCount is the key that records the deployment's shard count.
+func (k Keys) ShardCount() string { return k.prefix + ":shards" }
+
+// Due is the due index of a shard.
+func (k Keys) Due(shard int) string { return k.tags[shard] + "due" }
+
+// Meta is the per-item state hash of a shard.
+func (k Keys) Meta(shard int) string { return k.tags[shard] + "meta" }
+
+// Errors is the last-error hash of a shard.
+func (k Keys) Errors(shard int) string { return k.tags[shard] + "err" }
+
+// Epoch is the data-loss marker of a shard.
+func (k Keys) Epoch(shard int) string { return k.tags[shard] + "epoch" }
+
+// Record is the owner/state record key of an item.
+func (k Keys) Record(shard int, id string) string {
+	return k.tags[shard] + "rec:" + EncodeID(id)
+}
+
+// Lock is the record key of a standalone lock.
+func (k Keys) Lock(name string) string { return k.prefix + ":lock:{" + EncodeID(name) + "}" }
+
+// LockFence is the fence counter of a standalone lock; it shares the
+// lock's slot.
+func (k Keys) LockFence(name string) string { return k.Lock(name) + ":f" }

@@ -1,0 +1,52 @@
+-- release.lua: compare-and-delete claims of one shard and record the
+-- outcome, with lastSync taken from Redis's own clock.
+-- KEYS[1]    due ZSET of the shard
+-- KEYS[2]    meta HASH of the shard
+-- KEYS[3]    err HASH of the shard
+-- KEYS[3+i]  record key of item i
+-- ARGV       5 per item i, from ARGV[5i-4]: id, token, kind, value, error
+--   kind "ok"          synced: lastSync = now, attempts = 0, due at now + value ms
+--   kind "fail"        attempts + 1, due at now + value ms, error kept
+--   kind "quarantine"  attempts + 1, score +inf (not claimed until requeued)
+--   kind "handback"    nothing recorded, due at value (absolute ms; 0 = now)
+-- Only the holder of the token changes anything; a removed item is not
+-- put back into the due index.
+-- Result: 2 integers per item: code (1 released, 0 not held: no record,
+-- -1 held by another owner), now in ms.
+local nowms = now()
+local out = {}
+for i = 1, #KEYS - 3 do
+  local j = 5 * i - 4
+  local id, tok, kind, value, msg = ARGV[j], ARGV[j + 1], ARGV[j + 2], tonumber(ARGV[j + 3]), ARGV[j + 4]
+  local rk = KEYS[3 + i]
+  local cur = redis.call('GET', rk)
+  local code = 0
+  if cur and token_of(cur) == tok then
+    code = 1
+    redis.call('DEL', rk)
+    if redis.call('ZSCORE', KEYS[1], id) then
+      local f, l, a = meta_get(KEYS[2], id)
+      if kind == 'ok' then
+        meta_set(KEYS[2], id, f, nowms, 0)
+        redis.call('HDEL', KEYS[3], id)
+        redis.call('ZADD', KEYS[1], nowms + value, id)
+      elseif kind == 'fail' or kind == 'quarantine' then
+        meta_set(KEYS[2], id, f, l, a + 1)
+        redis.call('HSET', KEYS[3], id, msg)
+        if kind == 'fail' then
+          redis.call('ZADD', KEYS[1], nowms + value, id)
+        else
+          redis.call('ZADD', KEYS[1], 'inf', id)
+        end
+      else
+        if value <= 0 then value = nowms end
+        redis.call('ZADD', KEYS[1], value, id)
+      end
+    end
+  elseif cur then
+    code = -1
+  end
+  out[#out + 1] = code
+  out[#out + 1] = nowms
+end
+return out

@@ -1,0 +1,340 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+)
+
+// Errors of the store.
+var (
+	// ErrShardsMismatch: the configured shard count differs from the one
+	// the deployment was created with; items would be looked up in the
+	// wrong shard.
+	ErrShardsMismatch = errors.New("store: shard count differs from the deployment's")
+	// ErrEviction: Redis may evict claim keys and RefuseEviction is set.
+	ErrEviction = errors.New("store: maxmemory-policy may evict claims")
+	// ErrHeldOff: the shard is held off after Redis lost its data.
+	ErrHeldOff = errors.New("store: shard held off after data loss")
+	// ErrEpochMissing: the shard's data-loss marker is missing; see
+	// Store.MarkEpoch.
+	ErrEpochMissing = errors.New("store: epoch marker missing")
+	// ErrNoReplicas: MinReplicas needs real Redis replicas.
+	ErrNoReplicas = errors.New("store: replica acknowledgement needs a Redis with replicas")
+)
+
+// HoldError is returned by Claim while a shard is held off.
+type HoldError struct {
+	Shard int
+	For   time.Duration
+}
+
+func (e *HoldError) Error() string {
+	return fmt.Sprintf("store: shard %d held off for %v after data loss", e.Shard, e.For)
+}
+
+func (e *HoldError) Unwrap() error { return ErrHeldOff }
+
+// Store talks to Redis (or the embedded store) for syncd: the due index,
+// item state, owner records and standalone locks. It is safe for
+// concurrent use.
+type Store struct {
+	cfg  Config
+	log  zerolog.Logger
+	rdb  redis.UniversalClient
+	keys Keys
+	mini *miniredis.Miniredis // embedded server, nil with real Redis
+
+	mu      sync.Mutex
+	servers []ServerInfo
+
+	stopClock chan struct{}
+	clockDone chan struct{}
+}
+
+// ServerInfo is what the store read from a Redis server's INFO.
+type ServerInfo struct {
+	Addr            string
+	RunID           string
+	Version         string
+	UptimeSeconds   int64
+	MaxmemoryPolicy string
+	AOF             bool
+}
+
+// Open connects to Redis as cfg says (or starts the embedded store),
+// checks the server and the deployment's shard count, and loads the
+// scripts.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := cfg.withDefaults()
+	s := &Store{cfg: c, log: c.Logger.With().Str("component", "store").Logger(), keys: NewKeys(c.KeyPrefix, c.Shards)}
+	if c.Embedded() {
+		m := miniredis.NewMiniRedis()
+		if err := m.StartAddr("127.0.0.1:0"); err != nil {
+			return nil, fmt.Errorf("store: start embedded store: %w", err)
+		}
+		s.mini = m
+		s.stopClock, s.clockDone = make(chan struct{}), make(chan struct{})
+		go s.driveClock()
+		s.rdb = redis.NewClient(&redis.Options{Addr: m.Addr(), DialTimeout: c.DialTimeout,
+			ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, PoolSize: c.PoolSize})
+		s.log.Warn().Msg("embedded store: single process only, nothing survives a restart; set redis.addrs to share work")
+	} else {
+		s.rdb = newClient(c)
+	}
+	if err := s.start(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func newClient(c Config) redis.UniversalClient {
+	switch {
+	case c.Cluster:
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: c.Addrs, Username: c.Username, Password: c.Password, TLSConfig: c.TLS,
+			DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
+			PoolSize: c.PoolSize, ClusterStateReloadInterval: c.ClusterReload,
+		})
+	case c.MasterName != "":
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: c.MasterName, SentinelAddrs: c.Addrs, SentinelPassword: c.SentinelPassword,
+			Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: c.TLS,
+			DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
+			PoolSize: c.PoolSize,
+		})
+	}
+	return redis.NewClient(&redis.Options{
+		Addr: c.Addrs[0], Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: c.TLS,
+		DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
+		PoolSize: c.PoolSize,
+	})
+}
+
+func (s *Store) start(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("store: connect to %s: %w", s.describe(), err)
+	}
+	if s.mini == nil {
+		infos, err := s.Servers(ctx)
+		if err != nil {
+			return err
+		}
+		for _, in := range infos {
+			s.log.Info().Str("addr", in.Addr).Str("run_id", in.RunID).Str("version", in.Version).
+				Bool("aof", in.AOF).Str("maxmemory_policy", in.MaxmemoryPolicy).Msg("redis server")
+			if in.MaxmemoryPolicy != "" && in.MaxmemoryPolicy != "noeviction" {
+				if s.cfg.RefuseEviction {
+					return fmt.Errorf("%w: %s has maxmemory-policy %s; set it to noeviction", ErrEviction, in.Addr, in.MaxmemoryPolicy)
+				}
+				s.log.Error().Str("addr", in.Addr).Str("maxmemory_policy", in.MaxmemoryPolicy).
+					Msg("redis may evict claim keys under memory pressure: two owners could then sync one item; set maxmemory-policy noeviction")
+			}
+		}
+	}
+	if err := s.checkShards(ctx); err != nil {
+		return err
+	}
+	if err := loadScripts(ctx, s.rdb); err != nil {
+		return fmt.Errorf("store: load scripts: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) describe() string {
+	switch {
+	case s.mini != nil:
+		return "embedded store"
+	case s.cfg.Cluster:
+		return "cluster " + strings.Join(s.cfg.Addrs, ",")
+	case s.cfg.MasterName != "":
+		return "sentinel master " + s.cfg.MasterName + " via " + strings.Join(s.cfg.Addrs, ",")
+	}
+	return s.cfg.Addrs[0]
+}
+
+func (s *Store) checkShards(ctx context.Context) error {
+	key := s.keys.ShardCount()
+	if err := s.rdb.SetNX(ctx, key, s.keys.Shards(), 0).Err(); err != nil {
+		return fmt.Errorf("store: record shard count: %w", err)
+	}
+	v, err := s.rdb.Get(ctx, key).Int()
+	if err != nil {
+		return fmt.Errorf("store: read shard count: %w", err)
+	}
+	if v != s.keys.Shards() {
+		return fmt.Errorf("%w: configured %d, deployment %q has %d", ErrShardsMismatch, s.keys.Shards(), s.keys.Prefix(), v)
+	}
+	return nil
+}
+
+// Servers reads INFO from every master (one unless Cluster) and remembers
+// the run ids. The embedded store reports none.
+func (s *Store) Servers(ctx context.Context) ([]ServerInfo, error) {
+	if s.mini != nil {
+		return nil, nil
+	}
+	var (
+		mu  sync.Mutex
+		out []ServerInfo
+	)
+	read := func(ctx context.Context, c *redis.Client) error {
+		text, err := c.Info(ctx, "server", "persistence", "memory").Result()
+		if err != nil {
+			return fmt.Errorf("store: INFO from %s: %w", c.Options().Addr, err)
+		}
+		in := parseInfo(text)
+		in.Addr = c.Options().Addr
+		mu.Lock()
+		out = append(out, in)
+		mu.Unlock()
+		return nil
+	}
+	var err error
+	switch c := s.rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, read)
+	case *redis.Client:
+		err = read(ctx, c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.servers = out
+	s.mu.Unlock()
+	return out, nil
+}
+
+func parseInfo(text string) ServerInfo {
+	var in ServerInfo
+	for _, line := range strings.Split(text, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "run_id":
+			in.RunID = v
+		case "redis_version":
+			in.Version = v
+		case "uptime_in_seconds":
+			in.UptimeSeconds, _ = strconv.ParseInt(v, 10, 64)
+		case "maxmemory_policy":
+			in.MaxmemoryPolicy = v
+		case "aof_enabled":
+			in.AOF = v == "1"
+		}
+	}
+	return in
+}
+
+// driveClock makes keys of the embedded store expire in real time:
+// miniredis only expires keys when told that time has passed.
+func (s *Store) driveClock() {
+	defer close(s.clockDone)
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-s.stopClock:
+			return
+		case now := <-t.C:
+			s.mini.FastForward(now.Sub(last))
+			last = now
+		}
+	}
+}
+
+// Close closes the client and stops the embedded store.
+func (s *Store) Close() error {
+	err := s.rdb.Close()
+	if s.mini != nil {
+		close(s.stopClock)
+		<-s.clockDone
+		s.mini.Close()
+	}
+	return err
+}
+
+// Keys returns the key builder.
+func (s *Store) Keys() Keys { return s.keys }
+
+// Embedded reports whether this is the embedded in-process store.
+func (s *Store) Embedded() bool { return s.mini != nil }
+
+// Client returns the underlying go-redis client.
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// Addr describes where the store is, without credentials.
+func (s *Store) Addr() string { return s.describe() }
+
+// nodeFor returns a client bound to the master that serves key: the whole
+// client for a single server or Sentinel, one node's client on a Cluster.
+// WAIT must run on the connection that wrote, so a pipeline on this client
+// carries both.
+func (s *Store) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) {
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		return cc.MasterForKey(ctx, key)
+	}
+	return s.rdb, nil
+}
+
+// runScript runs a script with EVALSHA and falls back to EVAL when the
+// server lost its script cache.
+func (s *Store) runScript(ctx context.Context, c redis.Scripter, sc *redis.Script, keys []string, args ...any) (any, error) {
+	return sc.Run(ctx, c, keys, args...).Result()
+}
+
+// ints converts a script's integer array reply.
+func ints(v any, want int) ([]int64, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("store: unexpected script reply %T", v)
+	}
+	if want >= 0 && len(arr) != want {
+		return nil, fmt.Errorf("store: script replied %d values, want %d", len(arr), want)
+	}
+	out := make([]int64, len(arr))
+	for i, x := range arr {
+		n, ok := x.(int64)
+		if !ok {
+			return nil, fmt.Errorf("store: unexpected script value %T", x)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// IsUnavailable reports whether err means Redis could not be reached or
+// did not answer in time, as opposed to a reply saying no.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrClosed) {
+		return true
+	}
+	msg := err.Error()
+	for _, p := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "i/o timeout", "connection refused", "EOF"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
