@@ -197,6 +197,9 @@ func UnmarshalRecord(b []byte) (*Record, error) {
 	if pid > 1<<31 || worker > 1<<31 {
 		return nil, bad("pid or worker out of range")
 	}
+	if len(r.Owner.Host) > maxHostLen || len(r.Owner.Run) > maxRunLen {
+		return nil, bad("owner names too long")
+	}
 	r.Owner.PID, r.Owner.Worker = int(pid), int(worker)
 	return r, nil
 }
