@@ -29,7 +29,7 @@ type ClaimRequest struct {
 	// single one for all: Token, Owner and State are taken from them;
 	// fence, times and attempt are set by the script.
 	Records []*Record
-	TTL    time.Duration
+	TTL     time.Duration
 	// OnlyDue claims only items whose due time has come.
 	OnlyDue bool
 	// MinReplicas > 0 sends WAIT on the same connection after the claim.
@@ -165,9 +165,10 @@ func (s *Store) MarkEpoch(ctx context.Context, shard int, ttl time.Duration) (ti
 		if err != nil {
 			return 0, fmt.Errorf("store: mark epoch of shard %d: %w", shard, err)
 		}
+		// uptime_in_seconds is rounded down, so ttl - up errs long.
 		up := time.Duration(parseInfo(text).UptimeSeconds) * time.Second
 		if up < ttl {
-			hold = ttl - up + time.Second // uptime is whole seconds: round up
+			hold = ttl - up
 		}
 	}
 	v, err := s.runScript(ctx, s.rdb, scriptEpoch, []string{key}, hold.Milliseconds())

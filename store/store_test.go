@@ -1,0 +1,479 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/redistest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var prefixes atomic.Int64
+
+// open returns a store on a fresh key prefix, closed at cleanup.
+func open(t *testing.T, cfg store.Config) *store.Store {
+	t.Helper()
+	if cfg.KeyPrefix == "" {
+		cfg.KeyPrefix = fmt.Sprintf("t%d", prefixes.Add(1))
+	}
+	cfg.Logger = zerolog.New(zerolog.NewTestWriter(t))
+	s, err := store.Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// backends runs f against the embedded store and a real redis-server:
+// both run the same scripts and must agree.
+func backends(t *testing.T, f func(t *testing.T, open func(cfg store.Config) *store.Store)) {
+	t.Run("embedded", func(t *testing.T) {
+		t.Parallel()
+		f(t, func(cfg store.Config) *store.Store { return open(t, cfg) })
+	})
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.Start(t, nil)
+		f(t, func(cfg store.Config) *store.Store {
+			cfg.Addrs = []string{srv.Addr()}
+			return open(t, cfg)
+		})
+	})
+}
+
+func record(owner string) *store.Record {
+	return &store.Record{Version: store.RecordVersion, Token: store.NewToken(), State: store.StateSyncing,
+		Owner: store.Owner{Host: owner, PID: 1, Run: "run", Worker: 0}}
+}
+
+// claim claims ids, setting the epoch marker first when needed.
+func claim(t *testing.T, s *store.Store, rec *store.Record, ttl time.Duration, onlyDue bool, ids ...string) []store.ClaimResult {
+	t.Helper()
+	sh := s.Keys().Shard(ids[0])
+	req := store.ClaimRequest{Shard: sh, IDs: ids, Records: []*store.Record{rec}, TTL: ttl, OnlyDue: onlyDue}
+	resp, err := s.Claim(t.Context(), req)
+	if errors.Is(err, store.ErrEpochMissing) {
+		if _, err := s.MarkEpoch(t.Context(), sh, 0); err != nil {
+			t.Fatal(err)
+		}
+		resp, err = s.Claim(t.Context(), req)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Results
+}
+
+func TestClaimReleaseCycle(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		if n, err := s.Add(ctx, "a", "b", "c"); err != nil || n != 3 {
+			t.Fatalf("Add = %d, %v", n, err)
+		}
+		if n, _ := s.Add(ctx, "a"); n != 0 {
+			t.Errorf("adding an existing item counted %d", n)
+		}
+		due, err := s.Due(ctx, 0, 10)
+		if err != nil || len(due) != 3 {
+			t.Fatalf("Due = %v, %v", due, err)
+		}
+
+		a := record("a")
+		res := claim(t, s, a, time.Minute, true, "a", "zzz")
+		if res[0].Code != store.ClaimOK || res[0].Fence == 0 || res[0].Attempt != 1 || !res[0].LastSync.IsZero() {
+			t.Fatalf("claim a = %+v", res[0])
+		}
+		if res[1].Code != store.ClaimSkipped {
+			t.Errorf("claim of an unknown item = %+v, want skipped", res[1])
+		}
+		// A retried call with the same token is ours again (same fence).
+		if again := claim(t, s, a, time.Minute, true, "a"); again[0].Code == store.ClaimOK && again[0].Fence != res[0].Fence {
+			t.Errorf("retried claim got fence %d, want %d", again[0].Fence, res[0].Fence)
+		}
+		// Someone else cannot claim it.
+		if other := claim(t, s, record("b"), time.Minute, false, "a"); other[0].Code != store.ClaimTaken {
+			t.Errorf("second owner's claim = %+v, want taken", other[0])
+		}
+		// Claimed items leave the due range.
+		due, _ = s.Due(ctx, 0, 10)
+		if diff := cmp.Diff(due, []string{"b", "c"}); diff != "" {
+			t.Errorf("due after claim (-got +want):\n%s", diff)
+		}
+		rec, err := s.ReadRecord(ctx, s.Keys().Record(0, "a"))
+		if err != nil || rec.Fence != res[0].Fence || rec.Owner.Host != "a" || rec.Token != a.Token {
+			t.Fatalf("record = %+v, %v", rec, err)
+		}
+
+		// A foreign token cannot release; the owner can.
+		rel, err := s.Release(ctx, 0, []store.ReleaseRequest{{ID: "a", Token: store.NewToken(), Kind: store.ReleaseSynced}})
+		if err != nil || rel[0].Code != store.HeldByOther {
+			t.Fatalf("foreign release = %+v, %v", rel, err)
+		}
+		rel, err = s.Release(ctx, 0, []store.ReleaseRequest{{ID: "a", Token: a.Token, Kind: store.ReleaseSynced, Delay: time.Hour}})
+		if err != nil || rel[0].Code != store.Released {
+			t.Fatalf("release = %+v, %v", rel, err)
+		}
+		if rel, _ = s.Release(ctx, 0, []store.ReleaseRequest{{ID: "a", Token: a.Token, Kind: store.ReleaseSynced}}); rel[0].Code != store.NotHeld {
+			t.Errorf("second release = %v, want not held", rel[0].Code)
+		}
+		// Synced: not due for an hour; lastSync is Redis's time of release.
+		due, _ = s.Due(ctx, 0, 10)
+		if diff := cmp.Diff(due, []string{"b", "c"}); diff != "" {
+			t.Errorf("due after release (-got +want):\n%s", diff)
+		}
+		next := claim(t, s, record("c"), time.Minute, false, "a")[0]
+		if next.Code != store.ClaimOK || next.Fence <= res[0].Fence {
+			t.Fatalf("next claim = %+v, want a fence above %d", next, res[0].Fence)
+		}
+		if !next.LastSync.Equal(rel[0].At) && next.LastSync.Sub(rel[0].At).Abs() > time.Second {
+			t.Errorf("lastSync = %v, release at %v", next.LastSync, rel[0].At)
+		}
+	})
+}
+
+func TestFailQuarantineRequeue(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 2})
+		s.Add(ctx, "p")
+		sh := s.Keys().Shard("p")
+		for attempt := 1; attempt <= 3; attempt++ {
+			r := record("w")
+			res := claim(t, s, r, time.Minute, false, "p")[0]
+			if res.Code != store.ClaimOK || res.Attempt != attempt {
+				t.Fatalf("attempt %d: claim = %+v", attempt, res)
+			}
+			kind := store.ReleaseFailed
+			if attempt == 3 {
+				kind = store.ReleaseQuarantine
+			}
+			s.Release(ctx, sh, []store.ReleaseRequest{{ID: "p", Token: r.Token, Kind: kind, Error: fmt.Sprintf("boom %d", attempt)}})
+		}
+		if msg := s.Client().HGet(ctx, s.Keys().Errors(sh), "p").Val(); msg != "boom 3" {
+			t.Errorf("last error = %q", msg)
+		}
+		if res := claim(t, s, record("w"), time.Minute, false, "p")[0]; res.Code != store.ClaimSkipped {
+			t.Fatalf("claim of a quarantined item = %+v, want skipped", res)
+		}
+		if n, err := s.Requeue(ctx, "p", "nope"); err != nil || n != 1 {
+			t.Fatalf("Requeue = %d, %v", n, err)
+		}
+		if res := claim(t, s, record("w"), time.Minute, true, "p")[0]; res.Code != store.ClaimOK || res.Attempt != 1 {
+			t.Fatalf("claim after requeue = %+v, want attempt 1", res)
+		}
+		if n, err := s.Remove(ctx, "p"); err != nil || n != 1 {
+			t.Fatalf("Remove = %d, %v", n, err)
+		}
+	})
+}
+
+func TestForceReleaseRaisesFence(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{})
+		s.Add(ctx, "x")
+		old := record("old")
+		res := claim(t, s, old, time.Minute, false, "x")[0]
+		held, fence, err := s.ForceRelease(ctx, "x")
+		if err != nil || !held || fence <= res.Fence {
+			t.Fatalf("ForceRelease = %v, %d, %v; claim fence %d", held, fence, err, res.Fence)
+		}
+		sh := s.Keys().Shard("x")
+		if ex, _ := s.Extend(ctx, time.Minute, 0, []store.ExtendRequest{{Key: s.Keys().Record(sh, "x"), Token: old.Token}}); ex[0].Code != store.ExtendMissing {
+			t.Errorf("old owner extend = %+v, want missing", ex[0])
+		}
+		next := claim(t, s, record("new"), time.Minute, true, "x")[0]
+		if next.Code != store.ClaimOK || next.Fence <= fence {
+			t.Errorf("claim after force = %+v, want fence above %d", next, fence)
+		}
+		if _, _, err := s.ForceRelease(ctx, "ghost"); !errors.Is(err, store.ErrUnknownItem) {
+			t.Errorf("force release of an unknown item: %v", err)
+		}
+	})
+}
+
+func TestExtendAndExpiry(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 4})
+		ids := []string{"e1", "e2", "e3", "e4", "e5", "e6"}
+		s.Add(ctx, ids...)
+		var reqs []store.ExtendRequest
+		for _, id := range ids {
+			r := record("w")
+			if res := claim(t, s, r, 300*time.Millisecond, false, id)[0]; res.Code != store.ClaimOK {
+				t.Fatalf("claim %s = %+v", id, res)
+			}
+			reqs = append(reqs, store.ExtendRequest{Key: s.Keys().Record(s.Keys().Shard(id), id), Token: r.Token})
+		}
+		reqs = append(reqs, store.ExtendRequest{Key: s.Keys().Record(0, "missing"), Token: store.NewToken()})
+		for range 4 { // 600 ms in all: the records live only through extends
+			time.Sleep(150 * time.Millisecond)
+			res, err := s.Extend(ctx, 300*time.Millisecond, store.StateSyncing, reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range res[:len(ids)] {
+				if r.Code != store.ExtendOK || r.Fence == 0 {
+					t.Fatalf("extend %s = %+v", ids[i], r)
+				}
+			}
+			if res[len(ids)].Code != store.ExtendMissing {
+				t.Errorf("extend of a missing record = %+v", res[len(ids)])
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+		res, _ := s.Extend(ctx, time.Second, 0, reqs[:1])
+		if res[0].Code != store.ExtendMissing {
+			t.Errorf("extend after expiry = %+v, want missing", res[0])
+		}
+		// The expired claim is due again and claimable by another owner.
+		if res := claim(t, s, record("late"), time.Minute, true, "e1")[0]; res.Code != store.ClaimOK {
+			t.Errorf("claim after expiry = %+v", res)
+		}
+	})
+}
+
+func TestLockUnlock(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{})
+		a, b := record("a"), record("b")
+		ra, err := s.Lock(ctx, "job:{1}", a, time.Minute)
+		if err != nil || !ra.Acquired || ra.Fence == 0 {
+			t.Fatalf("lock = %+v, %v", ra, err)
+		}
+		rb, _ := s.Lock(ctx, "job:{1}", b, time.Minute)
+		if rb.Acquired || rb.Wait <= 0 || rb.Wait > time.Minute {
+			t.Errorf("second lock = %+v, want refused with the holder's ttl", rb)
+		}
+		if c, _ := s.Unlock(ctx, "job:{1}", b.Token); c != store.HeldByOther {
+			t.Errorf("foreign unlock = %v", c)
+		}
+		if c, _ := s.Unlock(ctx, "job:{1}", a.Token); c != store.Released {
+			t.Errorf("unlock = %v", c)
+		}
+		if c, _ := s.Unlock(ctx, "job:{1}", a.Token); c != store.NotHeld {
+			t.Errorf("second unlock = %v", c)
+		}
+		rb, _ = s.Lock(ctx, "job:{1}", b, time.Minute)
+		if !rb.Acquired || rb.Fence <= ra.Fence {
+			t.Errorf("relock = %+v, want a fence above %d", rb, ra.Fence)
+		}
+	})
+}
+
+// A record written by hand, without an expiry, must not block its item
+// forever: the claim script gives it one ttl to live.
+func TestForeignRecordDoesNotBlockForever(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{})
+		s.Add(ctx, "f")
+		key := s.Keys().Record(s.Keys().Shard("f"), "f")
+		s.Client().Set(ctx, key, "garbage written by hand", 0)
+		if res := claim(t, s, record("w"), 200*time.Millisecond, false, "f")[0]; res.Code != store.ClaimTaken {
+			t.Fatalf("claim over a foreign record = %+v, want taken", res)
+		}
+		if _, err := s.ReadRecord(ctx, key); !errors.Is(err, store.ErrBadRecord) {
+			t.Errorf("ReadRecord of garbage = %v, want ErrBadRecord", err)
+		}
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			if res := claim(t, s, record("w"), time.Minute, false, "f")[0]; res.Code == store.ClaimOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a foreign record blocked the item for 3 s")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+func TestInvalidIDsRefused(t *testing.T) {
+	s := open(t, store.Config{})
+	for _, id := range []string{"", "a\nb", strings.Repeat("x", 1<<20), "nul\x00"} {
+		if _, err := s.Add(t.Context(), "ok", id); !errors.Is(err, store.ErrInvalidID) {
+			t.Errorf("Add(%.20q) = %v, want ErrInvalidID", id, err)
+		}
+	}
+	if n, _ := s.Remove(t.Context(), "ok"); n != 0 {
+		t.Error("a batch with a bad id was partly written")
+	}
+}
+
+// After Redis loses its data, claims of a shard are held off until every
+// lease granted before the loss has expired.
+func TestDataLossHoldOff(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	s := open(t, store.Config{Addrs: []string{srv.Addr()}, Shards: 1})
+	ctx := t.Context()
+	s.Add(ctx, "i")
+	claim(t, s, record("w"), time.Minute, false, "i")
+	srv.Kill(t)
+	srv.Restart(t) // no persistence: everything is gone
+	s.Add(ctx, "i")
+	req := store.ClaimRequest{Shard: 0, IDs: []string{"i"}, Records: []*store.Record{record("w")}, TTL: 2 * time.Second}
+	var err error
+	for range 20 { // the client reconnects
+		if _, err = s.Claim(ctx, req); !store.IsUnavailable(err) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !errors.Is(err, store.ErrEpochMissing) {
+		t.Fatalf("claim after data loss: %v, want ErrEpochMissing", err)
+	}
+	hold, err := s.MarkEpoch(ctx, 0, 2*time.Second)
+	if err != nil || hold < time.Second || hold > 2*time.Second {
+		t.Fatalf("MarkEpoch = %v, %v; want about 2s (redis just started)", hold, err)
+	}
+	var he *store.HoldError
+	if _, err := s.Claim(ctx, req); !errors.As(err, &he) || !errors.Is(err, store.ErrHeldOff) {
+		t.Fatalf("claim while held off: %v", err)
+	}
+	time.Sleep(he.For)
+	if resp, err := s.Claim(ctx, req); err != nil || resp.Results[0].Code != store.ClaimOK {
+		t.Fatalf("claim after hold-off = %+v, %v", resp, err)
+	}
+}
+
+func TestStartupChecks(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, &redistest.Options{Config: []string{"maxmemory 64mb", "maxmemory-policy volatile-lru"}})
+	_, err := store.Open(t.Context(), store.Config{Addrs: []string{srv.Addr()}, RefuseEviction: true, KeyPrefix: "ev"})
+	if !errors.Is(err, store.ErrEviction) || !strings.Contains(err.Error(), "volatile-lru") {
+		t.Errorf("Open with volatile-lru and RefuseEviction: %v", err)
+	}
+	var logs strings.Builder
+	l := zerolog.New(&logs)
+	s, err := store.Open(t.Context(), store.Config{Addrs: []string{srv.Addr()}, KeyPrefix: "ev", Logger: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !strings.Contains(logs.String(), `"level":"error"`) || !strings.Contains(logs.String(), "noeviction") {
+		t.Errorf("no loud warning about the eviction policy in:\n%s", logs.String())
+	}
+	infos, err := s.Servers(t.Context())
+	if err != nil || len(infos) != 1 || len(infos[0].RunID) != 40 {
+		t.Errorf("Servers = %+v, %v", infos, err)
+	}
+	// The shard count is fixed per deployment.
+	_, err = store.Open(t.Context(), store.Config{Addrs: []string{srv.Addr()}, KeyPrefix: "ev", Shards: 3})
+	if !errors.Is(err, store.ErrShardsMismatch) {
+		t.Errorf("Open with another shard count: %v", err)
+	}
+	_, err = store.Open(t.Context(), store.Config{Addrs: []string{"127.0.0.1:1"}, DialTimeout: 100 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("Open of an unreachable address: %v, want the address named", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		cfg   store.Config
+		field string
+	}{
+		{store.Config{Addrs: []string{"nohost"}}, "addrs[0]"},
+		{store.Config{Addrs: []string{"a:1"}, Cluster: true, MasterName: "m"}, "master_name"},
+		{store.Config{Addrs: []string{"a:1"}, Cluster: true, DB: 2}, "db"},
+		{store.Config{Cluster: true}, "addrs"},
+		{store.Config{Shards: 5000}, "shards"},
+		{store.Config{KeyPrefix: "a{b}"}, "key_prefix"},
+	}
+	for _, tt := range tests {
+		err := tt.cfg.Validate()
+		var ce *store.ConfigError
+		if !errors.As(err, &ce) || ce.Field != tt.field {
+			t.Errorf("Validate(%+v) = %v, want field %s", tt.cfg, err, tt.field)
+		}
+	}
+	red := store.Config{Password: "hunter2"}.Redacted()
+	if strings.Contains(fmt.Sprintf("%+v", red), "hunter2") {
+		t.Error("Redacted shows the password")
+	}
+}
+
+func TestMinReplicasWait(t *testing.T) {
+	t.Parallel()
+	primary := redistest.Start(t, nil)
+	redistest.Start(t, &redistest.Options{ReplicaOf: primary})
+	s := open(t, store.Config{Addrs: []string{primary.Addr()}, Shards: 1})
+	ctx := t.Context()
+	s.Add(ctx, "r")
+	s.MarkEpoch(ctx, 0, 0)
+	resp, err := s.Claim(ctx, store.ClaimRequest{Shard: 0, IDs: []string{"r"}, Records: []*store.Record{record("w")},
+		TTL: time.Minute, MinReplicas: 1, ReplicaTimeout: time.Second})
+	if err != nil || resp.Replicas != 1 || resp.Results[0].Code != store.ClaimOK {
+		t.Fatalf("claim with WAIT = %+v, %v", resp, err)
+	}
+	emb := open(t, store.Config{})
+	if _, err := emb.Claim(ctx, store.ClaimRequest{IDs: []string{"r"}, Records: []*store.Record{record("w")}, MinReplicas: 1}); !errors.Is(err, store.ErrNoReplicas) {
+		t.Errorf("WAIT on the embedded store: %v", err)
+	}
+}
+
+// Every script must touch one slot: run the whole cycle on a Cluster.
+func TestCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3, 0)
+	s := open(t, store.Config{Addrs: c.Addrs(), Cluster: true, Shards: 8})
+	ctx := t.Context()
+	var ids []string
+	for i := range 64 {
+		ids = append(ids, fmt.Sprintf("item-{%d}:x", i))
+	}
+	if n, err := s.Add(ctx, ids...); err != nil || n != 64 {
+		t.Fatalf("Add = %d, %v", n, err)
+	}
+	var reqs []store.ExtendRequest
+	claimed := 0
+	for sh := range 8 {
+		due, err := s.Due(ctx, sh, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(due) == 0 {
+			continue
+		}
+		r := record("w")
+		for _, res := range claim(t, s, r, time.Minute, true, due...) {
+			if res.Code != store.ClaimOK {
+				t.Fatalf("claim %s = %+v", res.ID, res)
+			}
+			claimed++
+			reqs = append(reqs, store.ExtendRequest{Key: s.Keys().Record(sh, res.ID), Token: r.Token})
+		}
+	}
+	if claimed != 64 {
+		t.Fatalf("claimed %d of 64", claimed)
+	}
+	res, err := s.Extend(ctx, time.Minute, store.StateSyncing, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Code != store.ExtendOK {
+			t.Fatalf("extend %s = %+v", reqs[i].Key, r)
+		}
+	}
+	oldest, err := s.Oldest(ctx)
+	if err != nil || len(oldest) != 8 {
+		t.Fatalf("Oldest = %v, %v", oldest, err)
+	}
+}
