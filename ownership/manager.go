@@ -214,6 +214,7 @@ func (m *Manager) Claim(ctx context.Context, req ClaimRequest) ([]*Lease, error)
 		l := newLease(m.base, r.ID, req.Shard, m.st.Keys().Record(req.Shard, r.ID), tok, m.Owner(w), r.Fence, m.cfg.TTL, m.cfg.Margin, sent)
 		l.attempt, l.last, l.prevDue = r.Attempt, r.LastSync, r.PrevDue
 		l.onLose = m.countLoss
+		l.arm()
 		if l.attempt == 0 {
 			l.attempt = 1
 		}

@@ -1,0 +1,352 @@
+package ownership_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/redistest"
+)
+
+var prefixes atomic.Int64
+
+func openStore(t *testing.T, addr, prefix string) *store.Store {
+	t.Helper()
+	if prefix == "" {
+		prefix = fmt.Sprintf("o%d", prefixes.Add(1))
+	}
+	s, err := store.Open(context.Background(), store.Config{Addrs: []string{addr}, KeyPrefix: prefix, Shards: 1,
+		ReadTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func manager(t *testing.T, st ownership.Store, ttl time.Duration) *ownership.Manager {
+	t.Helper()
+	m, err := ownership.New(st, ownership.Config{TTL: ttl, Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// claimUntil claims id, riding out a hold-off after (simulated) data loss.
+func claimUntil(t *testing.T, m *ownership.Manager, id string, within time.Duration) *ownership.Lease {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		leases, err := m.Claim(context.Background(), ownership.ClaimRequest{IDs: []string{id}})
+		var hold *store.HoldError
+		switch {
+		case errors.As(err, &hold):
+			time.Sleep(hold.For)
+			continue
+		case store.IsUnavailable(err):
+			time.Sleep(20 * time.Millisecond)
+			continue
+		case err != nil:
+			t.Fatal(err)
+		}
+		if len(leases) == 1 {
+			return leases[0]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("could not claim %q within %v", id, within)
+	return nil
+}
+
+// 100 goroutines race for one key, 200 times: exactly one wins each time,
+// for the standalone lock and for the engine's claim path.
+func TestRaceExactlyOneWinner(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), "")
+	const racers, runs = 100, 200
+	lockers := make([]*ownership.Locker, racers)
+	managers := make([]*ownership.Manager, racers)
+	for i := range racers {
+		lk, err := ownership.NewLocker(ownership.LockerConfig{Config: ownership.Config{TTL: 10 * time.Second}}, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Close()
+		lockers[i] = lk
+		managers[i] = manager(t, st, 10*time.Second)
+	}
+	ctx := context.Background()
+	// A new deployment on a fresh Redis: nobody can hold an earlier lease.
+	if _, err := st.MarkEpoch(ctx, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	for run := range runs {
+		name := "race-" + strconv.Itoa(run)
+		st.Add(ctx, name)
+		var locks, claims atomic.Int32
+		var winner *ownership.Lock
+		var lease *ownership.Lease
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if l, err := lockers[i].TryLock(ctx, name); err == nil {
+					locks.Add(1)
+					mu.Lock()
+					winner = l
+					mu.Unlock()
+				} else if !errors.Is(err, ownership.ErrNotObtained) {
+					t.Error(err)
+				}
+				ls, err := managers[i].Claim(ctx, ownership.ClaimRequest{IDs: []string{name}})
+				if err != nil {
+					t.Error(err)
+				}
+				claims.Add(int32(len(ls)))
+				if len(ls) == 1 {
+					mu.Lock()
+					lease = ls[0]
+					mu.Unlock()
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if n := locks.Load(); n != 1 {
+			t.Fatalf("run %d: %d lock winners", run, n)
+		}
+		if claims.Load() != 1 {
+			t.Fatalf("run %d: %d claim winners", run, claims.Load())
+		}
+		if code, err := winner.Unlock(ctx); code != store.Released || err != nil {
+			t.Fatalf("run %d: unlock = %v, %v", run, code, err)
+		}
+		if lease != nil {
+			managers[0].Release(ctx, []*ownership.Lease{lease}, []ownership.Outcome{{Kind: store.ReleaseSynced, Delay: time.Hour}})
+		}
+	}
+}
+
+// blocking wraps a store and, when told, hangs every Extend until its
+// context ends: the holder's heartbeats stop as if it were paused.
+type blocking struct {
+	*store.Store
+	block atomic.Bool
+}
+
+func (b *blocking) Extend(ctx context.Context, ttl time.Duration, s store.State, reqs []store.ExtendRequest) ([]store.ExtendResult, error) {
+	if b.block.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return b.Store.Extend(ctx, ttl, s, reqs)
+}
+
+// A holder whose heartbeats stop is cancelled before another claimer can
+// succeed; the new claim has a strictly larger fence; the stale holder
+// can neither extend nor release the new claim.
+func TestPausedHolderAgainstRedis(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), "")
+	st.Add(context.Background(), "item")
+	wa := &blocking{Store: st}
+	const ttl = 600 * time.Millisecond
+	a, b := manager(t, wa, ttl), manager(t, st, ttl)
+	la := claimUntil(t, a, "item", 5*time.Second)
+	wa.block.Store(true)
+	aDone := make(chan time.Time, 1)
+	go func() { <-la.Done(); aDone <- time.Now() }()
+	lb := claimUntil(t, b, "item", 5*time.Second)
+	claimedAt := time.Now()
+	select {
+	case at := <-aDone:
+		if !at.Before(claimedAt) {
+			t.Fatalf("holder cancelled at %v, after the new claim at %v", at, claimedAt)
+		}
+	default:
+		t.Fatal("new claim succeeded while the paused holder was not cancelled")
+	}
+	if lb.Fence() <= la.Fence() {
+		t.Errorf("new fence %d not above %d", lb.Fence(), la.Fence())
+	}
+	if !errors.Is(la.Err(), ownership.ErrLeaseLost) {
+		t.Errorf("stale holder's cause: %v", la.Err())
+	}
+	// The stale holder cannot extend or release the new claim.
+	ex, err := st.Extend(context.Background(), time.Minute, 0, []store.ExtendRequest{{Key: st.Keys().Record(0, "item"), Token: la.Token()}})
+	if err != nil || ex[0].Code != store.ExtendOther {
+		t.Errorf("stale extend = %+v, %v", ex, err)
+	}
+	res := a.Release(context.Background(), []*ownership.Lease{la}, []ownership.Outcome{{Kind: store.ReleaseSynced}})
+	if res[0].Code != store.HeldByOther || res[0].Recorded {
+		t.Errorf("stale release = %+v", res[0])
+	}
+	if lb.Err() != nil {
+		t.Errorf("new owner lost its lease: %v", lb.Err())
+	}
+}
+
+// A holder whose record is taken over (an admin force release, then a
+// new claim) learns it at the next heartbeat, with the reason.
+func TestStaleHolderLearnsReason(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), "")
+	ctx := context.Background()
+	st.Add(ctx, "x", "y")
+	a, b := manager(t, st, 900*time.Millisecond), manager(t, st, 900*time.Millisecond)
+	lx, ly := claimUntil(t, a, "x", 5*time.Second), claimUntil(t, a, "y", 5*time.Second)
+	st.ForceRelease(ctx, "x")
+	st.ForceRelease(ctx, "y")
+	claimUntil(t, b, "x", time.Second)
+	for _, tt := range []struct {
+		l    *ownership.Lease
+		want ownership.Reason
+	}{{lx, ownership.ReasonTaken}, {ly, ownership.ReasonDeleted}} {
+		select {
+		case <-tt.l.Done():
+		case <-time.After(2 * time.Second):
+			t.Fatalf("%s: lease not ended", tt.l.ID())
+		}
+		var lost *ownership.LeaseLostError
+		if !errors.As(tt.l.Err(), &lost) || lost.Reason != tt.want {
+			t.Errorf("%s: %v, want reason %q", tt.l.ID(), tt.l.Err(), tt.want)
+		}
+	}
+}
+
+// Fences rise strictly per item across claims, processes and crashes of
+// an AOF-backed Redis, and even across a restart that lost everything.
+func TestFencesRiseAcrossProcessesAndRestarts(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, &redistest.Options{AOF: true})
+	const prefix = "fences"
+	var fences []uint64
+	claimHere := func() {
+		st := openStore(t, srv.Addr(), prefix)
+		st.Add(context.Background(), "f")
+		m := manager(t, st, time.Second)
+		l := claimUntil(t, m, "f", 10*time.Second)
+		fences = append(fences, l.Fence())
+		m.Release(context.Background(), []*ownership.Lease{l}, []ownership.Outcome{{Kind: store.ReleaseSynced}})
+	}
+	claimThere := func() {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperClaimProcess$")
+		cmd.Env = append(os.Environ(), "SYNCD_HELPER_ADDR="+srv.Addr(), "SYNCD_HELPER_PREFIX="+prefix)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("helper process: %v\n%s", err, out)
+		}
+		_, v, ok := strings.Cut(string(out), "FENCE=")
+		f, err := strconv.ParseUint(strings.Fields(v + " ")[0], 10, 64)
+		if !ok || err != nil {
+			t.Fatalf("helper printed no fence:\n%s", out)
+		}
+		fences = append(fences, f)
+	}
+	claimHere()
+	claimThere()
+	claimHere()
+	srv.Kill(t) // crash: AOF everysec
+	srv.Restart(t)
+	claimThere()
+	claimHere()
+	srv.Kill(t)
+	os.RemoveAll(srv.Dir() + "/appendonlydir") // lose everything
+	srv.Restart(t)
+	claimHere()
+	claimThere()
+	for i := 1; i < len(fences); i++ {
+		if fences[i] <= fences[i-1] {
+			t.Fatalf("fences %v: %d is not above %d", fences, fences[i], fences[i-1])
+		}
+	}
+}
+
+// TestHelperClaimProcess is run as a separate process by the test above.
+func TestHelperClaimProcess(t *testing.T) {
+	addr := os.Getenv("SYNCD_HELPER_ADDR")
+	if addr == "" {
+		t.Skip("run as a helper process only")
+	}
+	st := openStore(t, addr, os.Getenv("SYNCD_HELPER_PREFIX"))
+	st.Add(context.Background(), "f")
+	m := manager(t, st, time.Second)
+	l := claimUntil(t, m, "f", 10*time.Second)
+	fmt.Printf("FENCE=%d\n", l.Fence())
+	m.Release(context.Background(), []*ownership.Lease{l}, []ownership.Outcome{{Kind: store.ReleaseSynced}})
+}
+
+// Quorum locks over 3 and 5 independent servers, with one and two down.
+func TestQuorumAgainstRedis(t *testing.T) {
+	for _, tt := range []struct{ n, down int }{{3, 1}, {3, 2}, {5, 1}, {5, 2}} {
+		t.Run(fmt.Sprintf("%d-servers-%d-down", tt.n, tt.down), func(t *testing.T) {
+			t.Parallel()
+			var srvs []*redistest.Server
+			var stores []ownership.Store
+			for range tt.n {
+				s := redistest.Start(t, nil)
+				srvs = append(srvs, s)
+				stores = append(stores, openStore(t, s.Addr(), "q"))
+			}
+			cfg := ownership.LockerConfig{Config: ownership.Config{TTL: time.Second}}
+			lk, err := ownership.NewLocker(cfg, stores...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lk.Close()
+			other, _ := ownership.NewLocker(cfg, stores...)
+			defer other.Close()
+			ctx := context.Background()
+			for _, s := range srvs[:tt.down] {
+				s.Kill(t)
+			}
+			l, err := lk.TryLock(ctx, "job")
+			majority := tt.n-tt.down > tt.n/2
+			if majority != (err == nil) {
+				t.Fatalf("TryLock = %v, want success=%v", err, majority)
+			}
+			if !majority {
+				return
+			}
+			if _, err := other.TryLock(ctx, "job"); !errors.Is(err, ownership.ErrNotObtained) {
+				t.Fatalf("second owner: %v, want ErrNotObtained", err)
+			}
+			time.Sleep(2 * time.Second) // the watchdog renews on the majority
+			if l.Err() != nil {
+				t.Fatalf("lock lost with a majority up: %v", l.Err())
+			}
+			if code, err := l.Unlock(ctx); code != store.Released {
+				t.Errorf("Unlock = %v, %v", code, err)
+			}
+			l2, err := other.TryLock(ctx, "job")
+			if err != nil || l2.Fence() <= l.Fence() {
+				t.Fatalf("relock = %v; fence after %d", err, l.Fence())
+			}
+			l2.Unlock(ctx)
+			for _, s := range srvs[:tt.down] {
+				s.Restart(t) // let go-redis's dial retries end before goleak looks
+			}
+		})
+	}
+}

@@ -1,0 +1,394 @@
+package ownership
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/syncd/syncd/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The timing tests run in synctest bubbles: time is fake, so a 30 s
+// lease is tested in microseconds and every assertion is exact.
+
+const (
+	ttl    = 3 * time.Second
+	margin = 300 * time.Millisecond
+	beat   = time.Second
+)
+
+func newTestManager(t *testing.T, st Store, settle time.Duration) *Manager {
+	t.Helper()
+	m, err := New(st, Config{TTL: ttl, Margin: margin, Heartbeat: beat, Settle: settle,
+		Owner: store.Owner{Host: "h", PID: 1, Run: "r"}, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func claimOne(t *testing.T, m *Manager, id string) *Lease {
+	t.Helper()
+	leases, err := m.Claim(t.Context(), ClaimRequest{IDs: []string{id}})
+	if err != nil || len(leases) != 1 {
+		t.Fatalf("Claim(%q) = %v, %v", id, leases, err)
+	}
+	return leases[0]
+}
+
+func lostReason(t *testing.T, l *Lease) Reason {
+	t.Helper()
+	var lost *LeaseLostError
+	if !errors.As(l.Err(), &lost) || !errors.Is(context.Cause(l.Context()), ErrLeaseLost) {
+		t.Fatalf("lease ended with %v, want a *LeaseLostError", l.Err())
+	}
+	return lost.Reason
+}
+
+func TestHeartbeatCadence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore()
+		f.add("a")
+		v := f.view()
+		m := newTestManager(t, v, 0)
+		start := time.Now()
+		l := claimOne(t, m, "a")
+		time.Sleep(10*beat + beat/2)
+		if err := l.Err(); err != nil {
+			t.Fatalf("lease lost with heartbeats working: %v", err)
+		}
+		if n := len(v.calls()); n != 10 {
+			t.Errorf("%d heartbeats in 10.5 intervals, want 10", n)
+		}
+		for i, at := range v.calls() {
+			if want := start.Add(time.Duration(i+1) * beat); !at.Equal(want) {
+				t.Errorf("heartbeat %d at +%v, want +%v", i, at.Sub(start), want.Sub(start))
+			}
+		}
+		if got, want := l.Expiry(), start.Add(10*beat+ttl-margin); !got.Equal(want) {
+			t.Errorf("trusted until +%v, want +%v", got.Sub(start), want.Sub(start))
+		}
+		if got := m.Stats().Heartbeats.Load(); got != 10 {
+			t.Errorf("stats count %d heartbeats", got)
+		}
+	})
+}
+
+func TestTrustWindowClosesWhileRedisUnreachable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore()
+		f.add("a")
+		v := f.view()
+		m := newTestManager(t, v, 0)
+		start := time.Now()
+		l := claimOne(t, m, "a")
+		v.mu.Lock()
+		v.extendErr = errUnreachable
+		v.mu.Unlock()
+		<-l.Done()
+		if got, want := time.Since(start), ttl-margin; got != want {
+			t.Errorf("lease ended after %v, want exactly ttl - margin = %v", got, want)
+		}
+		if r := lostReason(t, l); r != ReasonUnreachable {
+			t.Errorf("reason %q, want %q", r, ReasonUnreachable)
+		}
+		if !errors.Is(l.Err(), errUnreachable) {
+			t.Errorf("cause %v does not carry the Redis error", l.Err())
+		}
+		if got := m.Stats().LostUnreachable.Load(); got != 1 {
+			t.Errorf("stats: %d lost unreachable", got)
+		}
+	})
+}
+
+// A heartbeat whose reply comes late buys only what its send time
+// allows (River's rule): the window is sent + ttl - margin, not
+// received + ttl - margin.
+func TestLateHeartbeatCountsFromSendTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore()
+		f.add("a")
+		v := f.view()
+		v.extendDelay = 700 * time.Millisecond
+		m := newTestManager(t, v, 0)
+		start := time.Now()
+		l := claimOne(t, m, "a")
+		time.Sleep(beat + 800*time.Millisecond) // first beat sent at +1s, answered at +1.7s
+		if got, want := l.Expiry(), start.Add(beat+ttl-margin); !got.Equal(want) {
+			t.Errorf("trusted until +%v, want +%v (send time + ttl - margin)", got.Sub(start), want.Sub(start))
+		}
+	})
+}
+
+// A holder whose heartbeats stop is cancelled before anyone else can
+// claim the item, and the next claim has a larger fence.
+func TestPausedHolderStopsBeforeNextClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore()
+		f.add("a")
+		va, vb := f.view(), f.view()
+		a, b := newTestManager(t, va, 0), newTestManager(t, vb, 0)
+		la := claimOne(t, a, "a")
+		va.mu.Lock()
+		va.blockExtend = true
+		va.mu.Unlock()
+		var aDone time.Time
+		go func() { <-la.Done(); aDone = time.Now() }()
+		for {
+			leases, err := b.Claim(t.Context(), ClaimRequest{IDs: []string{"a"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(leases) == 1 {
+				synctest.Wait()
+				if aDone.IsZero() || !aDone.Before(time.Now()) {
+					t.Fatalf("B claimed at %v while A was still trusted (A done %v)", time.Now(), aDone)
+				}
+				if leases[0].Fence() <= la.Fence() {
+					t.Errorf("new fence %d not above the old %d", leases[0].Fence(), la.Fence())
+				}
+				if r := lostReason(t, la); r != ReasonExpired && r != ReasonUnreachable {
+					t.Errorf("reason %q", r)
+				}
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+}
+
+func TestTakenAndDeletedReasons(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore()
+		f.add("a", "b")
+		v := f.view()
+		m := newTestManager(t, v, 0)
+		la, lb := claimOne(t, m, "a"), claimOne(t, m, "b")
+		f.steal("a")
+		f.mu.Lock()
+		delete(f.recs, f.keys.Record(0, "b"))
+		f.mu.Unlock()
+		time.Sleep(beat + time.Millisecond)
+		if r := lostReason(t, la); r != ReasonTaken {
+			t.Errorf("a: %q, want %q", r, ReasonTaken)
+		}
+		if r := lostReason(t, lb); r != ReasonDeleted {
+			t.Errorf("b: %q, want %q", r, ReasonDeleted)
+		}
+		res := m.Release(t.Context(), []*Lease{la, lb}, []Outcome{{Kind: store.ReleaseSynced}, {Kind: store.ReleaseSynced}})
+		if res[0].Code != store.HeldByOther || res[0].Recorded {
+			t.Errorf("release of a taken lease = %+v, want held by other, not recorded", res[0])
+		}
+		if res[1].Code != store.NotHeld || res[1].Recorded {
+			t.Errorf("release of a deleted lease = %+v", res[1])
+		}
+		for _, k := range f.releaseKinds() {
+			if k != store.ReleaseHandBack {
+				t.Errorf("a lost lease sent a %q release; only hand-backs are allowed", k)
+			}
+		}
+	})
+}
+
+func TestReleaseEndsLeaseAndRecords(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore()
+		f.add("a")
+		v := f.view()
+		m := newTestManager(t, v, 0)
+		l := claimOne(t, m, "a")
+		res := m.Release(t.Context(), []*Lease{l}, []Outcome{{Kind: store.ReleaseSynced, Delay: time.Minute}})
+		if res[0].Code != store.Released || !res[0].Recorded {
+			t.Errorf("release = %+v", res[0])
+		}
+		if !errors.Is(l.Err(), ErrReleased) {
+			t.Errorf("lease after release: %v", l.Err())
+		}
+		n := len(v.calls())
+		time.Sleep(3 * beat)
+		if len(v.calls()) != n {
+			t.Error("a released lease is still heartbeated")
+		}
+	})
+}
+
+// A claim whose reply was lost is resolved by the confirm read: the
+// caller gets the lease (with the right fence), not "not claimed".
+func TestLostClaimReplyResolved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore()
+		f.add("a")
+		v := f.view()
+		v.loseClaim = true
+		m := newTestManager(t, v, 0)
+		l := claimOne(t, m, "a")
+		if l.Fence() != 1 {
+			t.Errorf("fence %d, want 1 (read back by the confirm)", l.Fence())
+		}
+		if got := m.Stats().ClaimsUnknown.Load(); got != 1 {
+			t.Errorf("stats: %d unknown claims", got)
+		}
+	})
+}
+
+// With a settle delay, a claim lost in the window (a failover replaced
+// it) is not trusted.
+func TestSettleConfirmDropsLostClaims(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore()
+		f.add("a", "b")
+		v := f.view()
+		m := newTestManager(t, v, 200*time.Millisecond)
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			f.steal("a")
+		}()
+		start := time.Now()
+		leases, err := m.Claim(t.Context(), ClaimRequest{IDs: []string{"a", "b"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(leases) != 1 || leases[0].ID() != "b" {
+			t.Fatalf("leases %v, want only b", leases)
+		}
+		if time.Since(start) != 200*time.Millisecond {
+			t.Errorf("claim took %v, want the settle delay", time.Since(start))
+		}
+	})
+}
+
+func TestLockerReentryAndWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore()
+		cfg := LockerConfig{Config: Config{TTL: ttl, Margin: margin, Heartbeat: beat}}
+		a, err := NewLocker(LockerConfig{Config: cfg.Config, Reentrant: true}, f.view())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		b, _ := NewLocker(cfg, f.view())
+		defer b.Close()
+		ctx := t.Context()
+		la, err := a.TryLock(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := a.TryLock(ctx, "job"); err != nil || again != la || la.Holds() != 2 {
+			t.Fatalf("re-entry = %v, %v, holds %d", again, err, la.Holds())
+		}
+		if _, err := b.TryLock(ctx, "job"); !errors.Is(err, ErrNotObtained) {
+			t.Fatalf("b.TryLock = %v, want ErrNotObtained", err)
+		}
+		got := make(chan *Lock)
+		go func() {
+			l, err := b.Lock(ctx, "job")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		time.Sleep(5 * ttl) // the watchdog keeps a's lock alive meanwhile
+		if la.Err() != nil {
+			t.Fatalf("watchdog let the lock go: %v", la.Err())
+		}
+		if code, _ := la.Unlock(ctx); code != store.Released || la.Err() != nil {
+			t.Fatalf("first unlock of two holds = %v, %v", code, la.Err())
+		}
+		start := time.Now()
+		if code, _ := la.Unlock(ctx); code != store.Released {
+			t.Fatalf("last unlock = %v", code)
+		}
+		lb := <-got
+		if waited := time.Since(start); waited > 500*time.Millisecond {
+			t.Errorf("waiter took %v after the unlock", waited)
+		}
+		if lb.Fence() <= la.Fence() {
+			t.Errorf("fence %d after %d", lb.Fence(), la.Fence())
+		}
+		// Not re-entrant: the same locker cannot take it twice.
+		if _, err := b.TryLock(ctx, "job"); !errors.Is(err, ErrNotObtained) {
+			t.Errorf("non-reentrant second TryLock = %v", err)
+		}
+		lb.Unlock(ctx)
+		ctx2, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if _, err := a.Lock(ctx2, "job"); err != nil {
+			t.Errorf("Lock of a free lock: %v", err)
+		}
+	})
+}
+
+func TestQuorumMajority(t *testing.T) {
+	for _, tt := range []struct{ n, down int }{{3, 0}, {3, 1}, {3, 2}, {5, 1}, {5, 2}, {5, 3}} {
+		synctest.Test(t, func(t *testing.T) {
+			var stores []Store
+			var views []*view
+			for range tt.n {
+				v := newFakeStore().view()
+				views, stores = append(views, v), append(stores, v)
+			}
+			for _, v := range views[:tt.down] {
+				v.extendErr = errUnreachable
+			}
+			lk, err := NewLocker(LockerConfig{Config: Config{TTL: ttl, Margin: margin, Heartbeat: beat}}, stores...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lk.Close()
+			l, err := lk.TryLock(t.Context(), "q")
+			ok := tt.n-tt.down > tt.n/2
+			if ok != (err == nil) {
+				t.Fatalf("%d of %d down: TryLock = %v, want ok=%v", tt.down, tt.n, err, ok)
+			}
+			if !ok {
+				return
+			}
+			time.Sleep(3 * ttl)
+			if l.Err() != nil {
+				t.Fatalf("%d of %d down: renewals lost the lock: %v", tt.down, tt.n, l.Err())
+			}
+			// One more server down breaks the majority: the lock is lost
+			// by the trust window.
+			if tt.n-tt.down-1 <= tt.n/2 {
+				views[tt.down].mu.Lock()
+				views[tt.down].extendErr = errUnreachable
+				views[tt.down].mu.Unlock()
+				<-l.Done()
+				var lost *LeaseLostError
+				if !errors.As(l.Err(), &lost) {
+					t.Fatalf("lock ended with %v", l.Err())
+				}
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		cfg   Config
+		field string
+	}{
+		{Config{TTL: time.Millisecond}, "ttl"},
+		{Config{TTL: time.Second, Heartbeat: time.Second}, "heartbeat"},
+		{Config{TTL: time.Second, Settle: 950 * time.Millisecond}, "settle"},
+		{Config{TTL: time.Second, Margin: 600 * time.Millisecond}, "margin"},
+		{Config{MinReplicas: -1}, "min_replicas"},
+	}
+	for _, tt := range tests {
+		var ce *ConfigError
+		if err := tt.cfg.Validate(); !errors.As(err, &ce) || ce.Field != tt.field {
+			t.Errorf("Validate(%+v) = %v, want field %s", tt.cfg, err, tt.field)
+		}
+	}
+	if err := (Config{}).Validate(); err != nil {
+		t.Errorf("zero Config: %v", err)
+	}
+}
