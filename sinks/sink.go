@@ -12,7 +12,7 @@ type Item struct {
 	ID string
 	// Fence is the fencing token of the claim this sync runs under. Fences
 	// of one item rise strictly from claim to claim. A sink that stores
-	// the highest fence it accepted and rejects lower ones (see Fence)
+	// the highest fence it accepted and rejects lower ones (see FenceGuard)
 	// never accepts a write from an owner that lost its claim.
 	Fence uint64
 	// Owner names the worker that holds the claim ("host/pid/run/w3").

@@ -1,0 +1,62 @@
+# syncd: `make` lists the targets.
+SHELL := /bin/bash
+GO ?= go
+export PATH := $(PATH):/usr/local/go/bin:$(shell $(GO) env GOPATH 2>/dev/null)/bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+CONFIG ?= config.yaml
+FUZZTIME ?= 10s
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
+
+.PHONY: deps
+deps: ## install what the tests need: Debian's redis-server and redis-tools
+	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then \
+		echo "installing redis-server and redis-tools (apt-get)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null; \
+	fi
+	@redis-server --version
+
+.PHONY: build
+build: ## build bin/syncd, version stamped (static)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/syncd ./cmd/syncd
+
+.PHONY: run
+run: build ## build and run syncd with config.yaml (embedded store, demo items; Ctrl-C stops)
+	./bin/syncd run -c $(CONFIG)
+
+.PHONY: test
+test: deps ## install what is needed, then run every test with -race
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+.PHONY: test/race
+test/race: test ## same as test: every test always runs with -race
+
+.PHONY: bench
+bench: deps ## run the benchmarks and write BENCHMARKS.md
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: lint
+lint: ## go vet and gofmt
+	$(GO) vet ./...
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME (default 10s) each
+	@for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+.PHONY: cover
+cover: deps ## run the tests with coverage and print the total
+	$(GO) test -race -count=1 -coverprofile=coverage.out ./...
+	$(GO) tool cover -func=coverage.out | tail -1

@@ -1,0 +1,79 @@
+// Package sinks defines the contract between the syncd engine and the code
+// that does the work of syncing an item: the [Sink] interface, the [Item] it
+// is handed, and the errors that steer retries ([ErrStaleFence],
+// [Permanent]).
+//
+// # The contract
+//
+// A worker that holds the lease on an item calls
+//
+//	err := sink.Sync(leaseCtx, item)
+//
+// leaseCtx lives exactly as long as the lease can be trusted. When the lease
+// is lost (a missed heartbeat, a Redis failover, a shutdown) the context is
+// cancelled with a cause wrapping ownership.ErrLeaseLost, and Sync must stop
+// promptly and return; context.Cause(ctx) tells it why. Sync is called from
+// many goroutines at once and must be safe for concurrent use. Close is
+// called once, after the last Sync returned.
+//
+// # Retries and idempotency
+//
+// The engine classifies what Sync returns:
+//
+//	nil                          success; LastSync of the item advances
+//	wraps ErrStaleFence          the target rejected the fence: the claim is
+//	                             stale, the attempt is dropped, no retry
+//	IsPermanent(err)             retrying cannot help: quarantine at once
+//	any other error              retried with backoff, quarantined after
+//	                             max_attempts
+//
+// Delivery is at least once. A sync can be cut off at any point (a crash, a
+// lost lease, a network partition after the target applied the write but
+// before the reply arrived), and the engine then runs it again, possibly on
+// another host, with the same item. Sync must therefore be idempotent:
+// writing the same data twice must leave the target as writing it once.
+// Item.Attempt and Item.LastSync help with incremental work, but they are
+// hints, not a transaction log.
+//
+// # Fencing
+//
+// A lease alone cannot guarantee that only one writer touches an item. The
+// holder of an expired lease does not know it is expired until it looks: a
+// GC pause, a stopped VM or a slow network can hold a write in flight for
+// longer than the lease, and that write lands after a new owner has started.
+// Martin Kleppmann makes this argument in "How to do distributed locking"
+// (2016): no lock service, however careful, can prevent it on its own; only
+// the storage that receives the writes can, by checking a fencing token.
+//
+// syncd issues one: Item.Fence rises strictly with every claim of an item.
+// A target that remembers the highest fence it accepted for an item and
+// rejects writes with a lower one never accepts a write from an owner that
+// has been superseded. This is the only way to get "never two accepted
+// writers"; leases, heartbeats and timeouts only make overlaps rare. A sink
+// whose target cannot check fences gets at-least-once delivery with possible
+// overlap, and must be idempotent enough to live with it.
+//
+// [FenceGuard] enforces the rule in memory for sink authors whose target is
+// local; for a database the same rule is one conditional write (see the
+// FenceGuard documentation). When the target rejects a fence, return an
+// error wrapping ErrStaleFence.
+//
+// # Built-in sinks
+//
+// Each built-in sink lives in its own subpackage with a Config (whose zero
+// value means the documented defaults and which validates itself) and a New
+// constructor:
+//
+//   - [github.com/syncd/syncd/sinks/exec] runs a command per item, with the
+//     item in SYNCD_* environment variables.
+//   - [github.com/syncd/syncd/sinks/http] POSTs the item as JSON to a URL and
+//     maps the status code to success, stale fence, permanent or retryable
+//     failure.
+//   - [github.com/syncd/syncd/sinks/file] appends one JSON line per sync to a
+//     file, on its own or as an audit log around another sink.
+//   - [github.com/syncd/syncd/sinks/log] logs each sync; with an optional
+//     delay and failure rate it is the demo sink.
+//
+// Package [github.com/syncd/syncd/sinks/sinktest] is the conformance suite
+// every sink, built-in or not, should pass.
+package sinks

@@ -1,0 +1,568 @@
+//go:build unix
+
+package exec_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/syncd/syncd/sinks"
+	execsink "github.com/syncd/syncd/sinks/exec"
+	"github.com/syncd/syncd/sinks/sinktest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func newSink(t *testing.T, cfg execsink.Config) *execsink.Sink {
+	t.Helper()
+	s, err := execsink.New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+// recordScript writes the SYNCD_* variables, NUL-separated, to a new file
+// in $OUT.
+const recordScript = `f=$(mktemp "$OUT/item.XXXXXX") &&
+printf '%s\0' "$SYNCD_ID" "$SYNCD_FENCE" "$SYNCD_OWNER" "$SYNCD_ATTEMPT" "$SYNCD_LAST_SYNC_MS" > "$f"`
+
+// recorded reads the items recordScript wrote to dir.
+func recorded(t *testing.T, dir string) []sinks.Item {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "item.*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []sinks.Item
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := strings.Split(string(data), "\x00")
+		if len(v) != 6 || v[5] != "" {
+			t.Fatalf("%s: got %q, want 5 NUL-terminated values", f, data)
+		}
+		fence, err1 := strconv.ParseUint(v[1], 10, 64)
+		attempt, err2 := strconv.Atoi(v[3])
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		it := sinks.Item{ID: v[0], Fence: fence, Owner: v[2], Attempt: attempt}
+		if v[4] != "" {
+			ms, err := strconv.ParseInt(v[4], 10, 64)
+			if err != nil {
+				t.Fatalf("%s: SYNCD_LAST_SYNC_MS: %v", f, err)
+			}
+			it.LastSync = time.UnixMilli(ms)
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
+func TestConformance(t *testing.T) {
+	sinktest.Run(t, sinktest.Harness{
+		New: func(t *testing.T, b sinktest.Behavior) sinktest.Instance {
+			out := t.TempDir()
+			cfg := execsink.Config{Env: []string{"OUT=" + out}}
+			switch b {
+			case sinktest.Succeed:
+				cfg.Command = []string{"sh", "-c", recordScript}
+			case sinktest.Fail:
+				cfg.Command = []string{"sh", "-c", `echo "no such thing: $SYNCD_ID" >&2; exit 7`}
+			case sinktest.Block:
+				cfg.Command = []string{"sleep", "60"}
+			}
+			s, err := execsink.New(cfg, zerolog.New(zerolog.NewTestWriter(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sinktest.Instance{Sink: s, Received: func() []sinks.Item { return recorded(t, out) }}
+		},
+		FailText: `exit status 7; stderr: "no such thing: item/ü`,
+	})
+}
+
+func TestEnvironment(t *testing.T) {
+	t.Setenv("TEST_SYNCD_INHERITED", "inherited")
+	t.Setenv("TEST_SYNCD_OVERRIDDEN", "inherited")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "env")
+	s := newSink(t, execsink.Config{
+		Command: []string{"sh", "-c", `env > "$OUT"; pwd >> "$OUT"`},
+		Env:     []string{"OUT=" + out, "TEST_SYNCD_OVERRIDDEN=config", "EXTRA=a=b"},
+		Dir:     dir,
+	})
+	env := func(it sinks.Item) map[string]string {
+		t.Helper()
+		if err := s.Sync(t.Context(), it); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(map[string]string)
+		for line := range strings.Lines(string(data)) {
+			line = strings.TrimSuffix(line, "\n")
+			k, v, ok := strings.Cut(line, "=")
+			if !ok {
+				got["PWD()"] = line
+				continue
+			}
+			if strings.Contains(k, "SYNCD_") || k == "EXTRA" {
+				got[k] = v
+			}
+		}
+		return got
+	}
+
+	last := time.Date(2024, 5, 1, 12, 0, 0, 123_999_999, time.UTC)
+	got := env(sinks.Item{ID: "a b/ü", Fence: 1<<63 + 5, Owner: "h/1/r/w3", Attempt: 2, LastSync: last})
+	want := map[string]string{
+		"SYNCD_ID": "a b/ü", "SYNCD_FENCE": "9223372036854775813", "SYNCD_OWNER": "h/1/r/w3",
+		"SYNCD_ATTEMPT": "2", "SYNCD_LAST_SYNC_MS": strconv.FormatInt(last.UnixMilli(), 10),
+		"TEST_SYNCD_INHERITED": "inherited", "TEST_SYNCD_OVERRIDDEN": "config", "EXTRA": "a=b",
+		"PWD()": dir,
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("environment (-got +want):\n%s", diff)
+	}
+
+	got = env(sinks.Item{ID: "new", Fence: 1, Attempt: 1})
+	if v, ok := got["SYNCD_LAST_SYNC_MS"]; !ok || v != "" {
+		t.Errorf("SYNCD_LAST_SYNC_MS = %q (set %v), want set and empty for an item that never synced", v, ok)
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	s := newSink(t, execsink.Config{Command: []string{"sh", "-c", `echo first >&2; echo "boom: $SYNCD_ID" >&2; exit 3`}})
+	err := s.Sync(t.Context(), sinks.Item{ID: "a"})
+	var ee *osexec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("Sync = %v, want an ExitError with code 3", err)
+	}
+	want := `exec: item "a": exit status 3; stderr: "first\nboom: a"`
+	if err.Error() != want {
+		t.Errorf("Sync = %q, want %q", err, want)
+	}
+	if sinks.IsPermanent(err) {
+		t.Errorf("a failed command must be retryable: %v", err)
+	}
+}
+
+func TestStderrTail(t *testing.T) {
+	s := newSink(t, execsink.Config{
+		Command:    []string{"sh", "-c", `i=0; while [ $i -lt 200 ]; do printf 'éééé' >&2; i=$((i+1)); done; echo ' THE END' >&2; exit 1`},
+		StderrTail: 16,
+	})
+	err := s.Sync(t.Context(), sinks.Item{ID: "a"})
+	if err == nil {
+		t.Fatal("Sync = nil, want an error")
+	}
+	want := `exec: item "a": exit status 1; stderr: "…ééé THE END"`
+	if err.Error() != want {
+		t.Errorf("Sync = %q, want %q", err, want)
+	}
+}
+
+// fifo makes a named pipe in dir and returns its path and a channel that
+// receives the first line written to it.
+func fifo(t *testing.T, dir string) (string, <-chan string) {
+	t.Helper()
+	path := filepath.Join(dir, "ready")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// O_RDWR does not block waiting for a writer, and the poller lets
+	// Close unblock the read if the command never writes.
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		line, _ := bufio.NewReader(f).ReadString('\n')
+		lines <- strings.TrimSpace(line)
+	}()
+	t.Cleanup(func() {
+		f.Close()
+		<-done
+	})
+	return path, lines
+}
+
+func awaitLine(t *testing.T, lines <-chan string) []int {
+	t.Helper()
+	select {
+	case line := <-lines:
+		var pids []int
+		for f := range strings.FieldsSeq(line) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				t.Fatalf("line %q: %v", line, err)
+			}
+			pids = append(pids, pid)
+		}
+		return pids
+	case <-time.After(5 * time.Second):
+		t.Fatal("the command did not report ready")
+		return nil
+	}
+}
+
+// procStat returns the state and process group of pid, from /proc.
+func procStat(pid int) (state string, pgrp int, ok bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", 0, false
+	}
+	// pid (comm) state ppid pgrp ...; comm may contain spaces and
+	// parentheses.
+	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(fields) < 3 {
+		return "", 0, false
+	}
+	pgrp, err = strconv.Atoi(fields[2])
+	return fields[0], pgrp, err == nil
+}
+
+// alive reports whether pid is a live process, not counting zombies (which
+// init, or whatever reaps orphans here, may be slow to collect).
+func alive(pid int) bool {
+	state, _, ok := procStat(pid)
+	return ok && state != "Z"
+}
+
+// groupAlive returns the live members of process group pgid.
+func groupAlive(pgid int) []int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var pids []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		if state, pgrp, ok := procStat(pid); ok && pgrp == pgid && state != "Z" {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// eventuallyGroupDead waits a short while for group pgid to have no live
+// members.
+func eventuallyGroupDead(t *testing.T, pgid int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		pids := groupAlive(pgid)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("process group %d still has live members %v", pgid, pids)
+			syscall.Kill(-pgid, syscall.SIGKILL)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// exists reports whether pid exists at all, zombie or not.
+func exists(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return err == nil
+}
+
+// eventuallyDead waits a short while for pids to die: SIGKILL is delivered
+// asynchronously.
+func eventuallyDead(t *testing.T, pids ...int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Errorf("process %d still alive", pid)
+				syscall.Kill(pid, syscall.SIGKILL)
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// cancelled is the outcome of syncAndCancel.
+type cancelled struct {
+	pids  []int         // what the command wrote to the fifo
+	err   error         // what Sync returned
+	took  time.Duration // from the cancellation to Sync returning
+	cause error         // the cancellation cause
+}
+
+// syncAndCancel starts Sync, waits for the command's first line on the fifo
+// (its pids), then cancels the context with a cause.
+func syncAndCancel(t *testing.T, s *execsink.Sink, lines <-chan string) cancelled {
+	t.Helper()
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	done := make(chan error, 1)
+	go func() { done <- s.Sync(ctx, sinks.Item{ID: "a"}) }()
+	c := cancelled{pids: awaitLine(t, lines), cause: errors.New("lease lost")}
+	start := time.Now()
+	cancel(c.cause)
+	select {
+	case c.err = <-done:
+		c.took = time.Since(start)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Sync did not return after cancel")
+	}
+	if !errors.Is(c.err, c.cause) {
+		t.Fatalf("Sync = %v, want it to wrap the cause", c.err)
+	}
+	return c
+}
+
+func TestIgnoresSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	ready, lines := fifo(t, dir)
+	const grace = 300 * time.Millisecond
+	s := newSink(t, execsink.Config{
+		// The ignored disposition is inherited by sleep.
+		Command: []string{"sh", "-c", `trap '' TERM; echo "$$" > "$READY"; sleep 30; echo survived`},
+		Env:     []string{"READY=" + ready},
+		Grace:   grace,
+	})
+	c := syncAndCancel(t, s, lines)
+	pids, err, took := c.pids, c.err, c.took
+	if !strings.Contains(err.Error(), "SIGKILL after 300ms") {
+		t.Errorf("Sync = %q, want it to say SIGKILL was needed", err)
+	}
+	if took < grace || took > grace+2*time.Second {
+		t.Errorf("Sync returned %v after cancel, want about the grace of %v", took, grace)
+	}
+	t.Logf("returned %v after cancel: %v", took, err)
+	if exists(pids[0]) {
+		t.Errorf("the command, pid %d, was not reaped", pids[0])
+	}
+	eventuallyGroupDead(t, pids[0]) // the sleep that ignored SIGTERM too
+}
+
+func TestChildKilledOnCancel(t *testing.T) {
+	ready, lines := fifo(t, t.TempDir())
+	s := newSink(t, execsink.Config{
+		Command: []string{"sh", "-c", `sleep 30 & echo "$$ $!" > "$READY"; wait`},
+		Env:     []string{"READY=" + ready},
+	})
+	c := syncAndCancel(t, s, lines)
+	pids, took := c.pids, c.took
+	if took > 2*time.Second {
+		t.Errorf("Sync took %v after cancel; the command honours SIGTERM", took)
+	}
+	if exists(pids[0]) {
+		t.Errorf("the command, pid %d, was not reaped", pids[0])
+	}
+	eventuallyDead(t, pids[1])
+	eventuallyGroupDead(t, pids[0])
+}
+
+// TestChildKilledAfterExit: a background child the command leaves running
+// is killed when the command exits, and its open stderr does not hold Sync.
+func TestChildKilledAfterExit(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "pid")
+	s := newSink(t, execsink.Config{
+		Command: []string{"sh", "-c", `sleep 30 & echo "$!" > "$OUT"; exit 0`},
+		Env:     []string{"OUT=" + out},
+	})
+	start := time.Now()
+	if err := s.Sync(t.Context(), sinks.Item{ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Sync took %v", took)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventuallyDead(t, pid)
+}
+
+// TestEscapedDescendant: a descendant that left the process group keeps
+// stderr open; Sync stops reading it soon after the command exits.
+func TestEscapedDescendant(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "pid")
+	s := newSink(t, execsink.Config{
+		// The leader waits until the descendant has left its group.
+		Command: []string{"sh", "-c", `setsid sh -c 'echo $$ > "$OUT"; exec sleep 30' &
+while [ ! -s "$OUT" ]; do sleep 0.01; done; echo bye >&2; exit 4`},
+		Env: []string{"OUT=" + out},
+	})
+	start := time.Now()
+	err := s.Sync(t.Context(), sinks.Item{ID: "a"})
+	took := time.Since(start)
+	if data, rerr := os.ReadFile(out); rerr == nil {
+		if pid, perr := strconv.Atoi(strings.TrimSpace(string(data))); perr == nil {
+			syscall.Kill(pid, syscall.SIGKILL) // it escaped the sink; clean up here
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), `exit status 4; stderr: "bye"`) {
+		t.Errorf("Sync = %v, want exit status 4 with stderr", err)
+	}
+	if took > 5*time.Second {
+		t.Errorf("Sync took %v, want about a second", took)
+	}
+	t.Logf("Sync returned after %v: %v", took, err)
+}
+
+func TestTimeout(t *testing.T) {
+	s := newSink(t, execsink.Config{Command: []string{"sleep", "30"}, Timeout: 100 * time.Millisecond})
+	start := time.Now()
+	err := s.Sync(t.Context(), sinks.Item{ID: "a"})
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Sync = %v, want it to wrap context.DeadlineExceeded", err)
+	}
+	want := `exec: item "a": timeout after 100ms (context deadline exceeded): sent SIGTERM: signal: terminated`
+	if err.Error() != want {
+		t.Errorf("Sync = %q, want %q", err, want)
+	}
+	if took < 100*time.Millisecond || took > 3*time.Second {
+		t.Errorf("Sync took %v", took)
+	}
+	// The timeout is per run: the next Sync gets its own.
+	s2 := newSink(t, execsink.Config{Command: []string{"true"}, Timeout: 100 * time.Millisecond})
+	for range 3 {
+		if err := s2.Sync(t.Context(), sinks.Item{ID: "b"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestCancelledBeforeStart(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "ran")
+	s := newSink(t, execsink.Config{Command: []string{"touch", out}})
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cause := errors.New("lease lost")
+	cancel(cause)
+	if err := s.Sync(ctx, sinks.Item{ID: "a"}); !errors.Is(err, cause) {
+		t.Fatalf("Sync = %v, want it to wrap the cause", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("the command ran with a cancelled context")
+	}
+}
+
+func TestRelativeCommandInDir(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "hook.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$SYNCD_ID\" > out\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := newSink(t, execsink.Config{Command: []string{"./hook.sh"}, Dir: dir})
+	if err := s.Sync(t.Context(), sinks.Item{ID: "rel"}); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "out")); string(data) != "rel\n" {
+		t.Errorf("out = %q, want %q", data, "rel\n")
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, []byte("not a program"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		cfg    execsink.Config
+		want   string
+		wantIs error
+	}{
+		{"not in PATH", execsink.Config{Command: []string{"syncd-no-such-command"}},
+			`exec: command: "syncd-no-such-command": executable file not found in $PATH`, osexec.ErrNotFound},
+		{"missing path", execsink.Config{Command: []string{filepath.Join(dir, "nope")}},
+			`exec: command: "` + filepath.Join(dir, "nope") + `": `, os.ErrNotExist},
+		{"not executable", execsink.Config{Command: []string{plain}},
+			`exec: command: "` + plain + `": permission denied`, os.ErrPermission},
+		{"relative missing in dir", execsink.Config{Command: []string{"./nope"}, Dir: dir},
+			`exec: command: "./nope": `, os.ErrNotExist},
+		{"missing dir", execsink.Config{Command: []string{"true"}, Dir: filepath.Join(dir, "nope")},
+			"exec: dir: ", os.ErrNotExist},
+		{"dir is a file", execsink.Config{Command: []string{"true"}, Dir: plain},
+			"exec: dir: ", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := execsink.New(tt.cfg, zerolog.Nop())
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("New = %v, want prefix %q", err, tt.want)
+			}
+			if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
+				t.Errorf("New = %v, want it to wrap %v", err, tt.wantIs)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		cfg  execsink.Config
+		want string
+	}{
+		{execsink.Config{Command: []string{"true"}}, ""},
+		{execsink.Config{Command: []string{"sh", "-c", "x"}, Env: []string{"A=", "B=c=d"}, Timeout: 1, Grace: 1, StderrTail: 1}, ""},
+		{execsink.Config{}, "exec: command: must not be empty"},
+		{execsink.Config{Command: []string{""}}, "exec: command: must not be empty"},
+		{execsink.Config{Command: []string{"echo", "a\x00b"}}, "exec: command: argument 1 contains NUL"},
+		{execsink.Config{Command: []string{"true"}, Env: []string{"NOEQUALS"}}, `exec: env: "NOEQUALS" is not KEY=value`},
+		{execsink.Config{Command: []string{"true"}, Env: []string{"=x"}}, `exec: env: "=x" is not KEY=value`},
+		{execsink.Config{Command: []string{"true"}, Env: []string{"SYNCD_ID=x"}}, "exec: env: SYNCD_ID is set by the sink"},
+		{execsink.Config{Command: []string{"true"}, Timeout: -1}, "exec: timeout: must not be negative"},
+		{execsink.Config{Command: []string{"true"}, Grace: -1}, "exec: grace: must not be negative"},
+		{execsink.Config{Command: []string{"true"}, StderrTail: -1}, "exec: stderr_tail: must not be negative"},
+	}
+	for _, tt := range tests {
+		err := tt.cfg.Validate()
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("%+v.Validate() = %v, want nil", tt.cfg, err)
+			}
+			continue
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%+v.Validate() = %v, want prefix %q", tt.cfg, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,315 @@
+// Package http provides a sink that POSTs each item as JSON to a URL:
+//
+//	POST /hook HTTP/1.1
+//	Content-Type: application/json
+//	X-Syncd-Fence: 12
+//
+//	{"id":"a","fence":12,"owner":"host/41/run/w3","attempt":1,"last_sync":"2024-05-01T10:00:00.123Z"}
+//
+// last_sync is RFC 3339 with nanoseconds, in UTC, or null when the item
+// never synced. The fence is also sent as the X-Syncd-Fence header so that
+// a proxy or the target can check it without parsing the body; a target that
+// enforces fencing (see package sinks) answers 409 Conflict to a stale one.
+//
+// The response status decides the outcome:
+//
+//	2xx                          success
+//	409 Conflict                 error wrapping sinks.ErrStaleFence: dropped
+//	408, 429                     ordinary error: retried with backoff
+//	other 4xx                    sinks.Permanent: quarantined at once
+//	5xx, 3xx, network errors     ordinary error: retried with backoff
+//
+// Errors carry the start of the response body. Redirects are followed only
+// when they keep the method and body (307, 308); any other 3xx is reported
+// as an error rather than silently turned into a GET. The sink does not use
+// proxies: it reads no environment variables.
+package http
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/sinks"
+)
+
+// Log field keys.
+const (
+	fieldComponent = "component"
+	fieldURL       = "url"
+	fieldID        = "id"
+	fieldStatus    = "status"
+	fieldTook      = "took"
+)
+
+// DefaultTimeout is the per-request timeout when Config.Timeout is zero.
+const DefaultTimeout = 30 * time.Second
+
+const (
+	// maxSnippet is how much of a response body an error quotes.
+	maxSnippet = 256
+	// maxDrain is how much of a response body is read to reuse the
+	// connection; a longer body closes it instead.
+	maxDrain = 64 << 10
+	// maxRedirects bounds 307/308 chains.
+	maxRedirects = 10
+)
+
+// Config configures an HTTP sink.
+type Config struct {
+	// URL is the http or https URL to POST to. Required.
+	URL string
+
+	// Headers are extra request headers, such as Authorization. A "Host"
+	// entry sets the request's Host. Content-Type, Content-Length and
+	// X-Syncd-Fence are set by the sink and may not be given. Default none.
+	Headers map[string]string
+
+	// Timeout bounds each request, from dialling to reading the response
+	// body. Default DefaultTimeout (30 s).
+	Timeout time.Duration
+}
+
+// Validate reports the first invalid field of c.
+func (c Config) Validate() error {
+	if c.URL == "" {
+		return errors.New("http: url: must not be empty")
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return fmt.Errorf("http: url: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("http: url: scheme must be http or https, got %q", u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("http: url: host must not be empty in %q", c.URL)
+	}
+	for name, value := range c.Headers {
+		if !validHeaderName(name) {
+			return fmt.Errorf("http: headers: invalid header name %q", name)
+		}
+		switch http.CanonicalHeaderKey(name) {
+		case "Content-Type", "Content-Length", "X-Syncd-Fence":
+			return fmt.Errorf("http: headers: %s is set by the sink", http.CanonicalHeaderKey(name))
+		}
+		if strings.ContainsAny(value, "\r\n\x00") {
+			return fmt.Errorf("http: headers: value of %s contains a line break or NUL", name)
+		}
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("http: timeout: must not be negative, got %v", c.Timeout)
+	}
+	return nil
+}
+
+// validHeaderName reports whether name is an RFC 9110 token.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// StatusError reports a response whose status is not 2xx. Sync wraps it,
+// and for some statuses also sinks.ErrStaleFence or sinks.Permanent; use
+// errors.As to get it.
+type StatusError struct {
+	StatusCode int    // 503
+	Status     string // "503 Service Unavailable"
+	Body       string // the start of the response body, trimmed
+}
+
+func (e *StatusError) Error() string {
+	if e.Body == "" {
+		return "status " + e.Status
+	}
+	return fmt.Sprintf("status %s: body %q", e.Status, e.Body)
+}
+
+// Sink is a sink that POSTs items to a URL. It is safe for concurrent use.
+type Sink struct {
+	url       string
+	header    http.Header
+	host      string
+	timeout   time.Duration
+	transport *http.Transport
+	client    *http.Client
+	logger    zerolog.Logger
+}
+
+var _ sinks.Sink = (*Sink)(nil)
+
+// New returns an HTTP sink with its own connection pool, which logs to a
+// sub-logger of logger with the field component=sink.http.
+func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Sink{
+		url:     cfg.URL,
+		header:  make(http.Header),
+		timeout: cfg.Timeout,
+		logger:  logger.With().Str(fieldComponent, "sink.http").Str(fieldURL, redact(cfg.URL)).Logger(),
+	}
+	if s.timeout == 0 {
+		s.timeout = DefaultTimeout
+	}
+	s.header.Set("User-Agent", "syncd")
+	for name, value := range cfg.Headers {
+		if http.CanonicalHeaderKey(name) == "Host" {
+			s.host = value
+			continue
+		}
+		s.header.Set(name, value)
+	}
+	s.header.Set("Content-Type", "application/json")
+
+	// A transport of our own, so that Close can release its connections
+	// without touching other users of http.DefaultTransport.
+	s.transport = http.DefaultTransport.(*http.Transport).Clone()
+	s.transport.Proxy = nil
+	s.client = &http.Client{
+		Transport: s.transport,
+		// The default policy turns a POST into a GET on 301, 302 and
+		// 303, and a target that answers that GET with 200 would look
+		// like a successful sync that never happened.
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			switch req.Response.StatusCode {
+			case http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+				if len(via) >= maxRedirects {
+					return fmt.Errorf("stopped after %d redirects", maxRedirects)
+				}
+				return nil
+			}
+			return http.ErrUseLastResponse
+		},
+	}
+	return s, nil
+}
+
+// redact hides the password of a URL for logs.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Redacted()
+}
+
+type payload struct {
+	ID       string     `json:"id"`
+	Fence    uint64     `json:"fence"`
+	Owner    string     `json:"owner"`
+	Attempt  int        `json:"attempt"`
+	LastSync *time.Time `json:"last_sync"`
+}
+
+// Sync POSTs item and maps the response status as the package
+// documentation describes. When ctx is done first, the error wraps
+// context.Cause(ctx).
+func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
+	p := payload{ID: item.ID, Fence: item.Fence, Owner: item.Owner, Attempt: item.Attempt}
+	if !item.LastSync.IsZero() {
+		t := item.LastSync.UTC()
+		p.LastSync = &t
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("http: item %q: encode: %w", item.ID, err)
+	}
+
+	reqCtx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, s.url, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("http: item %q: %w", item.ID, err)
+	}
+	req.Header = s.header.Clone()
+	req.Header.Set("X-Syncd-Fence", strconv.FormatUint(item.Fence, 10))
+	if s.host != "" {
+		req.Host = s.host
+	}
+
+	start := time.Now()
+	resp, err := s.client.Do(req)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			// Recent net/http already wraps the cause; do not say it twice.
+			if cause := context.Cause(ctx); !errors.Is(err, cause) {
+				return fmt.Errorf("http: item %q: %w: %w", item.ID, cause, err)
+			}
+			return fmt.Errorf("http: item %q: %w", item.ID, err)
+		case reqCtx.Err() != nil:
+			return fmt.Errorf("http: item %q: timeout after %v: %w", item.ID, s.timeout, err)
+		}
+		return fmt.Errorf("http: item %q: %w", item.ID, err)
+	}
+	snippet := readSnippet(resp.Body)
+	resp.Body.Close()
+	s.logger.Debug().Str(fieldID, item.ID).Int(fieldStatus, resp.StatusCode).
+		Dur(fieldTook, time.Since(start)).Msg("posted")
+
+	code := resp.StatusCode
+	if code >= 200 && code <= 299 {
+		return nil
+	}
+	serr := &StatusError{StatusCode: code, Status: resp.Status, Body: snippet}
+	switch {
+	case code == http.StatusConflict:
+		return fmt.Errorf("http: item %q: %w: %w", item.ID, serr, sinks.ErrStaleFence)
+	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests:
+		return fmt.Errorf("http: item %q: %w", item.ID, serr)
+	case code >= 400 && code <= 499:
+		return fmt.Errorf("http: item %q: %w", item.ID, sinks.Permanent(serr))
+	}
+	return fmt.Errorf("http: item %q: %w", item.ID, serr)
+}
+
+// readSnippet returns the start of body, trimmed and valid UTF-8, and
+// drains a bounded rest of it so the connection can be reused.
+func readSnippet(body io.Reader) string {
+	buf := make([]byte, maxSnippet+1)
+	n, _ := io.ReadFull(body, buf)
+	io.Copy(io.Discard, io.LimitReader(body, maxDrain))
+	cut := n > maxSnippet
+	b := buf[:min(n, maxSnippet)]
+	if cut {
+		// Do not split the last rune.
+		for i := 0; i < utf8.UTFMax && len(b) > 0 && !utf8.Valid(b); i++ {
+			b = b[:len(b)-1]
+		}
+	}
+	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
+	if cut {
+		s += "…"
+	}
+	return s
+}
+
+// Close closes the sink's idle connections.
+func (s *Sink) Close() error {
+	s.transport.CloseIdleConnections()
+	return nil
+}
