@@ -32,6 +32,10 @@ type ClaimRequest struct {
 	TTL     time.Duration
 	// OnlyDue claims only items whose due time has come.
 	OnlyDue bool
+	// Since > 0 selects batch mode: claim items whose lastSync is before
+	// Since (ms, Redis clock), at once unless they are backing off after a
+	// failure. OnlyDue is then ignored.
+	Since int64
 	// MinReplicas > 0 sends WAIT on the same connection after the claim.
 	MinReplicas    int
 	ReplicaTimeout time.Duration
@@ -71,10 +75,13 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (*ClaimResponse, er
 	}
 	args := make([]any, 0, 2+2*len(req.IDs))
 	mode := "any"
-	if req.OnlyDue {
+	switch {
+	case req.Since > 0:
+		mode = "batch"
+	case req.OnlyDue:
 		mode = "due"
 	}
-	args = append(args, req.TTL.Milliseconds(), mode)
+	args = append(args, req.TTL.Milliseconds(), mode, req.Since)
 	var one []byte
 	if len(req.Records) == 1 {
 		one = MarshalRecord(req.Records[0])
@@ -368,6 +375,48 @@ func (s *Store) Due(ctx context.Context, shard, limit int) ([]string, error) {
 		}
 	}
 	return ids, nil
+}
+
+// PendingPage is one page of Pending.
+type PendingPage struct {
+	IDs         []string // not quarantined, lastSync before the run
+	Quarantined int      // quarantined items on this page
+	BackingOff  int      // of IDs, those failing and not due yet
+	Next        int      // offset of the next page, -1 at the end
+}
+
+// Pending returns one page of a shard's items that a batch run started at
+// since (ms, Redis clock) still has to sync, walking the due index from
+// offset.
+func (s *Store) Pending(ctx context.Context, shard int, since int64, offset, count int) (*PendingPage, error) {
+	v, err := s.runScript(ctx, s.rdb, scriptPending, []string{s.keys.Due(shard), s.keys.Meta(shard)}, since, offset, count)
+	if err != nil {
+		return nil, fmt.Errorf("store: pending of shard %d: %w", shard, err)
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 3 {
+		return nil, fmt.Errorf("store: unexpected pending reply %T", v)
+	}
+	p := &PendingPage{}
+	next, _ := arr[0].(int64)
+	q, _ := arr[1].(int64)
+	b, _ := arr[2].(int64)
+	p.Next, p.Quarantined, p.BackingOff = int(next), int(q), int(b)
+	for _, x := range arr[3:] {
+		if id, ok := x.(string); ok {
+			p.IDs = append(p.IDs, id)
+		}
+	}
+	return p, nil
+}
+
+// Now returns Redis's clock, in ms: the one clock of the fleet.
+func (s *Store) Now(ctx context.Context) (int64, error) {
+	t, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		return 0, fmt.Errorf("store: TIME: %w", err)
+	}
+	return t.UnixMilli(), nil
 }
 
 // Oldest returns the lowest due score of each shard (ms, Redis clock;

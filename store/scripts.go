@@ -36,11 +36,12 @@ var (
 	scriptLock    = loadScript("lock")
 	scriptUnlock  = loadScript("unlock")
 	scriptEpoch   = loadScript("epoch")
+	scriptPending = loadScript("pending")
 )
 
 var allScripts = []*redis.Script{
 	scriptClaim, scriptExtend, scriptRelease, scriptDue, scriptAdd, scriptRemove,
-	scriptRequeue, scriptForce, scriptLock, scriptUnlock, scriptEpoch,
+	scriptRequeue, scriptForce, scriptLock, scriptUnlock, scriptEpoch, scriptPending,
 }
 
 // isNoScript reports a NOSCRIPT reply: the server lost its script cache

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -476,4 +477,73 @@ func TestCluster(t *testing.T) {
 	if err != nil || len(oldest) != 8 {
 		t.Fatalf("Oldest = %v, %v", oldest, err)
 	}
+}
+
+func TestBatchModeAndPending(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		s.Add(ctx, "a", "b", "c", "d")
+		s.MarkEpoch(ctx, 0, 0)
+		// b synced before the run (not due for an hour); c is failing and
+		// backing off; d is quarantined.
+		for _, it := range []struct {
+			id   string
+			kind store.ReleaseKind
+		}{{"b", store.ReleaseSynced}, {"c", store.ReleaseFailed}, {"d", store.ReleaseQuarantine}} {
+			r := record("w")
+			claim(t, s, r, time.Minute, false, it.id)
+			s.Release(ctx, 0, []store.ReleaseRequest{{ID: it.id, Token: r.Token, Kind: it.kind, Delay: time.Hour}})
+		}
+		time.Sleep(5 * time.Millisecond)
+		since, err := s.Now(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []string
+		quarantined, backingOff, pages := 0, 0, 0
+		for off := 0; off >= 0; pages++ {
+			p, err := s.Pending(ctx, 0, since, off, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, p.IDs...)
+			quarantined, backingOff, off = quarantined+p.Quarantined, backingOff+p.BackingOff, p.Next
+		}
+		if pages != 3 || quarantined != 1 || backingOff != 1 {
+			t.Errorf("%d pages, %d quarantined, %d backing off; want 3, 1, 1", pages, quarantined, backingOff)
+		}
+		if diff := cmp.Diff(sorted(all), []string{"a", "b", "c"}); diff != "" {
+			t.Errorf("pending (-got +want):\n%s", diff)
+		}
+		req := store.ClaimRequest{Shard: 0, IDs: []string{"a", "b", "c", "d"}, Records: []*store.Record{record("w")}, TTL: time.Minute, Since: since}
+		resp, err := s.Claim(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []store.ClaimCode
+		for _, r := range resp.Results {
+			got = append(got, r.Code)
+		}
+		want := []store.ClaimCode{store.ClaimOK, store.ClaimOK, store.ClaimSkipped, store.ClaimSkipped}
+		if diff := cmp.Diff(got, want); diff != "" {
+			t.Errorf("batch claim codes (-got +want):\n%s", diff)
+		}
+		// Synced after the run started: no longer pending, not claimable.
+		r := record("w2")
+		rel, _ := s.Release(ctx, 0, []store.ReleaseRequest{{ID: "a", Token: req.Records[0].Token, Kind: store.ReleaseSynced, Delay: time.Hour}})
+		if rel[0].Code != store.Released {
+			t.Fatal(rel)
+		}
+		req.Records, req.IDs = []*store.Record{r}, []string{"a"}
+		if resp, _ := s.Claim(ctx, req); resp.Results[0].Code != store.ClaimSkipped {
+			t.Errorf("batch claim of an item synced in this run = %+v", resp.Results[0])
+		}
+	})
+}
+
+func sorted(s []string) []string {
+	out := append([]string(nil), s...)
+	slices.Sort(out)
+	return out
 }

@@ -5,9 +5,12 @@
 -- KEYS[3+i]  record key of item i
 -- ARGV[1]    ttl in ms
 -- ARGV[2]    "due": claim only items whose score <= now; "any": any item
---            that is in the due index and not quarantined
--- ARGV[1+2i] id of item i
--- ARGV[2+2i] record template of item i; fence, claimed-at, heartbeat-at
+--            that is in the due index and not quarantined; "batch": items
+--            whose lastSync is before ARGV[3], at once unless they are
+--            failing (attempts > 0) and not due yet (backing off)
+-- ARGV[3]    batch mode: the run's start, ms on Redis's clock
+-- ARGV[2+2i] id of item i
+-- ARGV[3+2i] record template of item i; fence, claimed-at, heartbeat-at
 --            and attempt are patched in here
 -- Result: {-1} when the epoch marker is missing (Redis lost its data; the
 -- caller sets the marker with its hold-off), {-2, ms} while the shard is
@@ -24,14 +27,26 @@ local hold = tonumber(mark) or 0
 if hold > nowms then return {-2, hold - nowms} end
 
 local ttl = tonumber(ARGV[1])
-local onlydue = ARGV[2] == 'due'
+local mode = ARGV[2]
+local since = tonumber(ARGV[3])
+-- claimable: whether an item with this score may be claimed in this mode.
+local function claimable(id, score)
+  if not score or is_inf(score) then return false end
+  local s = tonumber(score)
+  if mode == 'due' then return s <= nowms end
+  if mode == 'batch' then
+    local _, l, a = meta_get(KEYS[2], id)
+    return l < since and (a == 0 or s <= nowms)
+  end
+  return true
+end
 local out = {}
 for i = 1, #KEYS - 3 do
-  local id, tmpl, rk = ARGV[1 + 2 * i], ARGV[2 + 2 * i], KEYS[3 + i]
+  local id, tmpl, rk = ARGV[2 + 2 * i], ARGV[3 + 2 * i], KEYS[3 + i]
   local tok = token_of(tmpl)
   local code, fence, attempt, last, prev = 0, 0, 0, 0, 0
   local score = redis.call('ZSCORE', KEYS[1], id)
-  if score and not is_inf(score) and not (onlydue and tonumber(score) > nowms) then
+  if claimable(id, score) then
     prev = tonumber(score)
     local cur = redis.call('GET', rk)
     if cur and token_of(cur) == tok then

@@ -1,0 +1,25 @@
+// Package store is syncd's access to Redis: a go-redis client built from
+// a typed Config (single server, Sentinel, Cluster, TLS, ACL user), an
+// embedded in-process store for single-process runs, the key layout (see
+// Keys), the owner/state record (see Record) and the Lua scripts that do
+// every multi-key step atomically.
+//
+// Scripts live in scripts/*.lua, each opening with a comment of its KEYS,
+// ARGV and result, and share a prelude of helpers. They use plain string
+// and number operations only, so they run the same on Redis and on the
+// embedded store, and they never build key names from data: every key
+// they touch is passed in KEYS and shares one Cluster hash slot.
+//
+// Data per item:
+//
+//	due ZSET   score = when the item is due (ms, Redis clock); a claimed
+//	           item's score is its lease expiry, so it leaves the due range
+//	           and comes back by itself if its owner dies; +inf means
+//	           quarantined.
+//	meta HASH  "fence:lastSyncMs:attempts".
+//	err HASH   the last error, while the item is failing.
+//	rec        the owner/state record while the item is claimed.
+//
+// All times that matter across hosts come from Redis's TIME, so one clock
+// orders the whole fleet.
+package store
