@@ -89,6 +89,8 @@ type ClaimRequest struct {
 	Workers []int
 	// OnlyDue skips items that are not due yet.
 	OnlyDue bool
+	// Since > 0 selects batch mode (see store.ClaimRequest.Since).
+	Since int64
 }
 
 // Claim claims the items it can and returns a lease for each; items that
@@ -121,7 +123,7 @@ func (m *Manager) Claim(ctx context.Context, req ClaimRequest) ([]*Lease, error)
 			break
 		}
 	}
-	sreq := store.ClaimRequest{Shard: req.Shard, IDs: req.IDs, Records: recs, TTL: m.cfg.TTL, OnlyDue: req.OnlyDue,
+	sreq := store.ClaimRequest{Shard: req.Shard, IDs: req.IDs, Records: recs, TTL: m.cfg.TTL, OnlyDue: req.OnlyDue, Since: req.Since,
 		MinReplicas: m.cfg.MinReplicas, ReplicaTimeout: m.cfg.ReplicaTimeout}
 	sent := time.Now()
 	resp, err := m.st.Claim(ctx, sreq)

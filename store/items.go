@@ -410,6 +410,88 @@ func (s *Store) Pending(ctx context.Context, shard int, since int64, offset, cou
 	return p, nil
 }
 
+// JoinBatch returns the start of the current batch run (ms, Redis clock),
+// starting one if there is none, and keeps the run's marker alive for
+// keep; call it again within keep while the run goes on.
+func (s *Store) JoinBatch(ctx context.Context, keep time.Duration) (int64, error) {
+	v, err := s.runScript(ctx, s.rdb, scriptBatch, []string{s.keys.Batch()}, "join", keep.Milliseconds(), "")
+	if err != nil {
+		return 0, fmt.Errorf("store: join batch run: %w", err)
+	}
+	since, _ := v.(int64)
+	return since, nil
+}
+
+// EndBatch ends the batch run that started at since, unless a new run
+// has replaced it.
+func (s *Store) EndBatch(ctx context.Context, since int64) error {
+	_, err := s.runScript(ctx, s.rdb, scriptBatch, []string{s.keys.Batch()}, "end", 0, strconv.FormatInt(since, 10))
+	if err != nil {
+		return fmt.Errorf("store: end batch run: %w", err)
+	}
+	return nil
+}
+
+// Backlog counts, per shard in one round trip, the items that are due
+// now, and returns the total and the oldest due time (ms, Redis clock; 0
+// when nothing is due).
+func (s *Store) Backlog(ctx context.Context) (due int64, oldest int64, err error) {
+	now, err := s.Now(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	n := s.keys.Shards()
+	counts := make([]*redis.IntCmd, n)
+	heads := make([]*redis.ZSliceCmd, n)
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range n {
+			max := strconv.FormatInt(now, 10)
+			counts[i] = p.ZCount(ctx, s.keys.Due(i), "-inf", max)
+			heads[i] = p.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: s.keys.Due(i), Start: 0, Stop: 0})
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: backlog: %w", err)
+	}
+	for i := range n {
+		due += counts[i].Val()
+		if z := heads[i].Val(); len(z) > 0 && z[0].Score <= float64(now) && (oldest == 0 || int64(z[0].Score) < oldest) {
+			oldest = int64(z[0].Score)
+		}
+	}
+	return due, oldest, nil
+}
+
+// Count returns the number of items in the set and up to max
+// quarantined IDs, in one round trip.
+func (s *Store) Count(ctx context.Context, max int) (int, []string, error) {
+	n := s.keys.Shards()
+	cards := make([]*redis.IntCmd, n)
+	quar := make([]*redis.StringSliceCmd, n)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range n {
+			cards[i] = p.ZCard(ctx, s.keys.Due(i))
+			quar[i] = p.ZRangeByScore(ctx, s.keys.Due(i), &redis.ZRangeBy{Min: "+inf", Max: "+inf", Count: int64(max)})
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("store: count: %w", err)
+	}
+	total := 0
+	var ids []string
+	for i := range n {
+		total += int(cards[i].Val())
+		for _, id := range quar[i].Val() {
+			if len(ids) < max {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return total, ids, nil
+}
+
 // Now returns Redis's clock, in ms: the one clock of the fleet.
 func (s *Store) Now(ctx context.Context) (int64, error) {
 	t, err := s.rdb.Time(ctx).Result()

@@ -99,6 +99,7 @@ func escapeByte(c byte) bool {
 // hash tag {s<k>}, so each script touches a single Cluster slot:
 //
 //	<prefix>:shards           shard count the deployment was created with
+//	<prefix>:batch            start of the current batch run (ms)
 //	<prefix>:{s<k>}:due       ZSET  id -> ms when due; +inf = quarantined
 //	<prefix>:{s<k>}:meta      HASH  id -> "fence:lastSyncMs:attempts"
 //	<prefix>:{s<k>}:err       HASH  id -> last error text
@@ -140,6 +141,9 @@ func (k Keys) Shard(id string) int {
 
 // ShardCount is the key that records the deployment's shard count.
 func (k Keys) ShardCount() string { return k.prefix + ":shards" }
+
+// Batch is the marker of the current batch run.
+func (k Keys) Batch() string { return k.prefix + ":batch" }
 
 // Due is the due index of a shard.
 func (k Keys) Due(shard int) string { return k.tags[shard] + "due" }

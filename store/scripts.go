@@ -37,11 +37,12 @@ var (
 	scriptUnlock  = loadScript("unlock")
 	scriptEpoch   = loadScript("epoch")
 	scriptPending = loadScript("pending")
+	scriptBatch   = loadScript("batch")
 )
 
 var allScripts = []*redis.Script{
 	scriptClaim, scriptExtend, scriptRelease, scriptDue, scriptAdd, scriptRemove,
-	scriptRequeue, scriptForce, scriptLock, scriptUnlock, scriptEpoch, scriptPending,
+	scriptRequeue, scriptForce, scriptLock, scriptUnlock, scriptEpoch, scriptPending, scriptBatch,
 }
 
 // isNoScript reports a NOSCRIPT reply: the server lost its script cache

@@ -1,0 +1,265 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/syncd/syncd/ownership"
+)
+
+// Report is the outcome of a batch run, as seen by this process.
+type Report struct {
+	// Items is the size of the item set at the end.
+	Items int `json:"items"`
+	// Synced counts items this process synced in the run.
+	Synced int `json:"synced"`
+	// SyncedElsewhere counts items other processes synced in the run.
+	SyncedElsewhere int `json:"synced_elsewhere"`
+	// Failed counts failed attempts by this process (retried later).
+	Failed int `json:"failed_attempts"`
+	// Quarantined counts items quarantined at the end of the run, by
+	// whichever process.
+	Quarantined int `json:"quarantined"`
+	// Unsynced counts items neither synced nor quarantined when the run
+	// stopped early (ctx ended).
+	Unsynced int `json:"unsynced"`
+	// Lost counts syncs cut off by a lost lease (retried).
+	Lost int `json:"lease_lost"`
+	// Started and Finished bound the run (local clock); Since is the
+	// run's start on Redis's clock (ms), shared by every process of the
+	// run.
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Since    int64     `json:"since_ms"`
+	// SyncP50, SyncP99 and SyncMax are this process's sink durations.
+	SyncP50 time.Duration `json:"sync_p50"`
+	SyncP99 time.Duration `json:"sync_p99"`
+	SyncMax time.Duration `json:"sync_max"`
+	// QuarantinedIDs lists up to 100 quarantined items.
+	QuarantinedIDs []string `json:"quarantined_ids,omitempty"`
+}
+
+// OK reports whether every item synced.
+func (r *Report) OK() bool { return r.Quarantined == 0 && r.Unsynced == 0 }
+
+// Progress is a batch run's state, reported after every pass.
+type Progress struct {
+	Total, Done, Quarantined, Pending int
+	SyncedHere                        int
+	Elapsed                           time.Duration
+}
+
+// BatchOptions tune RunBatch.
+type BatchOptions struct {
+	// OnProgress, if set, is called after each pass over the item set.
+	OnProgress func(Progress)
+}
+
+// batchRun is the state of RunBatch.
+type batchRun struct {
+	mu        sync.Mutex
+	synced    map[string]bool
+	failed    int
+	lost      int
+	durations []time.Duration
+}
+
+func (b *batchRun) record(id string, what outcomeKind, recorded bool, took time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case what == outcomeSynced && recorded:
+		b.synced[id] = true
+		b.durations = append(b.durations, took)
+	case what == outcomeFailed || what == outcomeQuarantined:
+		b.failed++
+	case what == outcomeLost || what == outcomeSynced:
+		b.lost++
+	}
+}
+
+func (e *Engine) currentBatch() *batchRun {
+	e.batchMu.Lock()
+	defer e.batchMu.Unlock()
+	return e.batch
+}
+
+// RunBatch syncs every item of the set once, then stops the engine and
+// reports. An item counts once its lastSync is after the run started, by
+// whichever process synced it: several processes running RunBatch on the
+// same set share the run (its start is kept in Redis), split the work,
+// never sync an item twice without a fault, and finish together. Failed
+// items are retried with backoff up to MaxAttempts and then quarantined.
+// If ctx ends first, the run stops early (in-flight syncs are handed
+// back) and the report counts what is left as Unsynced.
+func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error) {
+	if err := e.begin(); err != nil {
+		return nil, err
+	}
+	defer e.Stop(context.Background())
+	rep := &Report{Started: time.Now()}
+	keep := max(10*e.own.Config().TTL, time.Minute)
+	since, err := e.st.JoinBatch(ctx, keep)
+	if err != nil {
+		return nil, err
+	}
+	rep.Since = since
+	if err := e.syncClock(ctx); err != nil {
+		return nil, err
+	}
+	b := &batchRun{synced: map[string]bool{}}
+	e.batchMu.Lock()
+	e.batch = b
+	e.batchMu.Unlock()
+	src := &pendingSource{e: e, since: since, keep: keep, started: rep.Started, onProgress: opt.OnProgress,
+		cursor: make([]int, e.st.Keys().Shards())}
+	e.log.Info().Int64("since_ms", since).Msg("batch run started")
+	go e.runLoops(src)
+	select {
+	case <-ctx.Done():
+	case <-e.done:
+	}
+	e.Stop(context.Background())
+
+	// The final tally, from Redis: what every process of the run did.
+	tctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t, err := src.tally(tctx)
+	if err != nil {
+		return nil, err
+	}
+	if t.pending == 0 {
+		e.st.EndBatch(tctx, since)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rep.Finished = time.Now()
+	rep.Items = t.total
+	rep.Synced = len(b.synced)
+	rep.SyncedElsewhere = max(t.done-rep.Synced, 0)
+	rep.Failed, rep.Lost = b.failed, b.lost
+	rep.Quarantined, rep.QuarantinedIDs = t.quarantined, t.quarantinedIDs
+	rep.Unsynced = t.pending
+	slices.Sort(b.durations)
+	if n := len(b.durations); n > 0 {
+		rep.SyncP50, rep.SyncP99, rep.SyncMax = b.durations[n/2], b.durations[min(n-1, n*99/100)], b.durations[n-1]
+	}
+	e.log.Info().Int("items", rep.Items).Int("synced", rep.Synced).Int("synced_elsewhere", rep.SyncedElsewhere).
+		Int("quarantined", rep.Quarantined).Int("unsynced", rep.Unsynced).Dur("took", rep.Finished.Sub(rep.Started)).
+		Msg("batch run finished")
+	return rep, nil
+}
+
+// pendingSource walks each shard's items that the run still has to sync,
+// in due order, with a cursor per shard; a full pass that finds nothing
+// pending ends the run.
+type pendingSource struct {
+	e          *Engine
+	since      int64
+	keep       time.Duration
+	started    time.Time
+	onProgress func(Progress)
+
+	shard    int   // shard being walked
+	cursor   []int // next offset per shard, -1 when the pass is through it
+	passSeen int   // pending items seen in this pass
+	done     bool
+	lastKeep time.Time
+}
+
+const pendingPage = 256
+
+func (s *pendingSource) mode(req *ownership.ClaimRequest) { req.Since = s.since }
+func (s *pendingSource) finished() bool                   { return s.done }
+
+func (s *pendingSource) next(ctx context.Context, n int) (int, []string, error) {
+	if time.Since(s.lastKeep) > s.keep/4 {
+		if _, err := s.e.st.JoinBatch(ctx, s.keep); err != nil {
+			return 0, nil, err
+		}
+		s.lastKeep = time.Now()
+	}
+	shards := len(s.cursor)
+	for visited := 0; visited <= shards; visited++ {
+		if s.cursor[s.shard] < 0 {
+			s.shard++
+			if s.shard == shards {
+				if end, err := s.endPass(ctx); end || err != nil {
+					return 0, nil, err
+				}
+				return 0, nil, nil // the pass found work: rest a poll, then go again
+			}
+			continue
+		}
+		p, err := s.e.st.Pending(ctx, s.shard, s.since, s.cursor[s.shard], pendingPage)
+		if err != nil {
+			return 0, nil, err
+		}
+		s.cursor[s.shard] = p.Next
+		s.passSeen += len(p.IDs)
+		if len(p.IDs) > 0 {
+			// Claim at most n; the rest are picked up on the next pass.
+			return s.shard, p.IDs[:min(n, len(p.IDs))], nil
+		}
+	}
+	return 0, nil, nil
+}
+
+// endPass starts a new pass; it reports true (and ends the run) when the
+// pass found nothing left and nothing of ours is in flight.
+func (s *pendingSource) endPass(ctx context.Context) (bool, error) {
+	seen := s.passSeen
+	s.shard, s.passSeen = 0, 0
+	for i := range s.cursor {
+		s.cursor[i] = 0
+	}
+	if s.onProgress != nil {
+		if t, err := s.tally(ctx); err == nil {
+			s.onProgress(Progress{Total: t.total, Done: t.done, Quarantined: t.quarantined, Pending: t.pending,
+				SyncedHere: s.syncedHere(), Elapsed: time.Since(s.started)})
+		}
+	}
+	if seen == 0 && s.e.m.InFlight.Load() == 0 {
+		s.done = true
+		return true, nil
+	}
+	return false, nil
+}
+
+func (s *pendingSource) syncedHere() int {
+	b := s.e.currentBatch()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.synced)
+}
+
+type tally struct {
+	total, done, quarantined, pending int
+	quarantinedIDs                    []string
+}
+
+// tally counts the whole set: done (lastSync after the run started),
+// quarantined and pending.
+func (s *pendingSource) tally(ctx context.Context) (tally, error) {
+	var t tally
+	for sh := range len(s.cursor) {
+		for off := 0; off >= 0; {
+			p, err := s.e.st.Pending(ctx, sh, s.since, off, 1000)
+			if err != nil {
+				return t, err
+			}
+			t.pending += len(p.IDs)
+			t.quarantined += p.Quarantined
+			off = p.Next
+		}
+	}
+	total, ids, err := s.e.st.Count(ctx, 100)
+	if err != nil {
+		return t, err
+	}
+	t.total, t.quarantinedIDs = total, ids
+	t.done = t.total - t.pending - t.quarantined
+	return t, nil
+}

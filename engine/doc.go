@@ -1,0 +1,41 @@
+// Package engine turns the ownership protocol into a data-sync service:
+// it keeps the item set in Redis, claims the longest-waiting due items in
+// batches, runs the sink for each under its lease, and writes the outcome
+// back.
+//
+//	            ┌──────────── Redis (per shard {s<k>}) ─────────────┐
+//	            │ due ZSET (score = due time)   meta HASH   records │
+//	            └───▲──────────────┬──────────────▲───────────▲─────┘
+//	   Oldest, Due  │   claim.lua  │   extend.lua │ release.lua
+//	   (oldest      │   (batch of  │   (batched   │ (lastSync = Redis TIME,
+//	   shard first) │   up to      │   heartbeat) │  backoff, quarantine,
+//	                │   free       │              │  hand-back)
+//	  ┌─────────────┴───┐ workers) │   ┌──────────┴───────┐
+//	  │ scheduler       ├──────────┘   │ ownership.Manager│
+//	  │ (one goroutine) │──leases──┐   └──────────────────┘
+//	  └─────────────────┘          ▼
+//	                    ┌──────────────────────┐
+//	                    │ workers (≤ Workers)  │  sink.Sync(lease ctx, item)
+//	                    │ one goroutine a sync │──────────────────────────► sink
+//	                    └──────────────────────┘
+//
+// Scheduling: every round the scheduler waits for a free worker, takes up
+// to Batch free workers, reads the oldest due score of every shard (one
+// pipelined round trip), and claims that many due items from the shard
+// whose head has waited longest. A claimed item's score becomes its lease
+// expiry, so it leaves the due range and comes back by itself when its
+// owner dies: no reaper is needed for correctness.
+//
+// Outcomes: a sync that returns nil records lastSync (Redis clock) and is
+// due again after Interval; an error releases the item with backoff
+// (BackoffMin doubling to BackoffMax, jittered); after MaxAttempts, or on
+// sinks.Permanent, the item is quarantined until requeued; a lost lease
+// cancels the sink's context with an ownership.ErrLeaseLost cause and
+// nothing is recorded; a stale fence (sinks.ErrStaleFence) is dropped.
+//
+// Lifecycle: Start runs the scheduler and a monitor (gauges); Stop stops
+// claiming, drains in-flight syncs for DrainTimeout, cancels the rest with
+// ErrShutdown and hands their claims back so peers resume at once.
+// RunBatch syncs every item once, cooperating with other batch processes
+// on the same set, and returns a Report.
+package engine

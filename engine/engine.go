@@ -1,0 +1,262 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/sinks"
+	"github.com/syncd/syncd/store"
+)
+
+// ErrShutdown is the cause a sync's context is cancelled with when Stop's
+// drain timeout passes; such items are handed back, not failed.
+var ErrShutdown = errors.New("engine: shutting down")
+
+// ErrStarted reports a second Start, or a batch run on a running engine.
+var ErrStarted = errors.New("engine: already started")
+
+// Engine runs the sync loop of one process: it claims the longest-waiting
+// due items, runs the sink for each under its lease, and writes the
+// outcome back. It is safe for concurrent use.
+type Engine struct {
+	st   *store.Store
+	sink sinks.Sink
+	cfg  Config
+	log  zerolog.Logger
+	own  *ownership.Manager
+	m    *Metrics
+
+	sem   *semaphore.Weighted // bounds concurrent syncs at cfg.Workers
+	idsMu sync.Mutex
+	ids   []int // free worker numbers
+
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	stopOnce sync.Once
+	stopCh   chan struct{} // closed: stop claiming
+	done     chan struct{} // closed when the scheduler and monitor ended
+	inflight map[*ownership.Lease]context.CancelCauseFunc
+	workers  sync.WaitGroup
+
+	ready   atomic.Bool
+	offset  atomic.Int64 // Redis clock - local clock, ms
+	batch   *batchRun    // set during RunBatch
+	batchMu sync.Mutex
+}
+
+// New returns an engine over st that syncs through sink. It owns a
+// claim Manager, closed by Stop; it does not close st or sink.
+func New(st *store.Store, sink sinks.Sink, cfg Config) (*Engine, error) {
+	c, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	c.Ownership.Logger = c.Logger
+	own, err := ownership.New(st, c.Ownership)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{st: st, sink: sink, cfg: c, own: own, log: c.Logger.With().Str("component", "engine").Logger(),
+		sem: semaphore.NewWeighted(int64(c.Workers)), stopCh: make(chan struct{}), done: make(chan struct{}),
+		inflight: map[*ownership.Lease]context.CancelCauseFunc{}}
+	e.m = newMetrics(own.Stats())
+	for w := c.Workers - 1; w >= 0; w-- {
+		e.ids = append(e.ids, w)
+	}
+	return e, nil
+}
+
+// Config returns the configuration in force, defaults applied.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Metrics returns the engine's counters and gauges.
+func (e *Engine) Metrics() *Metrics { return e.m }
+
+// Ready reports whether the engine is running and its last round trip to
+// Redis succeeded.
+func (e *Engine) Ready() bool { return e.ready.Load() }
+
+// Add adds items to the set; each new one is due at once.
+func (e *Engine) Add(ctx context.Context, ids ...string) (int, error) { return e.st.Add(ctx, ids...) }
+
+// Remove removes items from the set.
+func (e *Engine) Remove(ctx context.Context, ids ...string) (int, error) {
+	return e.st.Remove(ctx, ids...)
+}
+
+// Start starts claiming and syncing in the background until Stop.
+func (e *Engine) Start(ctx context.Context) error {
+	if err := e.begin(); err != nil {
+		return err
+	}
+	if err := e.syncClock(ctx); err != nil {
+		e.log.Warn().Err(err).Msg("read redis clock; retrying in the loop")
+	}
+	e.log.Info().Int("workers", e.cfg.Workers).Dur("interval", e.cfg.Interval).Int("batch", e.cfg.Batch).
+		Str("owner", e.own.Owner(0).String()).Str("redis", e.st.Addr()).Msg("engine started")
+	go e.runLoops(e.dueSource())
+	return nil
+}
+
+func (e *Engine) begin() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started {
+		return ErrStarted
+	}
+	e.started = true
+	return nil
+}
+
+// runLoops runs the scheduler and the monitor; done closes when both end.
+func (e *Engine) runLoops(src source) {
+	var wg sync.WaitGroup
+	schedDone := make(chan struct{})
+	wg.Add(2)
+	go func() { defer wg.Done(); defer close(schedDone); e.schedule(src) }()
+	go func() { defer wg.Done(); e.monitor(schedDone) }()
+	wg.Wait()
+	close(e.done)
+}
+
+// Stop shuts the engine down, in this order:
+//
+//  1. stop claiming (the scheduler and monitor end);
+//  2. let in-flight syncs finish, for at most DrainTimeout (and at most
+//     until ctx ends);
+//  3. cancel the rest with cause ErrShutdown; they return and their
+//     claims are handed back at once, so peers resume them immediately
+//     instead of waiting out the TTL;
+//  4. stop heartbeats (close the claim Manager).
+//
+// Stop is safe to call more than once and before Start.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.stopOnce.Do(func() {
+		e.mu.Lock()
+		started := e.started
+		e.started, e.stopped = true, true
+		e.mu.Unlock()
+		close(e.stopCh)
+		if started {
+			<-e.done
+		}
+		e.ready.Store(false)
+		drained := make(chan struct{})
+		go func() { e.workers.Wait(); close(drained) }()
+		t := time.NewTimer(e.cfg.DrainTimeout)
+		defer t.Stop()
+		select {
+		case <-drained:
+		case <-t.C:
+			e.cancelInflight()
+		case <-ctx.Done():
+			e.cancelInflight()
+		}
+		<-drained
+		e.own.Close()
+		e.log.Info().Msg("engine stopped")
+	})
+	return nil
+}
+
+func (e *Engine) cancelInflight() {
+	e.mu.Lock()
+	n := len(e.inflight)
+	for _, cancel := range e.inflight {
+		cancel(ErrShutdown)
+	}
+	e.mu.Unlock()
+	if n > 0 {
+		e.log.Warn().Int("syncs", n).Msg("drain timeout: cancelling in-flight syncs and handing their items back")
+	}
+}
+
+// Run starts the engine and stops it when ctx ends.
+func (e *Engine) Run(ctx context.Context) error {
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-e.done:
+	}
+	return e.Stop(context.Background())
+}
+
+// syncClock measures the offset between Redis's clock and ours, used only
+// to decide how long to sleep when nothing is due.
+func (e *Engine) syncClock(ctx context.Context) error {
+	before := time.Now()
+	now, err := e.st.Now(ctx)
+	if err != nil {
+		return err
+	}
+	mid := before.Add(time.Since(before) / 2)
+	e.offset.Store(now - mid.UnixMilli())
+	return nil
+}
+
+// redisNow estimates Redis's clock, in ms.
+func (e *Engine) redisNow() int64 { return time.Now().UnixMilli() + e.offset.Load() }
+
+// sleep waits d or until Stop; it reports false on Stop.
+func (e *Engine) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-e.stopCh:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// monitor refreshes the gauges: due backlog and the age of the oldest due
+// item. It ends with the scheduler.
+func (e *Engine) monitor(schedDone <-chan struct{}) {
+	every := min(2*time.Second, max(e.cfg.Poll, 100*time.Millisecond))
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		due, oldest, err := e.st.Backlog(ctx)
+		if err == nil {
+			err = e.syncClock(ctx)
+		}
+		cancel()
+		if err == nil {
+			e.m.DueBacklog.Store(due)
+			age := int64(0)
+			if oldest > 0 {
+				age = max(e.redisNow()-oldest, 0)
+			}
+			e.m.OldestDueMs.Store(age)
+		}
+		select {
+		case <-schedDone:
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+// takeIDs takes n free worker numbers; giveID returns one.
+func (e *Engine) takeIDs(n int) []int {
+	e.idsMu.Lock()
+	defer e.idsMu.Unlock()
+	out := append([]int(nil), e.ids[len(e.ids)-n:]...)
+	e.ids = e.ids[:len(e.ids)-n]
+	return out
+}
+
+func (e *Engine) giveID(w int) {
+	e.idsMu.Lock()
+	e.ids = append(e.ids, w)
+	e.idsMu.Unlock()
+}

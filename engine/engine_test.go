@@ -1,0 +1,388 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/sinks"
+	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/redistest"
+)
+
+func TestMain(m *testing.M) {
+	if helperMain() {
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+var prefixes atomic.Int64
+
+func openStore(t *testing.T, addr string, shards int) *store.Store {
+	t.Helper()
+	cfg := store.Config{KeyPrefix: fmt.Sprintf("e%d", prefixes.Add(1)), Shards: shards}
+	if addr != "" {
+		cfg.Addrs = []string{addr}
+	}
+	s, err := store.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	// A new deployment: nobody can hold an earlier lease.
+	for sh := range shards {
+		s.MarkEpoch(context.Background(), sh, 0)
+	}
+	return s
+}
+
+func newEngine(t *testing.T, st *store.Store, sink sinks.Sink, cfg engine.Config) *engine.Engine {
+	t.Helper()
+	cfg.Logger = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	e, err := engine.New(st, sink, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Stop(context.Background()) })
+	return e
+}
+
+// event is one sync seen by a recording sink.
+type event struct {
+	id            string
+	fence         uint64
+	last          time.Time // lastSync the sink was given
+	start, finish time.Time
+	err           error
+}
+
+// recorder is a sink that records every sync and enforces fencing like a
+// real target would.
+type recorder struct {
+	mu     sync.Mutex
+	events []event
+	guard  sinks.FenceGuard
+	do     func(ctx context.Context, it sinks.Item) error
+}
+
+func (r *recorder) Sync(ctx context.Context, it sinks.Item) error {
+	ev := event{id: it.ID, fence: it.Fence, last: it.LastSync, start: time.Now()}
+	if err := r.guard.Accept(it.ID, it.Fence); err != nil {
+		return err
+	}
+	if r.do != nil {
+		ev.err = r.do(ctx, it)
+	}
+	ev.finish = time.Now()
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	r.mu.Unlock()
+	return ev.err
+}
+
+func (r *recorder) Close() error { return nil }
+
+func (r *recorder) snapshot() []event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Fairness: 1,000 items, 8 workers, random sink durations. Items are
+// served in the order they have waited, the longest wait past due stays
+// within 1.5x the ideal bound, and a poison item slows nobody.
+func TestFairnessLongestWaitingFirst(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 4)
+	const items, workers = 1000, 8
+	const interval = 4 * time.Second
+	ids := make([]string, items)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("cust-%04d", i)
+	}
+	ctx := context.Background()
+	if _, err := st.Add(ctx, ids...); err != nil {
+		t.Fatal(err)
+	}
+	st.Add(ctx, "poison")
+	var work atomic.Int64 // total sink time, ns
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		if it.ID == "poison" {
+			return errors.New("poison item always fails")
+		}
+		d := time.Duration(10+rand.IntN(21)) * time.Millisecond
+		work.Add(int64(d))
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}}
+	e := newEngine(t, st, rec, engine.Config{Workers: workers, Interval: interval, Batch: 32, MaxAttempts: 4,
+		BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Poll: 10 * time.Millisecond,
+		Ownership: ownership.Config{TTL: 5 * time.Second}})
+	start := time.Now()
+	e.Start(ctx)
+	// Two full cycles: each item syncs twice.
+	waitFor(t, 40*time.Second, "two cycles", func() bool {
+		n := 0
+		for _, ev := range rec.snapshot() {
+			if ev.err == nil && !ev.last.IsZero() {
+				n++
+			}
+		}
+		return n >= items
+	})
+	e.Stop(ctx)
+	evs := rec.snapshot()
+
+	// Cycle 2 (items that had synced before): served in lastSync order.
+	// Workers run concurrently and claim in batches, so allow a window.
+	var second []event
+	for _, ev := range evs {
+		if ev.err == nil && !ev.last.IsZero() {
+			second = append(second, ev)
+		}
+	}
+	slices.SortFunc(second, func(a, b event) int { return a.start.Compare(b.start) })
+	byLast := slices.Clone(second)
+	slices.SortFunc(byLast, func(a, b event) int { return a.last.Compare(b.last) })
+	rank := map[string]int{}
+	for i, ev := range byLast {
+		rank[ev.id] = i
+	}
+	window := 2*workers + 32
+	worst := 0
+	for i, ev := range second {
+		worst = max(worst, abs(rank[ev.id]-i))
+	}
+	if worst > window {
+		t.Errorf("an item was served %d places away from its lastSync order (allowed %d)", worst, window)
+	}
+
+	// Longest wait past due, against the ideal bound: all the work spread
+	// over all workers, plus the longest single sync.
+	firstDue := start
+	var maxWait, waitFirst, waitSecond time.Duration
+	for _, ev := range evs {
+		if ev.id == "poison" {
+			continue
+		}
+		due := firstDue
+		if !ev.last.IsZero() {
+			due = ev.last.Add(interval)
+			waitSecond = max(waitSecond, ev.start.Sub(due))
+		} else {
+			waitFirst = max(waitFirst, ev.start.Sub(due))
+		}
+		maxWait = max(maxWait, ev.start.Sub(due))
+	}
+	// The ideal: a cycle's work spread evenly over the workers, plus the
+	// longest single sync.
+	cycleWork := time.Duration(work.Load()) / 2 / workers
+	ideal := cycleWork + 30*time.Millisecond
+	t.Logf("longest wait past due %v (cycle 1 from a full backlog: %v, cycle 2: %v); ideal bound %v",
+		maxWait, waitFirst, waitSecond, ideal)
+	if maxWait > ideal*3/2 {
+		t.Errorf("longest wait past due %v exceeds 1.5x the ideal bound %v", maxWait, ideal)
+	}
+	// The poison item failed, backed off and was quarantined.
+	fails := 0
+	for _, ev := range evs {
+		if ev.id == "poison" {
+			fails++
+		}
+	}
+	if fails != 4 {
+		t.Errorf("poison item tried %d times, want max_attempts = 4", fails)
+	}
+	if _, q, _ := st.Count(ctx, 10); !slices.Equal(q, []string{"poison"}) {
+		t.Errorf("quarantined: %v", q)
+	}
+	if got := e.Metrics().Quarantined.Load(); got != 1 {
+		t.Errorf("metrics: %d quarantined", got)
+	}
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// A sync whose lease is lost is cancelled with ErrLeaseLost as the cause,
+// and its lastSync is never written.
+func TestLeaseLossCancelsSyncWithoutLastSync(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 1)
+	ctx := context.Background()
+	st.Add(ctx, "x")
+	causes := make(chan error, 1)
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return context.Cause(ctx)
+	}}
+	e := newEngine(t, st, rec, engine.Config{Workers: 1, Poll: 10 * time.Millisecond,
+		Ownership: ownership.Config{TTL: time.Second}})
+	e.Start(ctx)
+	waitFor(t, 5*time.Second, "the sync to start", func() bool { return e.Metrics().InFlight.Load() == 1 })
+	if _, _, err := st.ForceRelease(ctx, "x"); err != nil { // an admin takes it away
+		t.Fatal(err)
+	}
+	select {
+	case cause := <-causes:
+		var lost *ownership.LeaseLostError
+		if !errors.As(cause, &lost) || lost.Reason != ownership.ReasonDeleted {
+			t.Errorf("cause %v, want a lease lost as deleted", cause)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("sync not cancelled after its lease was lost")
+	}
+	e.Stop(ctx)
+	if v := st.Client().HGet(ctx, st.Keys().Meta(0), "x").Val(); v != "" && !endsWith(v, ":0:0") {
+		t.Errorf("meta %q: lastSync was written for a lost lease", v)
+	}
+	if got := e.Metrics().SyncsLost.Load(); got < 1 {
+		t.Errorf("metrics: %d lost syncs", got)
+	}
+}
+
+func endsWith(s, suf string) bool { return len(s) >= len(suf) && s[len(s)-len(suf):] == suf }
+
+// Stop drains: in-flight syncs finish within drain_timeout or are
+// cancelled with ErrShutdown and handed back, so a peer resumes them at
+// once instead of after the TTL.
+func TestStopHandsBack(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 1)
+	ctx := context.Background()
+	st.Add(ctx, "a", "b", "c")
+	slow := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}}
+	cfg := engine.Config{Workers: 3, Poll: 10 * time.Millisecond, DrainTimeout: 200 * time.Millisecond,
+		Ownership: ownership.Config{TTL: 30 * time.Second}}
+	a := newEngine(t, st, slow, cfg)
+	a.Start(ctx)
+	waitFor(t, 5*time.Second, "3 syncs in flight", func() bool { return a.Metrics().InFlight.Load() == 3 })
+	stopped := time.Now()
+	a.Stop(ctx)
+	a.Stop(ctx) // twice is fine
+	if took := time.Since(stopped); took > 2*time.Second {
+		t.Errorf("Stop took %v with drain_timeout 200ms", took)
+	}
+	if got := a.Metrics().HandedBack.Load(); got != 3 {
+		t.Errorf("%d handed back, want 3", got)
+	}
+	fast := &recorder{}
+	b := newEngine(t, st, fast, cfg)
+	b.Start(ctx)
+	waitFor(t, 2*time.Second, "the peer to sync the handed-back items (ttl is 30s)", func() bool { return len(fast.snapshot()) == 3 })
+}
+
+func TestStartStopLifecycle(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, "", 2)
+	e := newEngine(t, st, &recorder{}, engine.Config{})
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); !errors.Is(err, engine.ErrStarted) {
+		t.Errorf("second Start: %v", err)
+	}
+	e.Stop(context.Background())
+	e.Stop(context.Background())
+	never := newEngine(t, st, &recorder{}, engine.Config{})
+	never.Stop(context.Background()) // before Start
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		cfg   engine.Config
+		field string
+	}{
+		{engine.Config{Workers: -1}, "workers"},
+		{engine.Config{Batch: 5000}, "batch"},
+		{engine.Config{BackoffMin: time.Minute, BackoffMax: time.Second}, "backoff_max"},
+		{engine.Config{Interval: time.Microsecond}, "interval"},
+	}
+	for _, tt := range tests {
+		var ce *engine.ConfigError
+		if err := tt.cfg.Validate(); !errors.As(err, &ce) || ce.Field != tt.field {
+			t.Errorf("Validate(%+v) = %v, want field %s", tt.cfg, err, tt.field)
+		}
+	}
+	var oe *ownership.ConfigError
+	bad := engine.Config{Ownership: ownership.Config{TTL: time.Second, Heartbeat: 2 * time.Second}}
+	if err := bad.Validate(); !errors.As(err, &oe) || oe.Field != "heartbeat" {
+		t.Errorf("heartbeat >= ttl: %v", err)
+	}
+}
+
+// Batch mode on the embedded store: every item once, then a report.
+func TestBatchInProcess(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, "", 4)
+	ctx := context.Background()
+	for i := range 200 {
+		st.Add(ctx, fmt.Sprintf("b%d", i))
+	}
+	st.Add(ctx, "bad")
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		if it.ID == "bad" {
+			return sinks.Permanent(errors.New("no such customer"))
+		}
+		return nil
+	}}
+	e := newEngine(t, st, rec, engine.Config{Workers: 8, Poll: 5 * time.Millisecond})
+	var passes atomic.Int32
+	rep, err := e.RunBatch(ctx, engine.BatchOptions{OnProgress: func(engine.Progress) { passes.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Items != 201 || rep.Synced != 200 || rep.Quarantined != 1 || rep.Unsynced != 0 || rep.OK() {
+		t.Errorf("report %+v", rep)
+	}
+	if passes.Load() == 0 {
+		t.Error("no progress reported")
+	}
+	seen := map[string]int{}
+	for _, ev := range rec.snapshot() {
+		seen[ev.id]++
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s synced %d times", id, n)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"time"
+
+	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/sinks"
+	"github.com/syncd/syncd/store"
+)
+
+// work runs one sync under its lease and writes the outcome back.
+func (e *Engine) work(l *ownership.Lease) {
+	w := l.Owner().Worker
+	defer func() {
+		e.giveID(w)
+		e.sem.Release(1)
+		e.workers.Done()
+	}()
+	ctx, cancel := context.WithCancelCause(l.Context())
+	e.mu.Lock()
+	e.inflight[l] = cancel
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.inflight, l)
+		e.mu.Unlock()
+		cancel(nil)
+	}()
+
+	item := sinks.Item{ID: l.ID(), Fence: l.Fence(), Owner: l.Owner().String(), Attempt: l.Attempt(), LastSync: l.LastSync()}
+	e.m.InFlight.Add(1)
+	start := time.Now()
+	err := e.syncSafely(ctx, item)
+	took := time.Since(start)
+	e.m.InFlight.Add(-1)
+	e.m.observe(took)
+
+	out, what := e.outcome(ctx, l, err)
+	rctx, rcancel := context.WithTimeout(context.Background(), e.own.Config().Heartbeat)
+	res := e.own.Release(rctx, []*ownership.Lease{l}, []ownership.Outcome{out})[0]
+	rcancel()
+
+	log := e.log.With().Str("id", l.ID()).Uint64("fence", l.Fence()).Int("attempt", l.Attempt()).
+		Int("worker", w).Dur("took", took).Logger()
+	if res.Err != nil {
+		log.Warn().Err(res.Err).Msg("release failed; the claim expires by itself")
+	}
+	recorded := res.Recorded
+	switch what {
+	case outcomeSynced:
+		if recorded {
+			e.m.SyncsOK.Add(1)
+			log.Debug().Msg("synced")
+		} else {
+			// The sink finished, but ownership could not be trusted any
+			// more: that attempt is not recorded and the item syncs again.
+			e.m.SyncsUnrecorded.Add(1)
+			log.Warn().Str("release", res.Code.String()).Msg("synced, but the lease ended first: not recorded")
+		}
+	case outcomeFailed:
+		e.m.SyncsFailed.Add(1)
+		log.Warn().Err(err).Dur("retry_in", out.Delay).Msg("sync failed")
+	case outcomeQuarantined:
+		e.m.SyncsFailed.Add(1)
+		e.m.Quarantined.Add(1)
+		log.Error().Err(err).Msg("sync failed; item quarantined until requeued")
+	case outcomeLost:
+		e.m.SyncsLost.Add(1)
+		log.Warn().Err(context.Cause(ctx)).Msg("lease lost during sync: cancelled, not recorded")
+	case outcomeStale:
+		e.m.StaleFences.Add(1)
+		log.Warn().Err(err).Msg("sink rejected the fence: a newer claim wrote first")
+	case outcomeShutdown:
+		e.m.HandedBack.Add(1)
+		log.Info().Msg("handed back at shutdown")
+	}
+	if b := e.currentBatch(); b != nil {
+		b.record(l.ID(), what, recorded, took)
+	}
+}
+
+type outcomeKind int
+
+const (
+	outcomeSynced outcomeKind = iota
+	outcomeFailed
+	outcomeQuarantined
+	outcomeLost
+	outcomeStale
+	outcomeShutdown
+)
+
+// outcome decides what the release records.
+func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error) (ownership.Outcome, outcomeKind) {
+	handBack := ownership.Outcome{Kind: store.ReleaseHandBack}
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		switch {
+		case errors.Is(cause, ErrShutdown):
+			return handBack, outcomeShutdown
+		case errors.Is(cause, ownership.ErrLeaseLost):
+			return handBack, outcomeLost
+		}
+	}
+	switch {
+	case err == nil:
+		return ownership.Outcome{Kind: store.ReleaseSynced, Delay: e.cfg.Interval}, outcomeSynced
+	case errors.Is(err, sinks.ErrStaleFence):
+		return handBack, outcomeStale
+	case sinks.IsPermanent(err) || l.Attempt() >= e.cfg.MaxAttempts:
+		return ownership.Outcome{Kind: store.ReleaseQuarantine, Err: err}, outcomeQuarantined
+	}
+	return ownership.Outcome{Kind: store.ReleaseFailed, Delay: e.backoff(l.Attempt()), Err: err}, outcomeFailed
+}
+
+// backoff is BackoffMin doubled per failed attempt, capped at BackoffMax,
+// with jitter in [d/2, d] so failing items do not retry in lockstep.
+func (e *Engine) backoff(attempt int) time.Duration {
+	d := e.cfg.BackoffMin
+	for i := 1; i < attempt && d < e.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, e.cfg.BackoffMax)
+	return d/2 + rand.N(d/2+1)
+}
+
+// syncSafely calls the sink and turns a panic into an error, so one bad
+// item cannot take the daemon down.
+func (e *Engine) syncSafely(ctx context.Context, item sinks.Item) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.log.Error().Str("id", item.ID).Interface("panic", r).Bytes("stack", debug.Stack()).Msg("sink panicked")
+			err = fmt.Errorf("engine: sink panicked: %v", r)
+		}
+	}()
+	return e.sink.Sync(ctx, item)
+}

@@ -1,0 +1,22 @@
+-- batch.lua: join the current batch run, or start one. Batch processes
+-- over one item set share the run's start, so an item synced by any of
+-- them after that moment counts for all.
+-- KEYS[1]  the batch run marker
+-- ARGV[1]  "join": return the run's start, starting a run if there is
+--          none, and keep the marker alive for ARGV[2] ms;
+--          "end": delete the marker if it still holds ARGV[3]
+-- Result: the run's start in ms (Redis clock); for "end", 1 if deleted.
+if ARGV[1] == 'end' then
+  if redis.call('GET', KEYS[1]) == ARGV[3] then
+    redis.call('DEL', KEYS[1])
+    return 1
+  end
+  return 0
+end
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  cur = num(now())
+  redis.call('SET', KEYS[1], cur)
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return tonumber(cur)
