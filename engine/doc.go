@@ -3,21 +3,21 @@
 // batches, runs the sink for each under its lease, and writes the outcome
 // back.
 //
-//	            ┌──────────── Redis (per shard {s<k>}) ─────────────┐
-//	            │ due ZSET (score = due time)   meta HASH   records │
-//	            └───▲──────────────┬──────────────▲───────────▲─────┘
-//	   Oldest, Due  │   claim.lua  │   extend.lua │ release.lua
-//	   (oldest      │   (batch of  │   (batched   │ (lastSync = Redis TIME,
-//	   shard first) │   up to      │   heartbeat) │  backoff, quarantine,
-//	                │   free       │              │  hand-back)
-//	  ┌─────────────┴───┐ workers) │   ┌──────────┴───────┐
-//	  │ scheduler       ├──────────┘   │ ownership.Manager│
-//	  │ (one goroutine) │──leases──┐   └──────────────────┘
-//	  └─────────────────┘          ▼
-//	                    ┌──────────────────────┐
-//	                    │ workers (≤ Workers)  │  sink.Sync(lease ctx, item)
-//	                    │ one goroutine a sync │──────────────────────────► sink
-//	                    └──────────────────────┘
+//	          ┌──────────── Redis (per shard {s<k>}) ─────────────┐
+//	          │ due ZSET (score = due time)   meta HASH   records │
+//	          └───▲──────────────┬──────────────▲───────────▲─────┘
+//	 Oldest, Due  │   claim.lua  │   extend.lua │ release.lua
+//	 (oldest      │   (batch of  │   (batched   │ (lastSync = Redis TIME,
+//	 shard first) │   up to      │   heartbeat) │  backoff, quarantine,
+//	              │   free       │              │  hand-back)
+//	┌─────────────┴───┐ workers) │   ┌──────────┴───────┐
+//	│ scheduler       ├──────────┘   │ ownership.Manager│
+//	│ (one goroutine) │──leases──┐   └──────────────────┘
+//	└─────────────────┘          ▼
+//	                  ┌──────────────────────┐
+//	                  │ workers (≤ Workers)  │  sink.Sync(lease ctx, item)
+//	                  │ one goroutine a sync │──────────────────────────► sink
+//	                  └──────────────────────┘
 //
 // Scheduling: every round the scheduler waits for a free worker, takes up
 // to Batch free workers, reads the oldest due score of every shard (one
