@@ -113,7 +113,7 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 	e.batchMu.Lock()
 	e.batch = b
 	e.batchMu.Unlock()
-	src := &pendingSource{e: e, since: since, keep: keep, started: rep.Started, onProgress: opt.OnProgress,
+	src := &pendingSource{holds: holds{}, e: e, since: since, keep: keep, started: rep.Started, onProgress: opt.OnProgress,
 		cursor: make([]int, e.st.Keys().Shards())}
 	e.log.Info().Int64("since_ms", since).Msg("batch run started")
 	go e.runLoops(src)
@@ -156,6 +156,7 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 // in due order, with a cursor per shard; a full pass that finds nothing
 // pending ends the run.
 type pendingSource struct {
+	holds
 	e          *Engine
 	since      int64
 	keep       time.Duration
@@ -183,6 +184,10 @@ func (s *pendingSource) next(ctx context.Context, n int) (int, []string, error) 
 	}
 	shards := len(s.cursor)
 	for visited := 0; visited <= shards; visited++ {
+		if s.cursor[s.shard] >= 0 && s.skip(s.shard) {
+			s.passSeen++ // still to do: the pass cannot end the run
+			s.cursor[s.shard] = -1
+		}
 		if s.cursor[s.shard] < 0 {
 			s.shard++
 			if s.shard == shards {

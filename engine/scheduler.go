@@ -21,6 +21,29 @@ type source interface {
 	// finished reports whether the scheduler should stop (batch: all
 	// done).
 	finished() bool
+	// held marks a shard held off for d; it reports whether the shard
+	// was not held before.
+	held(shard int, d time.Duration) bool
+}
+
+// holds remembers shards held off after Redis lost data, so the sources
+// skip them instead of asking again every poll.
+type holds map[int]time.Time
+
+func (h holds) held(shard int, d time.Duration) bool {
+	_, was := h[shard]
+	h[shard] = time.Now().Add(d)
+	return !was
+}
+
+// skip reports whether a shard is still held off.
+func (h holds) skip(shard int) bool {
+	until, ok := h[shard]
+	if ok && time.Now().After(until) {
+		delete(h, shard)
+		return false
+	}
+	return ok
 }
 
 // schedule is the claim loop. Each round it waits for a free worker,
@@ -93,7 +116,9 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, error) {
 	}
 	var hold *store.HoldError
 	if errors.As(err, &hold) {
-		e.log.Warn().Int("shard", hold.Shard).Dur("for", hold.For).Msg("shard held off after redis lost its data")
+		if src.held(hold.Shard, hold.For) {
+			e.log.Warn().Int("shard", hold.Shard).Dur("for", hold.For).Msg("shard held off: no claims until every lease from before redis lost its data has expired")
+		}
 		return 0, nil
 	}
 	if err != nil {
@@ -108,11 +133,11 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, error) {
 
 // dueSource picks due items, longest waiting first across shards.
 type dueSource struct {
-	e    *Engine
-	hold map[int]time.Time
+	e *Engine
+	holds
 }
 
-func (e *Engine) dueSource() *dueSource { return &dueSource{e: e, hold: map[int]time.Time{}} }
+func (e *Engine) dueSource() *dueSource { return &dueSource{e: e, holds: holds{}} }
 
 func (s *dueSource) mode(req *ownership.ClaimRequest) { req.OnlyDue = true }
 func (s *dueSource) finished() bool                   { return false }
@@ -123,6 +148,9 @@ func (s *dueSource) finished() bool                   { return false }
 func (s *dueSource) next(ctx context.Context, n int) (int, []string, error) {
 	shards := s.e.st.Keys().Shards()
 	if shards == 1 {
+		if s.skip(0) {
+			return 0, nil, nil
+		}
 		ids, err := s.e.st.Due(ctx, 0, n)
 		return 0, ids, err
 	}
@@ -133,7 +161,7 @@ func (s *dueSource) next(ctx context.Context, n int) (int, []string, error) {
 	now := s.e.redisNow() + 50 // tolerate a little clock estimate error
 	var order []int
 	for sh, o := range oldest {
-		if o > 0 && o <= now {
+		if o > 0 && o <= now && !s.skip(sh) {
 			order = append(order, sh)
 		}
 	}

@@ -90,7 +90,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		go s.driveClock()
 		s.rdb = redis.NewClient(&redis.Options{Addr: m.Addr(), DialTimeout: c.DialTimeout,
 			ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, PoolSize: c.PoolSize})
-		s.log.Warn().Msg("embedded store: single process only, nothing survives a restart; set redis.addrs to share work")
+		s.log.Warn().Msg("no redis address configured: using the embedded in-process store. It serves this one process only and forgets everything on exit; set redis.addrs to run a fleet")
 	} else {
 		s.rdb = newClient(c)
 	}

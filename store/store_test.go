@@ -547,3 +547,43 @@ func sorted(s []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+func TestList(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		s.Add(ctx, "a", "b", "c")
+		s.MarkEpoch(ctx, 0, 0)
+		ra, rb := record("owner-a"), record("w")
+		claim(t, s, ra, time.Minute, false, "a")
+		claim(t, s, rb, time.Minute, false, "b")
+		s.Release(ctx, 0, []store.ReleaseRequest{{ID: "b", Token: rb.Token, Kind: store.ReleaseQuarantine, Error: "bad data"}})
+		var all []store.ItemState
+		for off := 0; off >= 0; {
+			page, next, err := s.List(ctx, 0, off, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all, off = append(all, page...), next
+		}
+		if len(all) != 3 {
+			t.Fatalf("listed %d items", len(all))
+		}
+		byID := map[string]store.ItemState{}
+		for _, it := range all {
+			byID[it.ID] = it
+		}
+		if a := byID["a"]; a.Record == nil || a.Record.Owner.Host != "owner-a" || a.Fence == 0 || a.Record.Fence != a.Fence {
+			t.Errorf("a = %+v", a)
+		}
+		if b := byID["b"]; !b.Quarantined || b.Error != "bad data" || b.Attempts != 1 || b.Record != nil {
+			t.Errorf("b = %+v", b)
+		}
+		if c := byID["c"]; c.Fence != 0 || c.Record != nil || c.Due == 0 || c.Quarantined {
+			t.Errorf("c = %+v", c)
+		}
+		if all[len(all)-1].ID != "b" {
+			t.Errorf("quarantined item not listed last: %v", all)
+		}
+	})
+}

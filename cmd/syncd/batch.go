@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/engine"
+)
+
+// cmdBatch syncs every item once and exits: 0 when every item synced, 1
+// when some failed for good or were quarantined, 2 on bad config or an
+// unreachable Redis.
+func cmdBatch(args []string, stdout, stderr io.Writer) error {
+	f := newFlags("batch", stderr)
+	report := f.fs.String("report", "", "write the report as JSON to this file")
+	if _, err := f.parse(args); err != nil {
+		return err
+	}
+	cfg, err := f.load()
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, os.Stderr)
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
+	st, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := seed(ctx, cfg, st, log); err != nil {
+		return err
+	}
+	sink, err := cfg.BuildSink(log)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	defer sink.Close()
+	ecfg := cfg.Engine()
+	ecfg.Logger = log
+	e, err := engine.New(st, sink, ecfg)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	prog := newProgress(os.Stderr, log)
+	rep, err := e.RunBatch(ctx, engine.BatchOptions{OnProgress: prog.update})
+	prog.finish()
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	writeSummary(stdout, rep)
+	if *report != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(*report, append(b, '\n'), 0o644); err != nil {
+			return &exitError{code: exitFailed, err: fmt.Errorf("--report: %w", err)}
+		}
+	}
+	if !rep.OK() {
+		return &exitError{code: exitFailed, err: fmt.Errorf("%d items quarantined, %d not synced", rep.Quarantined, rep.Unsynced)}
+	}
+	return nil
+}
+
+func writeSummary(w io.Writer, r *engine.Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	took := r.Finished.Sub(r.Started)
+	rate := 0.0
+	if took > 0 {
+		rate = float64(r.Synced) / took.Seconds()
+	}
+	fmt.Fprintf(tw, "items\t%d\n", r.Items)
+	fmt.Fprintf(tw, "synced here\t%d\t(%.1f/s)\n", r.Synced, rate)
+	fmt.Fprintf(tw, "synced by other processes\t%d\n", r.SyncedElsewhere)
+	fmt.Fprintf(tw, "failed attempts\t%d\n", r.Failed)
+	fmt.Fprintf(tw, "quarantined\t%d\t%s\n", r.Quarantined, strings.Join(r.QuarantinedIDs, " "))
+	fmt.Fprintf(tw, "not synced\t%d\n", r.Unsynced)
+	fmt.Fprintf(tw, "took\t%v\n", took.Round(time.Millisecond))
+	fmt.Fprintf(tw, "sync p50 / p99 / max\t%v / %v / %v\n", r.SyncP50.Round(time.Microsecond), r.SyncP99.Round(time.Microsecond), r.SyncMax.Round(time.Microsecond))
+	tw.Flush()
+}
+
+// progress shows a bar on a terminal and a log line every few seconds
+// otherwise.
+type progress struct {
+	w     *os.File
+	tty   bool
+	log   zerolog.Logger
+	mu    sync.Mutex
+	last  time.Time
+	shown bool
+}
+
+func newProgress(w *os.File, log zerolog.Logger) *progress {
+	return &progress{w: w, tty: isTerminal(w), log: log}
+}
+
+func (p *progress) update(pr engine.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	every := 5 * time.Second
+	if p.tty {
+		every = 200 * time.Millisecond
+	}
+	if time.Since(p.last) < every {
+		return
+	}
+	p.last = time.Now()
+	done := pr.Done + pr.Quarantined
+	rate := float64(pr.SyncedHere) / max(pr.Elapsed.Seconds(), 0.001)
+	eta := "?"
+	if rate > 0 && pr.Pending > 0 {
+		eta = (time.Duration(float64(pr.Pending)/rate) * time.Second).Round(time.Second).String()
+	}
+	if !p.tty {
+		p.log.Info().Int("done", done).Int("total", pr.Total).Int("pending", pr.Pending).
+			Float64("rate", rate).Str("eta", eta).Msg("batch progress")
+		return
+	}
+	const width = 30
+	filled := 0
+	if pr.Total > 0 {
+		filled = width * done / pr.Total
+	}
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d  %.0f/s  eta %s   ", strings.Repeat("=", filled), strings.Repeat(" ", width-filled), done, pr.Total, rate, eta)
+	p.shown = true
+}
+
+func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.shown {
+		fmt.Fprintln(p.w)
+	}
+}

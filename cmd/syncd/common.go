@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/cmd/syncd/internal/config"
+	"github.com/syncd/syncd/store"
+)
+
+// flags are the flags every command shares.
+type flags struct {
+	fs     *flag.FlagSet
+	config string
+}
+
+func newFlags(name string, stderr io.Writer) *flags {
+	f := &flags{fs: flag.NewFlagSet("syncd "+name, flag.ContinueOnError)}
+	f.fs.SetOutput(stderr)
+	f.fs.StringVar(&f.config, "c", "config.yaml", "configuration file")
+	f.fs.StringVar(&f.config, "config", "config.yaml", "configuration file")
+	return f
+}
+
+// parse parses args, allowing flags after positional arguments (syncd
+// items add a b --file f), and returns the positional ones.
+func (f *flags) parse(args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := f.fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, &exitError{code: exitOK}
+			}
+			return nil, &exitError{code: exitUsage}
+		}
+		args = f.fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func (f *flags) load() (*config.File, error) {
+	cfg, err := config.Load(f.config)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	return cfg, nil
+}
+
+// newLogger writes to w: console output on a terminal, JSON otherwise,
+// unless log.format says which.
+func newLogger(cfg *config.File, w *os.File) zerolog.Logger {
+	format := cfg.LogFormat()
+	if format == config.FormatAuto {
+		format = config.FormatJSON
+		if isTerminal(w) {
+			format = config.FormatConsole
+		}
+	}
+	var out io.Writer = w
+	if format == config.FormatConsole {
+		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
+	}
+	l := zerolog.New(out).Level(cfg.LogLevel()).With().Timestamp().Logger()
+	redis.SetLogger(redisLogger{l.With().Str("component", "go-redis").Logger()})
+	return l
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// redisLogger routes go-redis's own messages into our log.
+type redisLogger struct{ l zerolog.Logger }
+
+func (r redisLogger) Printf(_ context.Context, format string, v ...any) {
+	r.l.Warn().Msg(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+// openStore opens the configured store once; errors are exit code 2.
+func openStore(ctx context.Context, cfg *config.File, log zerolog.Logger) (*store.Store, error) {
+	sc, err := cfg.Store(nil, nil)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	sc.Logger = log
+	st, err := store.Open(ctx, sc)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	return st, nil
+}
+
+// openStoreRetry opens the store, retrying with backoff while Redis is
+// unreachable, until ctx ends. Configuration errors are not retried.
+func openStoreRetry(ctx context.Context, cfg *config.File, log zerolog.Logger) (*store.Store, error) {
+	wait := 500 * time.Millisecond
+	for {
+		sc, err := cfg.Store(nil, nil)
+		if err != nil {
+			return nil, &exitError{code: exitUsage, err: err}
+		}
+		sc.Logger = log
+		st, err := store.Open(ctx, sc)
+		if err == nil {
+			return st, nil
+		}
+		if !store.IsUnavailable(err) || ctx.Err() != nil {
+			return nil, &exitError{code: exitUsage, err: err}
+		}
+		log.Warn().Err(err).Dur("retry_in", wait).Msg("redis unreachable; retrying")
+		select {
+		case <-ctx.Done():
+			return nil, &exitError{code: exitUsage, err: err}
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+// seed adds the configured items; existing ones are left as they are.
+func seed(ctx context.Context, cfg *config.File, st *store.Store, log zerolog.Logger) error {
+	ids, err := cfg.Items(nil)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	n, err := st.Add(ctx, ids...)
+	if err != nil {
+		return err
+	}
+	log.Info().Int("configured", len(ids)).Int("new", n).Msg("items seeded from the config")
+	return nil
+}

@@ -1,0 +1,1073 @@
+package config
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"io/fs"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/ownership"
+	execsink "github.com/syncd/syncd/sinks/exec"
+	httpsink "github.com/syncd/syncd/sinks/http"
+	"github.com/syncd/syncd/store"
+)
+
+// errLines returns the lines of err's text, nil for a nil error.
+func errLines(err error) []string {
+	if err == nil {
+		return nil
+	}
+	return strings.Split(err.Error(), "\n")
+}
+
+func mustParse(t *testing.T, src string) *File {
+	t.Helper()
+	f, err := Parse("c.yaml", []byte(src))
+	if err != nil {
+		t.Fatalf("Parse:\n%v", err)
+	}
+	return f
+}
+
+// yamlText turns a test's YAML written with tabs for readability into
+// YAML, where indentation must be spaces.
+func yamlText(s string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(s, "\n"), "\t", "  ")
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		// Unknown keys, at every level.
+		{"unknown top-level key", `
+redz: {}
+`, []string{"c.yaml:1: redz: unknown key (did you mean redis?)"}},
+		{"unknown redis key", `
+redis:
+	shardz: 3
+`, []string{"c.yaml:2: redis.shardz: unknown key (did you mean shards?)"}},
+		{"unknown redis.tls key", `
+redis:
+	tls:
+		enabled: true
+		ca: x
+`, []string{"c.yaml:4: redis.tls.ca: unknown key"}},
+		{"unknown ownership key", `
+ownership:
+	lease: 3s
+`, []string{"c.yaml:2: ownership.lease: unknown key"}},
+		{"unknown engine key", `
+engine:
+	worker: 3
+`, []string{"c.yaml:2: engine.worker: unknown key (did you mean workers?)"}},
+		{"unknown items key", `
+items:
+	id: [a]
+`, []string{"c.yaml:2: items.id: unknown key (did you mean ids?)"}},
+		{"unknown sink key", `
+sink:
+	kind: log
+`, []string{"c.yaml:2: sink.kind: unknown key"}},
+		{"unknown sink.exec key", `
+sink:
+	type: exec
+	exec:
+		command: [sh]
+		args: [x]
+`, []string{"c.yaml:5: sink.exec.args: unknown key"}},
+		{"unknown sink.http key", `
+sink:
+	type: http
+	http:
+		url: http://x
+		method: PUT
+`, []string{"c.yaml:5: sink.http.method: unknown key"}},
+		{"unknown sink.file key", `
+sink:
+	type: file
+	file:
+		path: /tmp/x
+		mode: 0644
+`, []string{"c.yaml:5: sink.file.mode: unknown key"}},
+		{"unknown sink.log key", `
+sink:
+	log:
+		delay: 1s
+		fail: 3
+`, []string{"c.yaml:4: sink.log.fail: unknown key"}},
+		{"unknown http key", `
+http:
+	addr: ":9090"
+`, []string{"c.yaml:2: http.addr: unknown key"}},
+		{"unknown log key", `
+log:
+	lvl: debug
+`, []string{"c.yaml:2: log.lvl: unknown key (did you mean level?)"}},
+
+		// Durations.
+		{"bad durations", `
+redis:
+	dial_timeout: true
+ownership:
+	ttl: 3x
+engine:
+	interval: 10
+	poll: ""
+`, []string{
+			`c.yaml:2: redis.dial_timeout: "true" is not a duration (examples: 30s, 500ms, 2m)`,
+			`c.yaml:4: ownership.ttl: "3x" is not a duration (examples: 30s, 500ms, 2m)`,
+			`c.yaml:6: engine.interval: "10" is not a duration (examples: 30s, 500ms, 2m)`,
+			`c.yaml:7: engine.poll: "" is not a duration (examples: 30s, 500ms, 2m)`,
+		}},
+
+		// Types.
+		{"wrong types", `
+redis:
+	addrs: localhost:6379
+	master_name: [a, b]
+	cluster: "true"
+	db: 1.5
+	shards: "16"
+	tls: on
+ownership:
+	ttl: {s: 1}
+items:
+	ids:
+		- a
+		- {b: c}
+		-
+sink:
+	http: [x]
+log: info
+`, []string{
+			"c.yaml:2: redis.addrs: expected a list of strings, got a string",
+			"c.yaml:3: redis.master_name: expected a string, got a list",
+			`c.yaml:4: redis.cluster: expected true or false, got "true"`,
+			`c.yaml:5: redis.db: expected a whole number, got "1.5"`,
+			`c.yaml:6: redis.shards: expected a whole number, got "16"`,
+			"c.yaml:7: redis.tls: expected a section (a mapping of keys), got a string",
+			"c.yaml:9: ownership.ttl: expected a duration such as 30s, got a mapping",
+			"c.yaml:13: items.ids[1]: expected a string, got a mapping",
+			"c.yaml:14: items.ids[2]: expected a string, got nothing",
+			"c.yaml:16: sink.http: expected a section (a mapping of keys), got a list",
+			"c.yaml:17: log: expected a section (a mapping of keys), got a string",
+		}},
+		{"top level not a mapping", `
+- redis
+`, []string{"c.yaml:1: the top level must be a mapping of sections (redis:, engine:, ...), got a list"}},
+		{"duplicate keys", `
+redis:
+	db: 1
+	db: 2
+sink:
+	http:
+		headers:
+			X-A: 1
+			X-A: 2
+`, []string{
+			"c.yaml:3: redis.db: duplicate key (first at line 2)",
+			"c.yaml:5: sink.http: set but sink.type is log (the default); add sink.type: http",
+			"c.yaml:8: sink.http.headers.X-A: duplicate key (first at line 7)",
+		}},
+		{"merge key", `
+base: &b
+	db: 1
+redis:
+	<<: *b
+`, []string{
+			"c.yaml:1: base: unknown key",
+			"c.yaml:4: redis.<<: merge keys are not supported",
+		}},
+
+		// YAML itself.
+		{"malformed", `
+redis:
+	addrs: [a
+`, []string{"c.yaml:2: malformed YAML: did not find expected ',' or ']'"}},
+		{"two documents", `
+redis: {}
+---
+engine: {}
+`, []string{"c.yaml:2: a second YAML document: the file must hold one"}},
+
+		// Values, checked by the libraries.
+		{"store values", `
+redis:
+	addrs: ["a", "b:1", ":2"]
+	cluster: true
+	master_name: mymaster
+	db: 3
+	shards: 2000
+	key_prefix: "my{prefix}"
+	read_timeout: -1s
+	write_timeout: -1s
+	pool_size: -3
+`, []string{
+			`c.yaml:2: redis.addrs[0]: "a" is not host:port`,
+			`c.yaml:2: redis.addrs[2]: ":2" is not host:port`,
+			"c.yaml:4: redis.master_name: cannot be combined with cluster",
+			"c.yaml:5: redis.db: a Cluster has only database 0",
+			"c.yaml:6: redis.shards: 2000 is outside 1..1024",
+			`c.yaml:7: redis.key_prefix: "my{prefix}" must not contain braces, glob characters or spaces`,
+			"c.yaml:8: redis.read_timeout: must not be negative",
+			"c.yaml:9: redis.write_timeout: must not be negative",
+			"c.yaml:10: redis.pool_size: must not be negative",
+		}},
+		{"cluster without addresses", `
+redis:
+	cluster: true
+`, []string{"c.yaml:2: redis.addrs: cluster and master_name need addresses"}},
+		{"tls insecure refused", `
+redis:
+	addrs: ["r:6379"]
+	tls:
+		enabled: true
+		insecure_skip_verify: true
+`, []string{"c.yaml:5: redis.tls.insecure_skip_verify: skipping certificate verification is not supported"}},
+		{"tls insecure refused even when off", `
+redis:
+	tls:
+		insecure_skip_verify: True
+`, []string{"c.yaml:3: redis.tls.insecure_skip_verify: skipping certificate verification is not supported"}},
+		{"tls keys need enabled", `
+redis:
+	tls:
+		ca_file: ca.pem
+		server_name: r
+`, []string{
+			"c.yaml:3: redis.tls.ca_file: set but redis.tls.enabled is false",
+			"c.yaml:4: redis.tls.server_name: set but redis.tls.enabled is false",
+		}},
+		{"tls cert without key", `
+redis:
+	tls:
+		enabled: true
+		cert_file: c.pem
+`, []string{"c.yaml:4: redis.tls.key_file: required with redis.tls.cert_file"}},
+		{"two password sources", `
+redis:
+	addrs: ["r:6379"]
+	password_env: PW
+	password_file: /run/pw
+	sentinel_password_env: SPW
+`, []string{
+			"c.yaml:4: redis.password_file: only one of redis.password_env and redis.password_file may be set",
+			"c.yaml:5: redis.sentinel_password_env: set but redis.master_name is empty: there are no Sentinels",
+		}},
+		{"ownership values", `
+ownership:
+	heartbeat: 1m
+	settle: 40s
+	replica_timeout: -1s
+	min_replicas: 1
+	owner: a/b
+`, []string{
+			"c.yaml:2: ownership.heartbeat: 1m0s must be positive and below ttl - margin (26.998s)",
+			"c.yaml:3: ownership.settle: 40s must not be negative and must be below ttl - margin (26.998s)",
+			"c.yaml:4: ownership.replica_timeout: -1s must be positive and below ttl - margin (26.998s)",
+			"c.yaml:5: ownership.min_replicas: needs redis.addrs: the embedded store has no replicas",
+			`c.yaml:6: ownership.owner: "a/b" must not contain a slash or control characters: records show the owner as host/pid/run/worker`,
+		}},
+		{"ownership ttl stops the timing checks", `
+ownership:
+	ttl: 5ms
+	heartbeat: 1m
+`, []string{"c.yaml:2: ownership.ttl: 5ms is below 10ms"}},
+		{"ownership cross-field rule with default ttl", `
+ownership:
+	margin: 20s
+`, []string{"c.yaml:2: ownership.margin: 20s must be positive and below ttl/2 (15s)"}},
+		{"engine values", `
+engine:
+	workers: -1
+	batch: 5000
+	max_attempts: -2
+	interval: 1us
+	backoff_min: 2m
+	backoff_max: 1m
+	drain_timeout: -1s
+	poll: 10us
+`, []string{
+			"c.yaml:2: engine.workers: -1 is outside 1..10000",
+			"c.yaml:3: engine.batch: 5000 is outside 1..1000",
+			"c.yaml:4: engine.max_attempts: -2 is below 1",
+			"c.yaml:5: engine.interval: 1µs is below 1ms",
+			"c.yaml:7: engine.backoff_max: 1m0s is below backoff_min (2m0s)",
+			"c.yaml:8: engine.drain_timeout: -1s is negative",
+			"c.yaml:9: engine.poll: 10µs is below 1ms",
+		}},
+		{"a default that breaks a rule is reported at its section", `
+engine:
+	backoff_min: 10m
+`, []string{"c.yaml:1: engine.backoff_max: 5m0s is below backoff_min (10m0s)"}},
+		{"item ids", `
+items:
+	ids:
+		- ok
+		- ""
+		- "bad\x01id"
+`, []string{
+			`c.yaml:4: items.ids[1]: invalid item id "": empty`,
+			`c.yaml:5: items.ids[2]: invalid item id "bad\x01id": control character U+0001 at byte 3`,
+		}},
+
+		// Sinks.
+		{"unknown sink type", `
+sink:
+	type: kafka
+`, []string{`c.yaml:2: sink.type: unknown sink type "kafka" (one of: log, exec, http, file)`}},
+		{"sink sub-section of another type", `
+sink:
+	type: exec
+	exec:
+		command: [/bin/true]
+	http:
+		url: http://x
+	log: {}
+`, []string{
+			"c.yaml:5: sink.http: set but sink.type is exec",
+			"c.yaml:7: sink.log: set but sink.type is exec",
+		}},
+		{"exec needs command", `
+sink:
+	type: exec
+`, []string{"c.yaml:2: sink.exec.command: required when sink.type is exec"}},
+		{"http needs url", `
+sink:
+	type: http
+	http:
+		timeout: 1s
+`, []string{"c.yaml:3: sink.http.url: required when sink.type is http"}},
+		{"file needs path", `
+sink:
+	type: file
+`, []string{"c.yaml:2: sink.file.path: required when sink.type is file"}},
+		{"exec values", `
+sink:
+	type: exec
+	exec:
+		command: [/bin/true]
+		env: ["A=1", "NOVALUE", "SYNCD_ID=x"]
+		timeout: -1s
+		grace: -2s
+`, []string{
+			`c.yaml:5: sink.exec.env[1]: "NOVALUE" is not KEY=value`,
+			"c.yaml:5: sink.exec.env[2]: SYNCD_ID is set by the sink",
+			"c.yaml:6: sink.exec.timeout: must not be negative, got -1s",
+			"c.yaml:7: sink.exec.grace: must not be negative, got -2s",
+		}},
+		{"http values", `
+sink:
+	type: http
+	http:
+		url: ftp://x
+		headers:
+			Content-Type: text/plain
+			"bad name": x
+		timeout: -1s
+`, []string{
+			`c.yaml:4: sink.http.url: scheme must be http or https, got "ftp"`,
+			"c.yaml:6: sink.http.headers.Content-Type: Content-Type is set by the sink",
+			`c.yaml:7: sink.http.headers.bad name: invalid header name "bad name"`,
+			"c.yaml:8: sink.http.timeout: must not be negative, got -1s",
+		}},
+		{"http url password not shown", `
+sink:
+	type: http
+	http:
+		url: "http://user:hunter2@host/%zz"
+`, []string{`c.yaml:4: sink.http.url: parse "http://user:xxxxx@host/%zz": invalid URL escape "%zz"`}},
+		{"log sink values", `
+sink:
+	log:
+		delay: -1s
+		fail_every: -1
+`, []string{
+			"c.yaml:3: sink.log.delay: must not be negative, got -1s",
+			"c.yaml:4: sink.log.fail_every: must not be negative, got -1",
+		}},
+
+		// http and log.
+		{"http.listen", `
+http:
+	listen: localhost
+`, []string{`c.yaml:2: http.listen: "localhost" is not host:port (example: 127.0.0.1:9090)`}},
+		{"http.listen port", `
+http:
+	listen: "127.0.0.1:99999"
+`, []string{`c.yaml:2: http.listen: port "99999" is not a number from 0 to 65535`}},
+		{"log values", `
+log:
+	level: verbose
+	format: text
+`, []string{
+			`c.yaml:2: log.level: unknown level "verbose" (one of: debug, info, warn, error)`,
+			`c.yaml:3: log.format: unknown format "text" (one of: auto, json, console)`,
+		}},
+
+		// Every problem at once, in line order, and no spurious ones for
+		// values that did not decode.
+		{"all errors reported", `
+redis:
+	shardz: 3
+	addrs: 6379
+ownership:
+	ttl: 3x
+	min_replicas: 2
+engine:
+	workers: 0
+	batch: -1
+sink:
+	type: file
+log:
+	level: loud
+`, []string{
+			"c.yaml:2: redis.shardz: unknown key (did you mean shards?)",
+			"c.yaml:3: redis.addrs: expected a list of strings, got a whole number",
+			`c.yaml:5: ownership.ttl: "3x" is not a duration (examples: 30s, 500ms, 2m)`,
+			"c.yaml:9: engine.batch: -1 is outside 1..1000",
+			"c.yaml:11: sink.file.path: required when sink.type is file",
+			`c.yaml:13: log.level: unknown level "loud" (one of: debug, info, warn, error)`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := Parse("c.yaml", []byte(yamlText(tt.src)))
+			if diff := cmp.Diff(errLines(err), tt.want); diff != "" {
+				t.Errorf("errors (-got +want):\n%s", diff)
+			}
+			if f != nil {
+				t.Errorf("Parse returned a File with errors")
+			}
+			var errs *Errors
+			if !errors.As(err, &errs) || len(errs.List) != len(tt.want) {
+				t.Fatalf("error is not an *Errors of %d: %#v", len(tt.want), err)
+			}
+			for _, fe := range errs.List {
+				if fe.File != "c.yaml" || fe.Msg == "" {
+					t.Errorf("incomplete FieldError %+v", fe)
+				}
+			}
+		})
+	}
+}
+
+// The library's own error comes through for errors.As.
+func TestParseErrorsWrapLibraryErrors(t *testing.T) {
+	_, err := Parse("c.yaml", []byte("engine:\n  workers: -1\nownership:\n  margin: 1h\n"))
+	var ee *engine.ConfigError
+	var oe *ownership.ConfigError
+	if !errors.As(err, &ee) || ee.Field != "workers" || !errors.As(err, &oe) || oe.Field != "margin" {
+		t.Fatalf("got %v; want an *engine.ConfigError for workers and an *ownership.ConfigError for margin", err)
+	}
+	var errs *Errors
+	if !errors.As(err, &errs) || len(errs.List) != 2 {
+		t.Fatalf("got %#v; want an *Errors of 2", err)
+	}
+	if fe := errs.List[1]; fe.Field != "ownership.margin" || fe.Line != 4 || !errors.As(fe, &oe) {
+		t.Fatalf("second FieldError %+v; want ownership.margin at line 4 wrapping the library's error", fe)
+	}
+}
+
+func TestParseValid(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+	}{
+		{"empty", ""},
+		{"comments only", "# nothing\n\n# here\n"},
+		{"empty document", "---\n"},
+		{"null top level", "~\n"},
+		{"null sections and keys", "redis:\nownership:\n  ttl:\n  owner: ~\nsink:\n  http:\n"},
+		{"empty sections", "redis: {}\nengine: {}\n"},
+		{"zero values mean defaults", "engine:\n  workers: 0\n  interval: 0s\nredis:\n  shards: 0\n"},
+		{"aliases", "x: &d 30s\n"[len("x: &d 30s\n"):] + "ownership:\n  ttl: &t 20s\n  replica_timeout: 1s\nengine:\n  drain_timeout: *t\n"},
+		{"numbers as strings", "items:\n  ids: [1001, 1002, true]\nownership:\n  owner: 42\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mustParse(t, tt.src)
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	f := mustParse(t, "")
+	st, err := f.Store(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Embedded() || st.Password != "" || st.TLS != nil {
+		t.Errorf("Store() = %+v; want the embedded store", st)
+	}
+	if diff := cmp.Diff(f.Engine(), engine.Config{}, cmpopts.IgnoreUnexported(zerolog.Logger{})); diff != "" {
+		t.Errorf("Engine() (-got +want):\n%s", diff)
+	}
+	if got := f.Sink(); got.Type != SinkLog {
+		t.Errorf("Sink().Type = %q; want %q", got.Type, SinkLog)
+	}
+	if f.Listen() != "" || f.LogLevel() != zerolog.InfoLevel || f.LogFormat() != FormatAuto {
+		t.Errorf("Listen, LogLevel, LogFormat = %q, %v, %q", f.Listen(), f.LogLevel(), f.LogFormat())
+	}
+	items, err := f.Items(nil)
+	if err != nil || len(items) != 0 {
+		t.Errorf("Items() = %q, %v; want none", items, err)
+	}
+}
+
+const fullConfig = `
+redis:
+	addrs: ["r1:6379", "r2:6379"]
+	master_name: mymaster
+	username: syncd
+	password_env: REDIS_PW
+	sentinel_password_env: SENTINEL_PW
+	db: 2
+	key_prefix: app
+	shards: 32
+	refuse_eviction: true
+	dial_timeout: 1s
+	read_timeout: 2s
+	write_timeout: 3s
+	pool_size: 7
+ownership:
+	ttl: 20s
+	heartbeat: 5s
+	settle: 100ms
+	margin: 1s
+	min_replicas: 1
+	replica_timeout: 500ms
+	owner: host-a
+engine:
+	workers: 8
+	interval: 2m
+	batch: 16
+	max_attempts: 3
+	backoff_min: 2s
+	backoff_max: 1m
+	drain_timeout: 10s
+	poll: 100ms
+sink:
+	type: http
+	http:
+		url: https://user:hunter2@target.example.com/hook?token=t0k3n&team=a
+		headers:
+			Authorization: Bearer s3cr3t
+			X-Api-Key: k3y
+			X-Team: billing
+		timeout: 5s
+http:
+	listen: ":9090"
+log:
+	level: debug
+	format: json
+`
+
+func TestConversions(t *testing.T) {
+	f := mustParse(t, yamlText(fullConfig))
+	env := func(name string) (string, bool) {
+		return map[string]string{"REDIS_PW": "pw-from-env", "SENTINEL_PW": "sentinel-pw"}[name], true
+	}
+	st, err := f.Store(env, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStore := store.Config{
+		Addrs:            []string{"r1:6379", "r2:6379"},
+		MasterName:       "mymaster",
+		Username:         "syncd",
+		Password:         "pw-from-env",
+		SentinelPassword: "sentinel-pw",
+		DB:               2,
+		KeyPrefix:        "app",
+		Shards:           32,
+		RefuseEviction:   true,
+		DialTimeout:      time.Second,
+		ReadTimeout:      2 * time.Second,
+		WriteTimeout:     3 * time.Second,
+		PoolSize:         7,
+	}
+	ignoreLogger := cmpopts.IgnoreUnexported(zerolog.Logger{})
+	if diff := cmp.Diff(st, wantStore, ignoreLogger); diff != "" {
+		t.Errorf("Store() (-got +want):\n%s", diff)
+	}
+	wantOwnership := ownership.Config{
+		TTL:            20 * time.Second,
+		Heartbeat:      5 * time.Second,
+		Settle:         100 * time.Millisecond,
+		Margin:         time.Second,
+		MinReplicas:    1,
+		ReplicaTimeout: 500 * time.Millisecond,
+		Owner:          store.Owner{Host: "host-a"},
+	}
+	if diff := cmp.Diff(f.Ownership(), wantOwnership, ignoreLogger); diff != "" {
+		t.Errorf("Ownership() (-got +want):\n%s", diff)
+	}
+	wantEngine := engine.Config{
+		Workers:      8,
+		Interval:     2 * time.Minute,
+		Batch:        16,
+		MaxAttempts:  3,
+		BackoffMin:   2 * time.Second,
+		BackoffMax:   time.Minute,
+		DrainTimeout: 10 * time.Second,
+		Poll:         100 * time.Millisecond,
+		Ownership:    wantOwnership,
+	}
+	if diff := cmp.Diff(f.Engine(), wantEngine, ignoreLogger); diff != "" {
+		t.Errorf("Engine() (-got +want):\n%s", diff)
+	}
+	wantSink := SinkConfig{Type: SinkHTTP, HTTP: httpsink.Config{
+		URL:     "https://user:hunter2@target.example.com/hook?token=t0k3n&team=a",
+		Headers: map[string]string{"Authorization": "Bearer s3cr3t", "X-Api-Key": "k3y", "X-Team": "billing"},
+		Timeout: 5 * time.Second,
+	}}
+	if diff := cmp.Diff(f.Sink(), wantSink, cmpopts.IgnoreUnexported(SinkConfig{}), cmpopts.IgnoreFields(SinkConfig{}, "File")); diff != "" {
+		t.Errorf("Sink() (-got +want):\n%s", diff)
+	}
+	if f.Listen() != ":9090" || f.LogLevel() != zerolog.DebugLevel || f.LogFormat() != FormatJSON {
+		t.Errorf("Listen, LogLevel, LogFormat = %q, %v, %q", f.Listen(), f.LogLevel(), f.LogFormat())
+	}
+	for _, err := range []error{st.Validate(), f.Engine().Validate(), f.Sink().HTTP.Validate()} {
+		if err != nil {
+			t.Errorf("converted config does not validate: %v", err)
+		}
+	}
+}
+
+// fakeFiles is a readFile over a map.
+func fakeFiles(files map[string]string) func(string) ([]byte, error) {
+	return func(name string) ([]byte, error) {
+		data, ok := files[name]
+		if !ok {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		}
+		return []byte(data), nil
+	}
+}
+
+func fakeEnv(vars map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	}
+}
+
+func TestStorePassword(t *testing.T) {
+	const secret = "p@ss-W0rd-never-shown"
+	tests := []struct {
+		name    string
+		src     string
+		env     map[string]string
+		files   map[string]string
+		want    string
+		wantErr []string
+	}{
+		{"from env", "redis:\n  password_env: REDIS_PW\n", map[string]string{"REDIS_PW": secret}, nil, secret, nil},
+		{"from file", "redis:\n  password_file: /run/pw\n", nil, map[string]string{"/run/pw": secret + "\n"}, secret, nil},
+		{"from file with CRLF", "redis:\n  password_file: /run/pw\n", nil, map[string]string{"/run/pw": secret + "\r\n"}, secret, nil},
+		{"from file without newline", "redis:\n  password_file: /run/pw\n", nil, map[string]string{"/run/pw": secret}, secret, nil},
+		{"none", "redis: {}\n", nil, nil, "", nil},
+		{"env unset", "redis:\n  password_env: REDIS_PW\n", nil, nil, "",
+			[]string{"c.yaml:2: redis.password_env: environment variable REDIS_PW is not set"}},
+		{"env empty", "redis:\n  password_env: REDIS_PW\n", map[string]string{"REDIS_PW": ""}, nil, "",
+			[]string{"c.yaml:2: redis.password_env: environment variable REDIS_PW is empty"}},
+		{"file missing", "redis:\n  password_file: /run/pw\n", nil, nil, "",
+			[]string{"c.yaml:2: redis.password_file: /run/pw: file does not exist"}},
+		{"file empty", "redis:\n  password_file: /run/pw\n", nil, map[string]string{"/run/pw": "\n"}, "",
+			[]string{"c.yaml:2: redis.password_file: /run/pw is empty"}},
+		{"sentinel env unset", "redis:\n  addrs: [\"s:26379\"]\n  master_name: m\n  password_file: /run/pw\n  sentinel_password_env: SPW\n",
+			nil, map[string]string{"/run/pw": secret}, "",
+			[]string{"c.yaml:5: redis.sentinel_password_env: environment variable SPW is not set"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := mustParse(t, tt.src)
+			st, err := f.Store(fakeEnv(tt.env), fakeFiles(tt.files))
+			if diff := cmp.Diff(errLines(err), tt.wantErr); diff != "" {
+				t.Errorf("errors (-got +want):\n%s", diff)
+			}
+			if st.Password != tt.want {
+				t.Errorf("Password = %q; want %q", st.Password, tt.want)
+			}
+			red, rerr := f.Redacted()
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			for _, s := range []string{string(red), st.Redacted().Password, errString(err)} {
+				if strings.Contains(s, secret) {
+					t.Errorf("password shown in %q", s)
+				}
+			}
+		})
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// testCert returns a self-signed certificate and its key, in PEM.
+func testCert(t *testing.T) (certPEM, keyPEM string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "redis.test"},
+		DNSNames:              []string{"redis.test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+}
+
+func TestStoreTLS(t *testing.T) {
+	cert, key := testCert(t)
+	otherCert, _ := testCert(t)
+	const src = `
+redis:
+	addrs: ["redis.test:6380"]
+	tls:
+		enabled: true
+		ca_file: ca.pem
+		cert_file: cert.pem
+		key_file: key.pem
+		server_name: redis.test
+`
+	f := mustParse(t, yamlText(src))
+
+	st, err := f.Store(nil, fakeFiles(map[string]string{"ca.pem": cert, "cert.pem": cert, "key.pem": key}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TLS == nil || st.TLS.RootCAs == nil || len(st.TLS.Certificates) != 1 || st.TLS.ServerName != "redis.test" || st.TLS.InsecureSkipVerify {
+		t.Fatalf("TLS = %+v", st.TLS)
+	}
+	if err := st.Validate(); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  []string
+	}{
+		{"files missing", nil, []string{
+			"c.yaml:5: redis.tls.ca_file: ca.pem: file does not exist",
+			"c.yaml:6: redis.tls.cert_file: cert.pem: file does not exist",
+			"c.yaml:7: redis.tls.key_file: key.pem: file does not exist",
+		}},
+		{"not PEM", map[string]string{"ca.pem": "hello", "cert.pem": cert, "key.pem": key}, []string{
+			"c.yaml:5: redis.tls.ca_file: ca.pem: no PEM certificate found",
+		}},
+		{"key does not match", map[string]string{"ca.pem": cert, "cert.pem": otherCert, "key.pem": key}, []string{
+			"c.yaml:6: redis.tls.cert_file: cert.pem with key key.pem: tls: private key does not match public key",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := f.Store(nil, fakeFiles(tt.files))
+			if diff := cmp.Diff(errLines(err), tt.want); diff != "" {
+				t.Errorf("errors (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestItems(t *testing.T) {
+	const src = `
+items:
+	ids: [a, b]
+	file: items.txt
+`
+	f := mustParse(t, yamlText(src))
+	tests := []struct {
+		name    string
+		file    string
+		want    []string
+		wantErr []string
+	}{
+		{"lines", "# header\nc\n\n  d  \r\n#e\na\nc\nf # not a comment\n",
+			[]string{"a", "b", "c", "d", "f # not a comment"}, nil},
+		{"empty file", "", []string{"a", "b"}, nil},
+		{"bad lines", "c\n# ok\n\x01bad\nd\n" + strings.Repeat("x", store.MaxIDLen+1) + "\n", nil, []string{
+			`items.txt:3: invalid item id "\x01bad": control character U+0001 at byte 0`,
+			`items.txt:5: invalid item id "` + strings.Repeat("x", 64) + `...": 513 bytes long, the limit is 512`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := f.Items(fakeFiles(map[string]string{"items.txt": tt.file}))
+			if diff := cmp.Diff(errLines(err), tt.wantErr); diff != "" {
+				t.Errorf("errors (-got +want):\n%s", diff)
+			}
+			if diff := cmp.Diff(got, tt.want); diff != "" {
+				t.Errorf("items (-got +want):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("file missing", func(t *testing.T) {
+		_, err := f.Items(fakeFiles(nil))
+		want := []string{"c.yaml:3: items.file: items.txt: file does not exist"}
+		if diff := cmp.Diff(errLines(err), want); diff != "" {
+			t.Errorf("errors (-got +want):\n%s", diff)
+		}
+	})
+
+	t.Run("many bad lines", func(t *testing.T) {
+		_, err := f.Items(fakeFiles(map[string]string{"items.txt": strings.Repeat("\x01\n", 50)}))
+		lines := errLines(err)
+		if len(lines) != maxItemErrors+1 || lines[len(lines)-1] != "items.txt: and 30 more invalid lines" {
+			t.Errorf("got %d lines, last %q", len(lines), lines[len(lines)-1])
+		}
+	})
+}
+
+func TestRedacted(t *testing.T) {
+	f := mustParse(t, yamlText(fullConfig))
+	red, err := f.Redacted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(red)
+	for _, secret := range []string{"hunter2", "s3cr3t", "k3y", "t0k3n"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("Redacted shows %q:\n%s", secret, out)
+		}
+	}
+	for _, want := range []string{
+		"Authorization: '[redacted]'",
+		"X-Api-Key: '[redacted]'",
+		"X-Team: billing",
+		"url: https://user:xxxxx@target.example.com/hook?team=a&token=xxxxx",
+		"password_env: REDIS_PW",
+		"ttl: 20s",
+		"interval: 2m",
+		"key_prefix: app",
+		"type: http",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("Redacted lacks %q:\n%s", want, out)
+		}
+	}
+	g, err := Parse("redacted.yaml", red)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []string{"sink.exec", "sink.file", "sink.log"} {
+		if g.isSet(other) {
+			t.Errorf("Redacted shows %s, of another sink type:\n%s", other, out)
+		}
+	}
+}
+
+func TestRedactedDefaults(t *testing.T) {
+	f := mustParse(t, "sink:\n  type: exec\n  exec:\n    command: [sh]\n    env: [API_TOKEN=abc, MODE=fast]\n")
+	red, err := f.Redacted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(red)
+	for _, want := range []string{
+		"addrs: [] # empty: the embedded in-process store",
+		"key_prefix: syncd",
+		"shards: 16",
+		"dial_timeout: 5s",
+		"ttl: 30s",
+		"heartbeat: 10s",
+		"margin: 3.002s",
+		"replica_timeout: 3s",
+		"workers: 4",
+		"interval: 1m",
+		"backoff_max: 5m",
+		"poll: 250ms",
+		"grace: 5s",
+		"- API_TOKEN=[redacted]",
+		"- MODE=fast",
+		"level: info",
+		"format: auto",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("Redacted lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Redacted output is a configuration file itself, and Redacted of it is
+// the same.
+func TestRedactedRoundTrip(t *testing.T) {
+	for _, src := range []string{"", yamlText(fullConfig), readCheckedIn(t)} {
+		f := mustParse(t, src)
+		red, err := f.Redacted()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := Parse("redacted.yaml", red)
+		if err != nil {
+			t.Fatalf("Redacted output does not parse:\n%v\n%s", err, red)
+		}
+		red2, err := g.Redacted()
+		if err != nil {
+			t.Fatal(err)
+		}
+		red2 = []byte(strings.Replace(string(red2), "redacted.yaml", "c.yaml", 1))
+		if diff := cmp.Diff(string(red2), string(red)); diff != "" {
+			t.Errorf("Redacted of Redacted (-got +want):\n%s", diff)
+		}
+	}
+}
+
+func TestBuildSink(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name    string
+		src     string
+		wantErr []string
+	}{
+		{"log", "sink:\n  log:\n    delay: 1ms\n", nil},
+		{"exec", "sink:\n  type: exec\n  exec:\n    command: [sh, -c, 'exit 0']\n", nil},
+		{"http", "sink:\n  type: http\n  http:\n    url: http://127.0.0.1:1/hook\n", nil},
+		{"file", "sink:\n  type: file\n  file:\n    path: " + filepath.Join(dir, "syncs.jsonl") + "\n", nil},
+		{"exec command missing", "sink:\n  type: exec\n  exec:\n    command: [syncd-no-such-command-x]\n",
+			[]string{`c.yaml:4: sink.exec.command: "syncd-no-such-command-x": executable file not found in $PATH`}},
+		{"exec dir missing", "sink:\n  type: exec\n  exec:\n    command: [sh]\n    dir: " + filepath.Join(dir, "nope") + "\n",
+			[]string{"c.yaml:5: sink.exec.dir: stat " + filepath.Join(dir, "nope") + ": no such file or directory"}},
+		{"file dir missing", "sink:\n  type: file\n  file:\n    path: " + filepath.Join(dir, "nope", "x") + "\n",
+			[]string{"c.yaml:4: sink.file.path: parent directory of \"" + filepath.Join(dir, "nope", "x") + "\": stat " + filepath.Join(dir, "nope") + ": no such file or directory"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := mustParse(t, tt.src)
+			s, err := f.BuildSink(zerolog.New(zerolog.NewTestWriter(t)))
+			if diff := cmp.Diff(errLines(err), tt.wantErr); diff != "" {
+				t.Errorf("errors (-got +want):\n%s", diff)
+			}
+			if (s == nil) != (err != nil) {
+				t.Fatalf("BuildSink = %v, %v", s, err)
+			}
+			if s != nil {
+				if err := s.Close(); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
+// The sink configurations match what New takes, with nothing filled in
+// here that the sink defaults itself.
+func TestSinkConfig(t *testing.T) {
+	f := mustParse(t, yamlText(`
+sink:
+	type: exec
+	exec:
+		command: [/bin/sync, --all]
+		env: [A=1]
+		dir: /tmp
+		timeout: 1m
+`))
+	want := SinkConfig{Type: SinkExec, Exec: execsink.Config{
+		Command: []string{"/bin/sync", "--all"},
+		Env:     []string{"A=1"},
+		Dir:     "/tmp",
+		Timeout: time.Minute,
+	}}
+	if diff := cmp.Diff(f.Sink(), want, cmpopts.IgnoreFields(SinkConfig{}, "File")); diff != "" {
+		t.Errorf("Sink() (-got +want):\n%s", diff)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "syncd.yaml")
+	if err := os.WriteFile(path, []byte("engine:\n  workers: 0x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		path string
+		want []string
+	}{
+		{path, []string{path + `:2: engine.workers: expected a whole number, got "0x"`}},
+		{filepath.Join(dir, "missing.yaml"), []string{filepath.Join(dir, "missing.yaml") + ": no such file or directory"}},
+		{dir, []string{dir + ": is a directory"}},
+	}
+	for _, tt := range tests {
+		_, err := Load(tt.path)
+		if diff := cmp.Diff(errLines(err), tt.want); diff != "" {
+			t.Errorf("Load(%q) errors (-got +want):\n%s", tt.path, diff)
+		}
+	}
+}
+
+func TestLogAccessors(t *testing.T) {
+	tests := []struct {
+		src    string
+		level  zerolog.Level
+		format string
+	}{
+		{"", zerolog.InfoLevel, FormatAuto},
+		{"log: {level: debug, format: console}", zerolog.DebugLevel, FormatConsole},
+		{"log: {level: info, format: json}", zerolog.InfoLevel, FormatJSON},
+		{"log: {level: warn}", zerolog.WarnLevel, FormatAuto},
+		{"log: {level: error}", zerolog.ErrorLevel, FormatAuto},
+	}
+	for _, tt := range tests {
+		f := mustParse(t, tt.src)
+		if f.LogLevel() != tt.level || f.LogFormat() != tt.format {
+			t.Errorf("%q: LogLevel, LogFormat = %v, %q; want %v, %q", tt.src, f.LogLevel(), f.LogFormat(), tt.level, tt.format)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"https://h/x", "https://h/x"},
+		{"https://u:pw@h/x", "https://u:xxxxx@h/x"},
+		{"https://h/x?api_key=k&team=a", "https://h/x?api_key=xxxxx&team=a"},
+		{"http://u:pw@h/%zz", "http://u:xxxxx@h/%zz"},
+		{"http://u:p@w@h", "http://u:xxxxx@h"},
+		{"%zz", "%zz"},
+	}
+	for _, tt := range tests {
+		if got := redactURL(tt.in); got != tt.want {
+			t.Errorf("redactURL(%q) = %q; want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package config
+
+import (
+	"reflect"
+	"time"
+)
+
+// schema is the YAML file, section by section. The yaml tags are the keys;
+// the decoder, Redacted and the test that keeps config.yaml complete all
+// walk these types, so a key added here is a key everywhere. Field types
+// are limited to what the decoder knows: string, bool, int, time.Duration,
+// []string, map[string]string and nested sections (structs).
+type schema struct {
+	Redis     redisSection     `yaml:"redis"`
+	Ownership ownershipSection `yaml:"ownership"`
+	Engine    engineSection    `yaml:"engine"`
+	Items     itemsSection     `yaml:"items"`
+	Sink      sinkSection      `yaml:"sink"`
+	HTTP      httpSection      `yaml:"http"`
+	Log       logSection       `yaml:"log"`
+}
+
+type redisSection struct {
+	Addrs               []string      `yaml:"addrs"`
+	MasterName          string        `yaml:"master_name"`
+	Cluster             bool          `yaml:"cluster"`
+	Username            string        `yaml:"username"`
+	PasswordEnv         string        `yaml:"password_env"`
+	PasswordFile        string        `yaml:"password_file"`
+	SentinelPasswordEnv string        `yaml:"sentinel_password_env"`
+	DB                  int           `yaml:"db"`
+	TLS                 tlsSection    `yaml:"tls"`
+	KeyPrefix           string        `yaml:"key_prefix"`
+	Shards              int           `yaml:"shards"`
+	RefuseEviction      bool          `yaml:"refuse_eviction"`
+	DialTimeout         time.Duration `yaml:"dial_timeout"`
+	ReadTimeout         time.Duration `yaml:"read_timeout"`
+	WriteTimeout        time.Duration `yaml:"write_timeout"`
+	PoolSize            int           `yaml:"pool_size"`
+}
+
+type tlsSection struct {
+	Enabled            bool   `yaml:"enabled"`
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	ServerName         string `yaml:"server_name"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+type ownershipSection struct {
+	TTL            time.Duration `yaml:"ttl"`
+	Heartbeat      time.Duration `yaml:"heartbeat"`
+	Settle         time.Duration `yaml:"settle"`
+	Margin         time.Duration `yaml:"margin"`
+	MinReplicas    int           `yaml:"min_replicas"`
+	ReplicaTimeout time.Duration `yaml:"replica_timeout"`
+	Owner          string        `yaml:"owner"`
+}
+
+type engineSection struct {
+	Workers      int           `yaml:"workers"`
+	Interval     time.Duration `yaml:"interval"`
+	Batch        int           `yaml:"batch"`
+	MaxAttempts  int           `yaml:"max_attempts"`
+	BackoffMin   time.Duration `yaml:"backoff_min"`
+	BackoffMax   time.Duration `yaml:"backoff_max"`
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	Poll         time.Duration `yaml:"poll"`
+}
+
+type itemsSection struct {
+	IDs  []string `yaml:"ids"`
+	File string   `yaml:"file"`
+}
+
+type sinkSection struct {
+	Type string          `yaml:"type"`
+	Exec execSinkSection `yaml:"exec"`
+	HTTP httpSinkSection `yaml:"http"`
+	File fileSinkSection `yaml:"file"`
+	Log  logSinkSection  `yaml:"log"`
+}
+
+type execSinkSection struct {
+	Command []string      `yaml:"command"`
+	Env     []string      `yaml:"env"`
+	Dir     string        `yaml:"dir"`
+	Timeout time.Duration `yaml:"timeout"`
+	Grace   time.Duration `yaml:"grace"`
+}
+
+type httpSinkSection struct {
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
+	Timeout time.Duration     `yaml:"timeout"`
+}
+
+type fileSinkSection struct {
+	Path string `yaml:"path"`
+}
+
+type logSinkSection struct {
+	Delay     time.Duration `yaml:"delay"`
+	FailEvery int           `yaml:"fail_every"`
+}
+
+type httpSection struct {
+	Listen string `yaml:"listen"`
+}
+
+type logSection struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// Sink types, the values of sink.type.
+const (
+	SinkLog  = "log"
+	SinkExec = "exec"
+	SinkHTTP = "http"
+	SinkFile = "file"
+)
+
+// sinkTypes lists the sink types in the order messages name them.
+var sinkTypes = []string{SinkLog, SinkExec, SinkHTTP, SinkFile}
+
+// Log formats, the values of log.format.
+const (
+	FormatAuto    = "auto"    // console on a terminal, JSON otherwise
+	FormatJSON    = "json"    // one JSON object per line
+	FormatConsole = "console" // zerolog's human-readable console writer
+)
+
+// schemaKeys returns every dotted key of the schema, sections included, in
+// the order of the schema.
+func schemaKeys() []string {
+	var keys []string
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		for i := range t.NumField() {
+			ft := t.Field(i)
+			key := join(path, ft.Tag.Get("yaml"))
+			keys = append(keys, key)
+			if ft.Type.Kind() == reflect.Struct && ft.Type != durationType {
+				walk(ft.Type, key)
+			}
+		}
+	}
+	walk(reflect.TypeFor[schema](), "")
+	return keys
+}

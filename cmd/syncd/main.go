@@ -1,0 +1,96 @@
+// Command syncd is the Redis-backed data-sync daemon: run it, run batch
+// passes, and inspect and administer the item set.
+//
+//	syncd run      -c config.yaml                 the daemon
+//	syncd batch    -c config.yaml [--report F]    one pass over the item set
+//	syncd status   -c config.yaml [--json]        items, owners, fences, waits
+//	syncd items    add|remove|list -c config.yaml [ID...] [--file F]
+//	syncd requeue  -c config.yaml ID...           bring quarantined items back
+//	syncd release  -c config.yaml --force ID      admin release of a stuck claim
+//	syncd validate -c config.yaml                 print the effective config, or every error
+//	syncd version
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is stamped by the Makefile (-X main.version=...).
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1 // some items failed or were quarantined; a command failed
+	exitUsage  = 2 // bad config, bad input, unreachable Redis
+)
+
+// exitError carries an exit code up to main.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+const usage = `syncd: a Redis-backed data-sync engine
+
+usage:
+  syncd run      -c config.yaml                 run the daemon
+  syncd batch    -c config.yaml [--report F]    sync every item once, then exit
+  syncd status   -c config.yaml [--json]        show items, owners, fences and waits
+  syncd items    add|remove|list -c config.yaml [ID...] [--file F]
+  syncd requeue  -c config.yaml ID...           make items due now, clearing failures
+  syncd release  -c config.yaml --force ID      delete a stuck claim and raise its fence
+  syncd validate -c config.yaml                 print the effective config, or every error
+  syncd version                                 print the version
+
+exit codes: 0 ok, 1 items failed or quarantined, 2 bad config or input, unreachable Redis
+`
+
+func main() {
+	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func runMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmds := map[string]func([]string, io.Writer, io.Writer) error{
+		"run": cmdRun, "batch": cmdBatch, "status": cmdStatus, "items": cmdItems,
+		"requeue": cmdRequeue, "release": cmdRelease, "validate": cmdValidate,
+		"version": func([]string, io.Writer, io.Writer) error { fmt.Fprintln(stdout, "syncd", version); return nil },
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "syncd: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	err := cmd(args[1:], stdout, stderr)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil && ee.err.Error() != "" {
+			fmt.Fprintf(stderr, "syncd %s: %v\n", args[0], ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintf(stderr, "syncd %s: %v\n", args[0], err)
+	return exitFailed
+}

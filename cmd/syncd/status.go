@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/store"
+)
+
+// itemRow is one item in status output.
+type itemRow struct {
+	ID          string     `json:"id"`
+	State       string     `json:"state"` // due, syncing, claimed, idle, backing off, quarantined
+	Owner       string     `json:"owner,omitempty"`
+	Fence       uint64     `json:"fence"`
+	LastSync    *time.Time `json:"last_sync,omitempty"`
+	SinceSync   string     `json:"since_last_sync,omitempty"`
+	DueAt       *time.Time `json:"due_at,omitempty"`
+	Waiting     string     `json:"waiting,omitempty"` // past due
+	Attempts    int        `json:"attempts"`
+	LastError   string     `json:"last_error,omitempty"`
+	waitingMs   int64
+	dueSortable int64
+}
+
+type summary struct {
+	Items       int    `json:"items"`
+	Due         int    `json:"due"`
+	InFlight    int    `json:"in_flight"`
+	BackingOff  int    `json:"backing_off"`
+	Quarantined int    `json:"quarantined"`
+	OldestWait  string `json:"oldest_wait"`
+	Redis       string `json:"redis"`
+}
+
+// cmdStatus prints every item's state and a summary; it reads Redis only,
+// so it works against a live fleet.
+func cmdStatus(args []string, stdout, stderr io.Writer) error {
+	f := newFlags("status", stderr)
+	asJSON := f.fs.Bool("json", false, "print JSON")
+	limit := f.fs.Int("limit", 100, "show at most this many items, longest waiting first (0: all)")
+	if _, err := f.parse(args); err != nil {
+		return err
+	}
+	cfg, err := f.load()
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	log := newLogger(cfg, os.Stderr).Level(max(cfg.LogLevel(), zerolog.WarnLevel)) // warnings and up
+	st, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	now, err := st.Now(ctx)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	var rows []itemRow
+	sum := summary{Redis: st.Addr()}
+	var oldest int64
+	for sh := range st.Keys().Shards() {
+		for off := 0; off >= 0; {
+			page, next, err := st.List(ctx, sh, off, 500)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			off = next
+			for _, it := range page {
+				r := classify(it, now)
+				sum.Items++
+				switch r.State {
+				case "due":
+					sum.Due++
+					oldest = max(oldest, r.waitingMs)
+				case "syncing", "claimed":
+					sum.InFlight++
+				case "backing off":
+					sum.BackingOff++
+				case "quarantined":
+					sum.Quarantined++
+				}
+				rows = append(rows, r)
+			}
+		}
+	}
+	sum.OldestWait = (time.Duration(oldest) * time.Millisecond).String()
+	slices.SortStableFunc(rows, func(a, b itemRow) int { return cmpInt(a.dueSortable, b.dueSortable) })
+	if *limit > 0 && len(rows) > *limit {
+		rows = rows[:*limit]
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if rows == nil {
+			rows = []itemRow{}
+		}
+		return enc.Encode(struct {
+			Summary summary   `json:"summary"`
+			Items   []itemRow `json:"items"`
+		}{sum, rows})
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tOWNER\tFENCE\tSINCE SYNC\tWAITING\tATTEMPTS\tLAST ERROR")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", r.ID, r.State, dash(r.Owner), r.Fence,
+			dash(r.SinceSync), dash(r.Waiting), r.Attempts, dash(truncate(r.LastError, 60)))
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "\n%d items: %d due, %d in flight, %d backing off, %d quarantined; oldest wait %s (%s)\n",
+		sum.Items, sum.Due, sum.InFlight, sum.BackingOff, sum.Quarantined, sum.OldestWait, sum.Redis)
+	return nil
+}
+
+func classify(it store.ItemState, now int64) itemRow {
+	r := itemRow{ID: it.ID, Fence: it.Fence, Attempts: it.Attempts, LastError: it.Error, dueSortable: it.Due}
+	if !it.LastSync.IsZero() {
+		ls := it.LastSync
+		r.LastSync = &ls
+		r.SinceSync = (time.Duration(now-ls.UnixMilli()) * time.Millisecond).Round(time.Second).String()
+	}
+	switch {
+	case it.Record != nil:
+		r.State = it.Record.State.String()
+		r.Owner = it.Record.Owner.String()
+		r.Fence = it.Record.Fence
+	case it.RecordErr != nil:
+		r.State = "claimed"
+		r.Owner = "(unreadable record)"
+	case it.Quarantined:
+		r.State = "quarantined"
+		r.dueSortable = 1<<62 - 1
+	case it.Due <= now:
+		r.State = "due"
+		r.waitingMs = now - it.Due
+		r.Waiting = (time.Duration(r.waitingMs) * time.Millisecond).Round(time.Millisecond).String()
+	case it.Attempts > 0:
+		r.State = "backing off"
+	default:
+		r.State = "idle"
+	}
+	if !it.Quarantined {
+		d := time.UnixMilli(it.Due)
+		r.DueAt = &d
+	}
+	return r
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

@@ -1,0 +1,97 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ItemState is everything the store knows about one item.
+type ItemState struct {
+	ID    string
+	Shard int
+	// Due is when the item is due (ms, Redis clock); for an item in
+	// flight, when its lease would expire. Quarantined items have none.
+	Due         int64
+	Quarantined bool
+	Fence       uint64
+	LastSync    time.Time
+	Attempts    int    // consecutive failures
+	Error       string // last error while failing
+	// Record is the owner/state record while the item is claimed; nil
+	// when it is not. RecordErr is set when the bytes are not a record.
+	Record    *Record
+	RecordErr error
+}
+
+// List returns one page of a shard's items in due order (longest waiting
+// first) and the offset of the next page, -1 at the end. It takes two
+// round trips whatever the page size.
+func (s *Store) List(ctx context.Context, shard, offset, count int) ([]ItemState, int, error) {
+	z, err := s.rdb.ZRangeWithScores(ctx, s.keys.Due(shard), int64(offset), int64(offset+count-1)).Result()
+	if err != nil {
+		return nil, -1, fmt.Errorf("store: list shard %d: %w", shard, err)
+	}
+	next := -1
+	if len(z) == count {
+		next = offset + count
+	}
+	if len(z) == 0 {
+		return nil, next, nil
+	}
+	ids := make([]string, len(z))
+	for i, m := range z {
+		ids[i], _ = m.Member.(string)
+	}
+	var meta, errs *redis.SliceCmd
+	recs := make([]*redis.StringCmd, len(ids))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		meta = p.HMGet(ctx, s.keys.Meta(shard), ids...)
+		errs = p.HMGet(ctx, s.keys.Errors(shard), ids...)
+		for i, id := range ids {
+			recs[i] = p.Get(ctx, s.keys.Record(shard, id))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, -1, fmt.Errorf("store: list shard %d: %w", shard, err)
+	}
+	out := make([]ItemState, len(ids))
+	for i, id := range ids {
+		st := ItemState{ID: id, Shard: shard}
+		if math.IsInf(z[i].Score, 1) {
+			st.Quarantined = true
+		} else {
+			st.Due = int64(z[i].Score)
+		}
+		if v, ok := meta.Val()[i].(string); ok {
+			f, l, a := parseMeta(v)
+			st.Fence, st.LastSync, st.Attempts = f, fromMs(l), a
+		}
+		if v, ok := errs.Val()[i].(string); ok {
+			st.Error = v
+		}
+		if b, err := recs[i].Bytes(); err == nil {
+			st.Record, st.RecordErr = UnmarshalRecord(b)
+		}
+		out[i] = st
+	}
+	return out, next, nil
+}
+
+func parseMeta(v string) (fence uint64, last int64, attempts int) {
+	parts := strings.Split(v, ":")
+	if len(parts) != 3 {
+		return 0, 0, 0
+	}
+	fence, _ = strconv.ParseUint(parts[0], 10, 64)
+	last, _ = strconv.ParseInt(parts[1], 10, 64)
+	attempts, _ = strconv.Atoi(parts[2])
+	return fence, last, attempts
+}
