@@ -312,7 +312,7 @@ sink:
 			InFlight int `json:"in_flight"`
 			Due      int `json:"due"`
 		} `json:"summary"`
-		Items   []row                              `json:"items"`
+		Items []row `json:"items"`
 	}
 	waitFor(t, 15*time.Second, "an item in flight in status", func() bool {
 		r := run(t, "status", "-c", cfg, "--json")
