@@ -32,9 +32,10 @@ run: build ## build and run syncd with config.yaml (embedded store, demo items; 
 	./bin/syncd run -c $(CONFIG)
 
 .PHONY: test
-test: deps ## install what is needed, then run every test with -race
+test: deps ## install what is needed, run every test with -race, then each fuzz target for 5s
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 
 .PHONY: test/race
 test/race: test ## same as test: every test always runs with -race
@@ -50,8 +51,8 @@ lint: ## go vet and gofmt
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME (default 10s) each
-	@for pkg in $$($(GO) list ./...); do \
-		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	@for pkg in $$(grep -rl --include='*_test.go' --exclude-dir=bench '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		for f in $$(grep -h '^func Fuzz' $$pkg/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
 			echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 		done; \
 	done

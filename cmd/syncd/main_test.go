@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The command's own paths; tests/e2e runs the built binary end to end.
+func TestRunMain(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("engine:\n  workerz: 3\n"), 0o644)
+	tests := []struct {
+		args       []string
+		code       int
+		out, inErr string
+	}{
+		{nil, exitUsage, "", "usage:"},
+		{[]string{"help"}, exitOK, "usage:", ""},
+		{[]string{"version"}, exitOK, "syncd ", ""},
+		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus"`},
+		{[]string{"validate", "-c", bad}, exitUsage, "", "bad.yaml:2: engine.workerz: unknown key"},
+		{[]string{"validate", "-c", filepath.Join(dir, "missing.yaml")}, exitUsage, "", "missing.yaml"},
+		{[]string{"items", "-c", bad}, exitUsage, "", "add, remove or list"},
+		{[]string{"release", "-c", bad, "x"}, exitUsage, "", "--force"},
+		{[]string{"requeue", "-c", bad}, exitUsage, "", "no IDs"},
+		{[]string{"run", "--nope"}, exitUsage, "", "flag provided but not defined"},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		code := runMain(tt.args, &out, &errb)
+		if code != tt.code || !strings.Contains(out.String(), tt.out) || !strings.Contains(errb.String(), tt.inErr) {
+			t.Errorf("syncd %q: exit %d, stdout %q, stderr %q; want exit %d, stdout with %q, stderr with %q",
+				tt.args, code, out.String(), errb.String(), tt.code, tt.out, tt.inErr)
+		}
+	}
+}
+
+func TestReadIDs(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ids")
+	os.WriteFile(p, []byte("a\n\n# c\n  b  \nbad\x01\n"), 0o644)
+	if _, err := readIDs(p); err == nil || !strings.Contains(err.Error(), ":5:") {
+		t.Errorf("readIDs: %v, want an error at line 5", err)
+	}
+	os.WriteFile(p, []byte("a\n\n# c\n  b  \n"), 0o644)
+	if ids, err := readIDs(p); err != nil || strings.Join(ids, ",") != "a,b" {
+		t.Errorf("readIDs = %v, %v", ids, err)
+	}
+}
