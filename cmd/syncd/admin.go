@@ -10,8 +10,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/rs/zerolog"
-
 	"github.com/syncd/syncd/store"
 )
 
@@ -39,12 +37,8 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 			return &exitError{code: exitUsage, err: err}
 		}
 	}
-	cfg, err := f.load()
-	if err != nil {
-		return err
-	}
 	ctx := context.Background()
-	st, err := openStore(ctx, cfg, newLogger(cfg, os.Stderr).Level(zerolog.WarnLevel))
+	st, err := adminStore(ctx, f)
 	if err != nil {
 		return err
 	}
@@ -126,12 +120,8 @@ func cmdRequeue(args []string, stdout, stderr io.Writer) error {
 	if len(ids) == 0 {
 		return usageErr("requeue: no IDs given")
 	}
-	cfg, err := f.load()
-	if err != nil {
-		return err
-	}
 	ctx := context.Background()
-	st, err := openStore(ctx, cfg, newLogger(cfg, os.Stderr).Level(zerolog.WarnLevel))
+	st, err := adminStore(ctx, f)
 	if err != nil {
 		return err
 	}
@@ -161,12 +151,8 @@ func cmdRelease(args []string, stdout, stderr io.Writer) error {
 	if len(ids) != 1 {
 		return usageErr("release: give exactly one ID")
 	}
-	cfg, err := f.load()
-	if err != nil {
-		return err
-	}
 	ctx := context.Background()
-	st, err := openStore(ctx, cfg, newLogger(cfg, os.Stderr).Level(zerolog.WarnLevel))
+	st, err := adminStore(ctx, f)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/cmd/syncd/internal/config"
+	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/sinks"
 	"github.com/syncd/syncd/store"
 )
 
@@ -129,6 +131,36 @@ func openStoreRetry(ctx context.Context, cfg *config.File, log zerolog.Logger) (
 		}
 		wait = min(2*wait, 10*time.Second)
 	}
+}
+
+// buildEngine seeds the configured items and builds the sink and the
+// engine over st. The caller closes the sink after the engine stopped.
+func buildEngine(ctx context.Context, cfg *config.File, st *store.Store, log zerolog.Logger) (*engine.Engine, sinks.Sink, error) {
+	if err := seed(ctx, cfg, st, log); err != nil {
+		return nil, nil, err
+	}
+	sink, err := cfg.BuildSink(log)
+	if err != nil {
+		return nil, nil, &exitError{code: exitUsage, err: err}
+	}
+	ecfg := cfg.Engine()
+	ecfg.Logger = log
+	e, err := engine.New(st, sink, ecfg)
+	if err != nil {
+		sink.Close()
+		return nil, nil, &exitError{code: exitUsage, err: err}
+	}
+	return e, sink, nil
+}
+
+// adminStore loads the config named by f and opens its store for an
+// admin command, logging warnings only.
+func adminStore(ctx context.Context, f *flags) (*store.Store, error) {
+	cfg, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	return openStore(ctx, cfg, newLogger(cfg, os.Stderr).Level(max(cfg.LogLevel(), zerolog.WarnLevel)))
 }
 
 // seed adds the configured items; existing ones are left as they are.

@@ -49,20 +49,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	if err := seed(ctx, cfg, st, log); err != nil {
+	e, sink, err := buildEngine(ctx, cfg, st, log)
+	if err != nil {
 		return err
 	}
-	sink, err := cfg.BuildSink(log)
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
 	defer sink.Close()
-	ecfg := cfg.Engine()
-	ecfg.Logger = log
-	e, err := engine.New(st, sink, ecfg)
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
 	if addr := cfg.Listen(); addr != "" {
 		srv, err := serveHTTP(addr, e, log)
 		if err != nil {

@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"text/tabwriter"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/store"
 )
@@ -50,13 +47,8 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
-	cfg, err := f.load()
-	if err != nil {
-		return err
-	}
 	ctx := context.Background()
-	log := newLogger(cfg, os.Stderr).Level(max(cfg.LogLevel(), zerolog.WarnLevel)) // warnings and up
-	st, err := openStore(ctx, cfg, log)
+	st, err := adminStore(ctx, f)
 	if err != nil {
 		return err
 	}
