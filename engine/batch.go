@@ -53,8 +53,12 @@ type Progress struct {
 
 // BatchOptions tune RunBatch.
 type BatchOptions struct {
-	// OnProgress, if set, is called after each pass over the item set.
+	// OnProgress, if set, is called every ProgressEvery while the run
+	// goes on (less often on a large set: counting takes at most a tenth
+	// of the time), from one goroutine.
 	OnProgress func(Progress)
+	// ProgressEvery defaults to 1s.
+	ProgressEvery time.Duration
 }
 
 // batchRun is the state of RunBatch.
@@ -113,15 +117,23 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 	e.batchMu.Lock()
 	e.batch = b
 	e.batchMu.Unlock()
-	src := &pendingSource{holds: holds{}, e: e, since: since, keep: keep, started: rep.Started, onProgress: opt.OnProgress,
+	src := &pendingSource{holds: holds{}, e: e, since: since, keep: keep, started: rep.Started,
 		cursor: make([]int, e.st.Keys().Shards())}
 	e.log.Info().Int64("since_ms", since).Msg("batch run started")
 	go e.runLoops(src)
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		if opt.OnProgress != nil {
+			src.report(opt.OnProgress, max(opt.ProgressEvery, 0), e.done)
+		}
+	}()
 	select {
 	case <-ctx.Done():
 	case <-e.done:
 	}
 	e.Stop(context.Background())
+	<-progressDone
 
 	// The final tally, from Redis: what every process of the run did.
 	tctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -161,7 +173,6 @@ type pendingSource struct {
 	since      int64
 	keep       time.Duration
 	started    time.Time
-	onProgress func(Progress)
 
 	shard    int   // shard being walked
 	cursor   []int // next offset per shard, -1 when the pass is through it
@@ -220,17 +231,38 @@ func (s *pendingSource) endPass(ctx context.Context) (bool, error) {
 	for i := range s.cursor {
 		s.cursor[i] = 0
 	}
-	if s.onProgress != nil {
-		if t, err := s.tally(ctx); err == nil {
-			s.onProgress(Progress{Total: t.total, Done: t.done, Quarantined: t.quarantined, Pending: t.pending,
-				SyncedHere: s.syncedHere(), Elapsed: time.Since(s.started)})
-		}
-	}
 	if seen == 0 && s.e.m.InFlight.Load() == 0 {
 		s.done = true
 		return true, nil
 	}
 	return false, nil
+}
+
+// report calls f with the run's progress until stop closes. Counting
+// walks the whole set, so on a large set it runs less often: at most a
+// tenth of the time goes to counting.
+func (s *pendingSource) report(f func(Progress), every time.Duration, stop <-chan struct{}) {
+	if every == 0 {
+		every = time.Second
+	}
+	wait := every
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(wait):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		start := time.Now()
+		t, err := s.tally(ctx)
+		cancel()
+		wait = max(every, 10*time.Since(start))
+		if err != nil {
+			continue
+		}
+		f(Progress{Total: t.total, Done: t.done, Quarantined: t.quarantined, Pending: t.pending,
+			SyncedHere: s.syncedHere(), Elapsed: time.Since(s.started)})
+	}
 }
 
 func (s *pendingSource) syncedHere() int {

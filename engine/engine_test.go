@@ -366,7 +366,7 @@ func TestBatchInProcess(t *testing.T) {
 	}}
 	e := newEngine(t, st, rec, engine.Config{Workers: 8, Poll: 5 * time.Millisecond})
 	var passes atomic.Int32
-	rep, err := e.RunBatch(ctx, engine.BatchOptions{OnProgress: func(engine.Progress) { passes.Add(1) }})
+	rep, err := e.RunBatch(ctx, engine.BatchOptions{ProgressEvery: time.Millisecond, OnProgress: func(engine.Progress) { passes.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}

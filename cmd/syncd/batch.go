@@ -108,7 +108,7 @@ func (p *progress) update(pr engine.Progress) {
 	}
 	p.last = time.Now()
 	done := pr.Done + pr.Quarantined
-	rate := float64(pr.SyncedHere) / max(pr.Elapsed.Seconds(), 0.001)
+	rate := float64(pr.Done) / max(pr.Elapsed.Seconds(), 0.001) // the whole fleet's rate
 	eta := "?"
 	if rate > 0 && pr.Pending > 0 {
 		eta = (time.Duration(float64(pr.Pending)/rate) * time.Second).Round(time.Second).String()
