@@ -169,10 +169,10 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 // pending ends the run.
 type pendingSource struct {
 	holds
-	e          *Engine
-	since      int64
-	keep       time.Duration
-	started    time.Time
+	e       *Engine
+	since   int64
+	keep    time.Duration
+	started time.Time
 
 	shard    int   // shard being walked
 	cursor   []int // next offset per shard, -1 when the pass is through it
