@@ -214,15 +214,15 @@ func TestExtendAndExpiry(t *testing.T) {
 		var reqs []store.ExtendRequest
 		for _, id := range ids {
 			r := record("w")
-			if res := claim(t, s, r, 300*time.Millisecond, false, id)[0]; res.Code != store.ClaimOK {
+			if res := claim(t, s, r, time.Second, false, id)[0]; res.Code != store.ClaimOK {
 				t.Fatalf("claim %s = %+v", id, res)
 			}
 			reqs = append(reqs, store.ExtendRequest{Key: s.Keys().Record(s.Keys().Shard(id), id), Token: r.Token})
 		}
 		reqs = append(reqs, store.ExtendRequest{Key: s.Keys().Record(0, "missing"), Token: store.NewToken()})
-		for range 4 { // 600 ms in all: the records live only through extends
-			time.Sleep(150 * time.Millisecond)
-			res, err := s.Extend(ctx, 300*time.Millisecond, store.StateSyncing, reqs)
+		for range 4 { // 1.2 s in all, past the 1 s ttl: the records live only through extends
+			time.Sleep(300 * time.Millisecond)
+			res, err := s.Extend(ctx, time.Second, store.StateSyncing, reqs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -235,7 +235,7 @@ func TestExtendAndExpiry(t *testing.T) {
 				t.Errorf("extend of a missing record = %+v", res[len(ids)])
 			}
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond)
 		res, _ := s.Extend(ctx, time.Second, 0, reqs[:1])
 		if res[0].Code != store.ExtendMissing {
 			t.Errorf("extend after expiry = %+v, want missing", res[0])
