@@ -5,7 +5,9 @@ import (
 	"encoding/base32"
 	"fmt"
 	"os"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/rs/zerolog"
 	"github.com/syncd/syncd/store"
@@ -50,12 +52,36 @@ type ConfigError struct {
 func (e *ConfigError) Error() string { return "ownership: " + e.Field + ": " + e.Reason }
 
 // Validate checks c after applying defaults, naming the first bad field.
+// It has no side effects.
 func (c Config) Validate() error {
-	_, err := c.resolve()
+	_, err := c.check()
 	return err
 }
 
+// resolve applies every default, including the owner identity, and
+// checks the result.
 func (c Config) resolve() (Config, error) {
+	c, err := c.check()
+	if err != nil {
+		return c, err
+	}
+	if c.Owner.Host == "" {
+		c.Owner.Host, _ = os.Hostname()
+		if c.Owner.Host == "" {
+			c.Owner.Host = "unknown"
+		}
+	}
+	if c.Owner.PID == 0 {
+		c.Owner.PID = os.Getpid()
+	}
+	if c.Owner.Run == "" {
+		c.Owner.Run = NewRunID()
+	}
+	return c, nil
+}
+
+// check applies the timing defaults and validates.
+func (c Config) check() (Config, error) {
 	bad := func(field, format string, args ...any) (Config, error) {
 		return c, &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -90,18 +116,8 @@ func (c Config) resolve() (Config, error) {
 		return bad("replica_timeout", "%v must be positive and below ttl - margin (%v)", c.ReplicaTimeout, trust)
 	case c.Owner.PID < 0 || c.Owner.Worker < 0:
 		return bad("owner", "pid and worker must not be negative")
-	}
-	if c.Owner.Host == "" {
-		c.Owner.Host, _ = os.Hostname()
-		if c.Owner.Host == "" {
-			c.Owner.Host = "unknown"
-		}
-	}
-	if c.Owner.PID == 0 {
-		c.Owner.PID = os.Getpid()
-	}
-	if c.Owner.Run == "" {
-		c.Owner.Run = NewRunID()
+	case strings.ContainsFunc(c.Owner.Host+c.Owner.Run, func(r rune) bool { return r == '/' || unicode.IsControl(r) }):
+		return bad("owner", "host and run must not contain '/' or control characters")
 	}
 	return c, nil
 }

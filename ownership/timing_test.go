@@ -381,6 +381,7 @@ func TestConfigValidate(t *testing.T) {
 		{Config{TTL: time.Second, Settle: 950 * time.Millisecond}, "settle"},
 		{Config{TTL: time.Second, Margin: 600 * time.Millisecond}, "margin"},
 		{Config{MinReplicas: -1}, "min_replicas"},
+		{Config{Owner: store.Owner{Host: "a/b"}}, "owner"},
 	}
 	for _, tt := range tests {
 		var ce *ConfigError
