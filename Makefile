@@ -41,8 +41,12 @@ test: deps ## install what is needed, run every test with -race, then each fuzz 
 test/race: test ## same as test: every test always runs with -race
 
 .PHONY: bench
-bench: deps ## run the benchmarks and write BENCHMARKS.md
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+bench: deps ## run the benchmarks against the peers (own module in bench/) and write BENCHMARKS.md
+	cd bench && $(GO) run ./cmd/benchall -out ../BENCHMARKS.md $(BENCHFLAGS)
+
+.PHONY: bench/quick
+bench/quick: deps ## a one-minute smoke run of the benchmarks (BENCHMARKS.quick.md)
+	cd bench && $(GO) run ./cmd/benchall -quick -out ../BENCHMARKS.quick.md
 
 .PHONY: lint
 lint: ## go vet and gofmt

@@ -284,7 +284,7 @@ ownership:
 			"c.yaml:3: ownership.settle: 40s must not be negative and must be below ttl - margin (26.998s)",
 			"c.yaml:4: ownership.replica_timeout: -1s must be positive and below ttl - margin (26.998s)",
 			"c.yaml:5: ownership.min_replicas: needs redis.addrs: the embedded store has no replicas",
-			`c.yaml:6: ownership.owner: "a/b" must not contain a slash or control characters: records show the owner as host/pid/run/worker`,
+			`c.yaml:6: ownership.owner: host and run must not contain '/' or control characters`,
 		}},
 		{"ownership ttl stops the timing checks", `
 ownership:

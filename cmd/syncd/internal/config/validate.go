@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/ownership"
@@ -198,9 +197,6 @@ func (v *validator) ownership() {
 	o := v.f.s.Ownership
 	if o.MinReplicas > 0 && len(v.f.s.Redis.Addrs) == 0 && !v.skip("redis.addrs") {
 		v.errorf(nil, "ownership.min_replicas", nil, "needs redis.addrs: the embedded store has no replicas")
-	}
-	if i := strings.IndexFunc(o.Owner, func(r rune) bool { return r == '/' || unicode.IsControl(r) }); i >= 0 {
-		v.errorf(nil, "ownership.owner", nil, "%q must not contain a slash or control characters: records show the owner as host/pid/run/worker", o.Owner)
 	}
 	c := v.f.Ownership()
 	var last string
