@@ -116,6 +116,10 @@ func TestClaimReleaseCycle(t *testing.T) {
 		if err != nil || rec.Fence != res[0].Fence || rec.Owner.Host != "a" || rec.Token != a.Token {
 			t.Fatalf("record = %+v, %v", rec, err)
 		}
+		if rec.Attempt != 1 || rec.State != store.StateSyncing || time.Since(rec.ClaimedAt).Abs() > 5*time.Second ||
+			!rec.HeartbeatAt.Equal(rec.ClaimedAt) {
+			t.Errorf("stamped fields: attempt %d, state %v, claimed %v, heartbeat %v", rec.Attempt, rec.State, rec.ClaimedAt, rec.HeartbeatAt)
+		}
 
 		// A foreign token cannot release; the owner can.
 		rel, err := s.Release(ctx, 0, []store.ReleaseRequest{{ID: "a", Token: store.NewToken(), Kind: store.ReleaseSynced}})

@@ -70,11 +70,7 @@ for i = 1, #KEYS - 3 do
       local f, l, a = meta_get(KEYS[2], id)
       fence = math.max(f + 1, nowus)
       attempt = a + 1
-      local rec = patch(tmpl, 22, be(fence, 8))
-      rec = patch(rec, 31, be(nowms, 8))
-      rec = patch(rec, 40, be(nowms, 8))
-      rec = patch(rec, 50, be(attempt, 4))
-      if redis.call('SET', rk, rec, 'NX', 'PX', ttl) then
+      if redis.call('SET', rk, stamp(tmpl, fence, nowms, attempt), 'NX', 'PX', ttl) then
         meta_set(KEYS[2], id, fence, l, a)
         redis.call('ZADD', KEYS[1], 'XX', nowms + ttl, id)
         code, last = 1, l

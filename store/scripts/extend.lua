@@ -13,7 +13,7 @@ for i = 1, #KEYS do
   local cur = redis.call('GET', KEYS[i])
   local code, fence = 0, 0
   if cur and #cur >= 53 and token_of(cur) == ARGV[2 + i] then
-    local rec = patch(cur, 40, be(nowms, 8))
+    local rec = patch(cur, 40, be8(nowms))
     if state > 0 then rec = patch(rec, 48, string.char(state)) end
     redis.call('SET', KEYS[i], rec, 'PX', ttl)
     code, fence = 1, fence_of(cur)

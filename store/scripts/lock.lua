@@ -13,10 +13,7 @@ if cur then
 end
 local nowms, nowus = now()
 local fence = math.max((tonumber(redis.call('GET', KEYS[2])) or 0) + 1, nowus)
-local rec = patch(tmpl, 22, be(fence, 8))
-rec = patch(rec, 31, be(nowms, 8))
-rec = patch(rec, 40, be(nowms, 8))
-redis.call('SET', KEYS[1], rec, 'NX', 'PX', ARGV[1])
+redis.call('SET', KEYS[1], stamp(tmpl, fence, nowms, unbe(string.sub(tmpl, 50, 53))), 'NX', 'PX', ARGV[1])
 -- The counter outlives the lock for a week; past that the time floor
 -- alone keeps fences rising.
 redis.call('SET', KEYS[2], num(fence), 'PX', 604800000)
