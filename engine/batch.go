@@ -117,7 +117,7 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 	e.batchMu.Lock()
 	e.batch = b
 	e.batchMu.Unlock()
-	src := &pendingSource{holds: holds{}, e: e, since: since, keep: keep, started: rep.Started,
+	src := &pendingSource{e: e, since: since, keep: keep, started: rep.Started,
 		cursor: make([]int, e.st.Keys().Shards())}
 	e.log.Info().Int64("since_ms", since).Msg("batch run started")
 	go e.runLoops(src)

@@ -45,6 +45,7 @@ type Engine struct {
 	done     chan struct{} // closed when the scheduler and monitor ended
 	inflight map[*ownership.Lease]context.CancelCauseFunc
 	workers  sync.WaitGroup
+	settling sync.WaitGroup // claims waiting out their settle delay
 
 	ready   atomic.Bool
 	offset  atomic.Int64 // Redis clock - local clock, ms

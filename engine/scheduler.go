@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/syncd/syncd/ownership"
@@ -27,20 +28,31 @@ type source interface {
 }
 
 // holds remembers shards held off after Redis lost data, so the sources
-// skip them instead of asking again every poll.
-type holds map[int]time.Time
+// skip them instead of asking again every poll. Claims running in their
+// settle window mark shards from other goroutines, hence the lock.
+type holds struct {
+	mu sync.Mutex
+	m  map[int]time.Time
+}
 
-func (h holds) held(shard int, d time.Duration) bool {
-	_, was := h[shard]
-	h[shard] = time.Now().Add(d)
+func (h *holds) held(shard int, d time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[int]time.Time{}
+	}
+	_, was := h.m[shard]
+	h.m[shard] = time.Now().Add(d)
 	return !was
 }
 
 // skip reports whether a shard is still held off.
-func (h holds) skip(shard int) bool {
-	until, ok := h[shard]
+func (h *holds) skip(shard int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	until, ok := h.m[shard]
 	if ok && time.Now().After(until) {
-		delete(h, shard)
+		delete(h.m, shard)
 		return false
 	}
 	return ok
@@ -53,6 +65,7 @@ func (h holds) skip(shard int) bool {
 func (e *Engine) schedule(src source) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	defer e.settling.Wait() // claims still in their settle window
 	go func() {
 		select {
 		case <-e.stopCh:
@@ -95,13 +108,35 @@ func (e *Engine) schedule(src source) {
 }
 
 // round claims up to n candidates and starts their syncs; it returns how
-// many it started.
+// many of the n worker slots it used. With a settle delay the claim, the
+// wait and the confirm read run in a goroutine of their own that keeps
+// the slots, so the scheduler goes on claiming for other free workers
+// instead of sleeping through every settle window.
 func (e *Engine) round(ctx context.Context, src source, n int) (int, error) {
 	shard, ids, err := src.next(ctx, n)
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
 	workers := e.takeIDs(len(ids))
+	if e.own.Config().Settle == 0 {
+		return e.claim(ctx, src, shard, ids, workers)
+	}
+	e.settling.Add(1)
+	go func() {
+		defer e.settling.Done()
+		started, err := e.claim(ctx, src, shard, ids, workers)
+		e.sem.Release(int64(n - started))
+		if err != nil && ctx.Err() == nil {
+			e.ready.Store(false)
+			e.log.Warn().Err(err).Int("shard", shard).Msg("claim failed")
+		}
+	}()
+	return n, nil
+}
+
+// claim claims ids for the given workers and starts a sync for each
+// lease; it returns how many it started.
+func (e *Engine) claim(ctx context.Context, src source, shard int, ids []string, workers []int) (int, error) {
 	req := ownership.ClaimRequest{Shard: shard, IDs: ids, Workers: workers}
 	src.mode(&req)
 	leases, err := e.own.Claim(ctx, req)
@@ -137,7 +172,7 @@ type dueSource struct {
 	holds
 }
 
-func (e *Engine) dueSource() *dueSource { return &dueSource{e: e, holds: holds{}} }
+func (e *Engine) dueSource() *dueSource { return &dueSource{e: e} }
 
 func (s *dueSource) mode(req *ownership.ClaimRequest) { req.OnlyDue = true }
 func (s *dueSource) finished() bool                   { return false }
