@@ -31,6 +31,7 @@ type Engine struct {
 	cfg  Config
 	log  zerolog.Logger
 	own  *ownership.Manager
+	rel  *releaser
 	m    *Metrics
 
 	sem   *semaphore.Weighted // bounds concurrent syncs at cfg.Workers
@@ -54,7 +55,9 @@ type Engine struct {
 }
 
 // New returns an engine over st that syncs through sink. It owns a
-// claim Manager, closed by Stop; it does not close st or sink.
+// claim Manager and a releaser, whose goroutines end with Stop (Run and
+// RunBatch stop it too): call Stop even if the engine never started. It
+// does not close st or sink.
 func New(st *store.Store, sink sinks.Sink, cfg Config) (*Engine, error) {
 	c, err := cfg.resolve()
 	if err != nil {
@@ -69,6 +72,7 @@ func New(st *store.Store, sink sinks.Sink, cfg Config) (*Engine, error) {
 		sem: semaphore.NewWeighted(int64(c.Workers)), stopCh: make(chan struct{}), done: make(chan struct{}),
 		inflight: map[*ownership.Lease]context.CancelCauseFunc{}}
 	e.m = newMetrics(own.Stats())
+	e.rel = newReleaser(own, own.Config().Heartbeat)
 	for w := c.Workers - 1; w >= 0; w-- {
 		e.ids = append(e.ids, w)
 	}
@@ -162,6 +166,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 			e.cancelInflight()
 		}
 		<-drained
+		e.rel.close()
 		e.own.Close()
 		e.log.Info().Msg("engine stopped")
 	})

@@ -41,9 +41,7 @@ func (e *Engine) work(l *ownership.Lease) {
 	e.m.observe(took)
 
 	out, what := e.outcome(ctx, l, err)
-	rctx, rcancel := context.WithTimeout(context.Background(), e.own.Config().Heartbeat)
-	res := e.own.Release(rctx, []*ownership.Lease{l}, []ownership.Outcome{out})[0]
-	rcancel()
+	res := e.rel.release(l, out)
 
 	log := e.log.With().Str("id", l.ID()).Uint64("fence", l.Fence()).Int("attempt", l.Attempt()).
 		Int("worker", w).Dur("took", took).Logger()

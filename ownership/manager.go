@@ -354,37 +354,54 @@ func (m *Manager) Release(ctx context.Context, leases []*Lease, outs []Outcome) 
 	for i, l := range leases {
 		byShard[l.shard] = append(byShard[l.shard], i)
 	}
-	for shard, idx := range byShard {
-		reqs := make([]store.ReleaseRequest, len(idx))
-		for j, i := range idx {
-			l, o := leases[i], outs[i]
-			m.hb.remove(l)
-			r := store.ReleaseRequest{ID: l.id, Token: l.token, Kind: o.Kind, Delay: o.Delay, DueAt: l.prevDue}
-			if o.Err != nil {
-				r.Error = o.Err.Error()
-			}
-			if !l.trusted() {
-				r.Kind = store.ReleaseHandBack
-			}
-			reqs[j] = r
+	if len(byShard) == 1 {
+		for shard, idx := range byShard {
+			m.releaseShard(ctx, shard, idx, leases, outs, results)
 		}
-		res, err := m.st.Release(ctx, shard, reqs)
-		for j, i := range idx {
-			leases[i].end(ErrReleased)
-			if err != nil {
-				results[i] = ReleaseResult{Code: store.NotHeld, Err: err}
-				m.stats.ReleaseErr.Add(1)
-				continue
-			}
-			results[i] = ReleaseResult{Code: res[j].Code, Recorded: res[j].Code == store.Released && reqs[j].Kind == outs[i].Kind}
-			if res[j].Code == store.Released {
-				m.stats.Released.Add(1)
-			} else {
-				m.stats.ReleasedNotHeld.Add(1)
-			}
+		return results
+	}
+	// Shards are separate script calls; send them at once.
+	var wg sync.WaitGroup
+	for shard, idx := range byShard {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.releaseShard(ctx, shard, idx, leases, outs, results)
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+func (m *Manager) releaseShard(ctx context.Context, shard int, idx []int, leases []*Lease, outs []Outcome, results []ReleaseResult) {
+	reqs := make([]store.ReleaseRequest, len(idx))
+	for j, i := range idx {
+		l, o := leases[i], outs[i]
+		m.hb.remove(l)
+		r := store.ReleaseRequest{ID: l.id, Token: l.token, Kind: o.Kind, Delay: o.Delay, DueAt: l.prevDue}
+		if o.Err != nil {
+			r.Error = o.Err.Error()
+		}
+		if !l.trusted() {
+			r.Kind = store.ReleaseHandBack
+		}
+		reqs[j] = r
+	}
+	res, err := m.st.Release(ctx, shard, reqs)
+	for j, i := range idx {
+		leases[i].end(ErrReleased)
+		if err != nil {
+			results[i] = ReleaseResult{Code: store.NotHeld, Err: err}
+			m.stats.ReleaseErr.Add(1)
+			continue
+		}
+		results[i] = ReleaseResult{Code: res[j].Code, Recorded: res[j].Code == store.Released && reqs[j].Kind == outs[i].Kind}
+		if res[j].Code == store.Released {
+			m.stats.Released.Add(1)
+		} else {
+			m.stats.ReleasedNotHeld.Add(1)
 		}
 	}
-	return results
 }
 
 // Close stops heartbeats and ends every lease still held with
