@@ -1,0 +1,417 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/syncd/syncd/store"
+)
+
+// BatchSizes are the claim and extend batch sizes measured.
+var BatchSizes = []int{1, 8, 32, 128}
+
+// BatchGoroutines is how many goroutines call the store at once in the
+// batch benchmarks; goroutine g works on shards g, g+8.
+const BatchGoroutines = 8
+
+// BatchRun is one measured run of a batched store call.
+type BatchRun struct {
+	Items int64           // items claimed or leases extended
+	Calls int64           // store calls
+	Lat   []time.Duration // per call, sorted
+	W     Window          // summed over the measured phases
+}
+
+// Rate is items per second.
+func (r BatchRun) Rate() float64 { return float64(r.Items) / r.W.Wall.Seconds() }
+
+// BatchRow is one line of the batch table.
+type BatchRow struct {
+	Op    string // "claim" or "extend"
+	N     int    // items per call
+	Label string
+	Runs  []BatchRun
+}
+
+// BatchResults holds both tables.
+type BatchResults struct {
+	Rows     []*BatchRow
+	PerShard int
+	Dur      time.Duration
+}
+
+// pool returns perShard item IDs for each of the store's shards.
+func pool(st *store.Store, perShard int, prefix string) [][]string {
+	k := st.Keys()
+	out := make([][]string, k.Shards())
+	full := 0
+	for i := 0; full < k.Shards(); i++ {
+		id := fmt.Sprintf("%s%07d", prefix, i)
+		sh := k.Shard(id)
+		if len(out[sh]) < perShard {
+			out[sh] = append(out[sh], id)
+			if len(out[sh]) == perShard {
+				full++
+			}
+		}
+	}
+	return out
+}
+
+func addPool(ctx context.Context, st *store.Store, ids [][]string) error {
+	for _, sh := range ids {
+		if _, err := st.Add(ctx, sh...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func claimRecords(tok store.Token, n int) []*store.Record {
+	recs := make([]*store.Record, n)
+	for i := range recs {
+		recs[i] = &store.Record{Version: store.RecordVersion, Token: tok, State: store.StateSyncing,
+			Owner: store.Owner{Host: "bench-host", PID: 4242, Run: "benchrun01", Worker: i}}
+	}
+	return recs
+}
+
+func addWindows(a *Window, b Window) {
+	a.Wall += b.Wall
+	a.CPU += b.CPU
+	a.RedisCPU += b.RedisCPU
+	a.HostBusy += b.HostBusy
+	a.HostIdle += b.HostIdle
+	a.HostSteal += b.HostSteal
+	a.Mallocs += b.Mallocs
+	a.Bytes += b.Bytes
+	a.RoundTrips += b.RoundTrips
+	a.Commands += b.Commands
+	if a.ByName == nil {
+		a.ByName = map[string]int64{}
+	}
+	for k, v := range b.ByName {
+		a.ByName[k] += v
+	}
+	if a.Redis == nil {
+		a.Redis = map[string]CmdStat{}
+	}
+	for k, v := range b.Redis {
+		s := a.Redis[k]
+		s.Calls += v.Calls
+		s.Usec += v.Usec
+		a.Redis[k] = s
+	}
+}
+
+// runClaims measures store.Claim with n IDs of one shard per call: every
+// claim is a real one (SET NX PX, fence, meta, due index). Claim phases
+// take items until the pool is used up or the time is; untimed phases
+// hand them back in between.
+func runClaims(ctx context.Context, srv *Server, n, perShard int, dur time.Duration) (BatchRun, error) {
+	srv.FlushAll(ctx)
+	st, cnt, err := openStore(ctx, srv.Addr(), "bc", nil)
+	if err != nil {
+		return BatchRun{}, err
+	}
+	defer st.Close()
+	ids := pool(st, perShard, "c")
+	if err := addPool(ctx, st, ids); err != nil {
+		return BatchRun{}, err
+	}
+	var run BatchRun
+	var latMu sync.Mutex
+	for run.W.Wall < dur {
+		left := dur - run.W.Wall
+		type held struct {
+			shard int
+			tok   store.Token
+			ids   []string
+		}
+		helds := make([][]held, BatchGoroutines)
+		var items, calls atomic.Int64
+		var firstErr atomic.Value
+		w := beginWindow(ctx, srv, cnt)
+		deadline := time.Now().Add(left)
+		var wg sync.WaitGroup
+		for g := range BatchGoroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tok := store.NewToken()
+				recs := claimRecords(tok, n)
+				lat := make([]time.Duration, 0, 4096)
+				for sh := g; sh < len(ids); sh += BatchGoroutines {
+					h := held{shard: sh, tok: tok}
+					for i := 0; i < len(ids[sh]) && time.Now().Before(deadline); i += n {
+						chunk := ids[sh][i:min(i+n, len(ids[sh]))]
+						t := time.Now()
+						resp, err := st.Claim(ctx, store.ClaimRequest{Shard: sh, IDs: chunk, Records: recs[:len(chunk)], TTL: LockTTL})
+						lat = append(lat, time.Since(t))
+						if err != nil {
+							firstErr.CompareAndSwap(nil, err)
+							return
+						}
+						calls.Add(1)
+						for _, r := range resp.Results {
+							if r.Code == store.ClaimOK {
+								items.Add(1)
+								h.ids = append(h.ids, r.ID)
+							}
+						}
+					}
+					helds[g] = append(helds[g], h)
+				}
+				latMu.Lock()
+				run.Lat = append(run.Lat, lat...)
+				latMu.Unlock()
+			}()
+		}
+		wg.Wait()
+		win := w.end(ctx)
+		addWindows(&run.W, win)
+		if e := firstErr.Load(); e != nil {
+			return run, fmt.Errorf("claim batch %d: %w", n, e.(error))
+		}
+		run.Items += items.Load()
+		run.Calls += calls.Load()
+		// Hand everything back, untimed.
+		for _, hs := range helds {
+			for _, h := range hs {
+				for i := 0; i < len(h.ids); i += 500 {
+					chunk := h.ids[i:min(i+500, len(h.ids))]
+					reqs := make([]store.ReleaseRequest, len(chunk))
+					for j, id := range chunk {
+						reqs[j] = store.ReleaseRequest{ID: id, Token: h.tok, Kind: store.ReleaseHandBack}
+					}
+					if _, err := st.Release(ctx, h.shard, reqs); err != nil {
+						return run, err
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(run.Lat)
+	return run, nil
+}
+
+// runReleases measures store.Release (as synced, as the engine's worker
+// does) with n items of one shard per call. Untimed phases claim the
+// whole pool; timed phases release it until the pool or the time is
+// used up.
+func runReleases(ctx context.Context, srv *Server, n, perShard int, dur time.Duration) (BatchRun, error) {
+	srv.FlushAll(ctx)
+	st, cnt, err := openStore(ctx, srv.Addr(), "br", nil)
+	if err != nil {
+		return BatchRun{}, err
+	}
+	defer st.Close()
+	ids := pool(st, perShard, "r")
+	if err := addPool(ctx, st, ids); err != nil {
+		return BatchRun{}, err
+	}
+	tok := store.NewToken()
+	recs := claimRecords(tok, 1)
+	var run BatchRun
+	var latMu sync.Mutex
+	for run.W.Wall < dur {
+		// Claim everything, untimed.
+		for sh, shIDs := range ids {
+			for i := 0; i < len(shIDs); i += 500 {
+				chunk := shIDs[i:min(i+500, len(shIDs))]
+				if _, err := st.Claim(ctx, store.ClaimRequest{Shard: sh, IDs: chunk, Records: recs, TTL: LockTTL}); err != nil {
+					return run, err
+				}
+			}
+		}
+		left := dur - run.W.Wall
+		var items, calls atomic.Int64
+		var firstErr atomic.Value
+		w := beginWindow(ctx, srv, cnt)
+		deadline := time.Now().Add(left)
+		var wg sync.WaitGroup
+		for g := range BatchGoroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				lat := make([]time.Duration, 0, 4096)
+				reqs := make([]store.ReleaseRequest, n)
+				for sh := g; sh < len(ids); sh += BatchGoroutines {
+					for i := 0; i < len(ids[sh]) && time.Now().Before(deadline); i += n {
+						chunk := ids[sh][i:min(i+n, len(ids[sh]))]
+						for j, id := range chunk {
+							reqs[j] = store.ReleaseRequest{ID: id, Token: tok, Kind: store.ReleaseSynced}
+						}
+						t := time.Now()
+						res, err := st.Release(ctx, sh, reqs[:len(chunk)])
+						lat = append(lat, time.Since(t))
+						if err != nil {
+							firstErr.CompareAndSwap(nil, err)
+							return
+						}
+						calls.Add(1)
+						for _, r := range res {
+							if r.Code == store.Released {
+								items.Add(1)
+							}
+						}
+					}
+				}
+				latMu.Lock()
+				run.Lat = append(run.Lat, lat...)
+				latMu.Unlock()
+			}()
+		}
+		wg.Wait()
+		addWindows(&run.W, w.end(ctx))
+		if e := firstErr.Load(); e != nil {
+			return run, fmt.Errorf("release batch %d: %w", n, e.(error))
+		}
+		run.Items += items.Load()
+		run.Calls += calls.Load()
+		// Hand back what the deadline left claimed (releasing an item that
+		// is no longer held changes nothing), so that the next phase
+		// claims the whole pool again.
+		for sh, shIDs := range ids {
+			reqs := make([]store.ReleaseRequest, 0, 500)
+			for i, id := range shIDs {
+				reqs = append(reqs, store.ReleaseRequest{ID: id, Token: tok, Kind: store.ReleaseHandBack})
+				if len(reqs) == 500 || i == len(shIDs)-1 {
+					if _, err := st.Release(ctx, sh, reqs); err != nil {
+						return run, err
+					}
+					reqs = reqs[:0]
+				}
+			}
+		}
+	}
+	slices.Sort(run.Lat)
+	return run, nil
+}
+
+// runExtends measures store.Extend with n record keys per call, the
+// heartbeat of n leases. With mixed, the n keys are spread over all
+// shards (n/16 per shard, so 16 scripts in one pipeline, as a process's
+// heartbeat of many leases is); otherwise they are of one shard.
+func runExtends(ctx context.Context, srv *Server, n, perShard int, mixed bool, warm, dur time.Duration) (BatchRun, error) {
+	srv.FlushAll(ctx)
+	st, cnt, err := openStore(ctx, srv.Addr(), "be", nil)
+	if err != nil {
+		return BatchRun{}, err
+	}
+	defer st.Close()
+	ids := pool(st, perShard, "x")
+	if err := addPool(ctx, st, ids); err != nil {
+		return BatchRun{}, err
+	}
+	// Claim the whole pool and keep it.
+	tok := store.NewToken()
+	recs := claimRecords(tok, 1)
+	reqsByShard := make([][]store.ExtendRequest, len(ids))
+	for sh, shIDs := range ids {
+		for i := 0; i < len(shIDs); i += 500 {
+			chunk := shIDs[i:min(i+500, len(shIDs))]
+			if _, err := st.Claim(ctx, store.ClaimRequest{Shard: sh, IDs: chunk, Records: recs, TTL: LockTTL}); err != nil {
+				return BatchRun{}, err
+			}
+		}
+		for _, id := range shIDs {
+			reqsByShard[sh] = append(reqsByShard[sh], store.ExtendRequest{Key: st.Keys().Record(sh, id), Token: tok})
+		}
+	}
+	r := runLoop(ctx, srv, []*Counter{cnt}, BatchGoroutines, warm, dur, func(g int) opFunc {
+		// Pre-build this goroutine's batches; calls cycle through them.
+		var batches [][]store.ExtendRequest
+		if mixed {
+			per := max(n/len(ids), 1)
+			for off := 0; off+per <= perShard; off += per {
+				var b []store.ExtendRequest
+				for sh := range ids {
+					b = append(b, reqsByShard[sh][off:off+per]...)
+				}
+				batches = append(batches, b)
+			}
+			// Goroutines start at different offsets.
+			batches = append(batches[g*len(batches)/BatchGoroutines:], batches[:g*len(batches)/BatchGoroutines]...)
+		} else {
+			for sh := g; sh < len(ids); sh += BatchGoroutines {
+				for i := 0; i+n <= perShard; i += n {
+					batches = append(batches, reqsByShard[sh][i:i+n])
+				}
+			}
+		}
+		i := 0
+		return func(ctx context.Context) (bool, error) {
+			b := batches[i%len(batches)]
+			i++
+			res, err := st.Extend(ctx, LockTTL, 0, b)
+			if err != nil {
+				return false, err
+			}
+			for _, x := range res {
+				if x.Code != store.ExtendOK {
+					return false, fmt.Errorf("extend: code %d", x.Code)
+				}
+			}
+			return true, nil
+		}
+	})
+	if r.Errs > 0 {
+		return BatchRun{}, fmt.Errorf("extend batch %d: %d errors: %w", n, r.Errs, r.FirstErr)
+	}
+	per := n
+	if mixed {
+		per = max(n/len(ids), 1) * len(ids)
+	}
+	return BatchRun{Items: r.OK * int64(per), Calls: r.OK, Lat: r.Lat, W: r.W}, nil
+}
+
+// RunBatches measures batched claims and heartbeats.
+func RunBatches(ctx context.Context, srv *Server, reps, perShard int, warm, dur time.Duration, logf func(string, ...any)) (*BatchResults, error) {
+	res := &BatchResults{PerShard: perShard, Dur: dur}
+	for _, n := range BatchSizes {
+		res.Rows = append(res.Rows, &BatchRow{Op: "claim", N: n, Label: fmt.Sprintf("Claim, %s of one shard", plural(n, "id"))})
+	}
+	for _, n := range BatchSizes {
+		res.Rows = append(res.Rows, &BatchRow{Op: "release", N: n, Label: fmt.Sprintf("Release as synced, %s of one shard", plural(n, "id"))})
+	}
+	for _, n := range BatchSizes {
+		res.Rows = append(res.Rows, &BatchRow{Op: "extend", N: n, Label: fmt.Sprintf("Extend, %s of one shard", plural(n, "key"))})
+	}
+	res.Rows = append(res.Rows, &BatchRow{Op: "extend-mixed", N: 128, Label: "Extend, 128 keys over 16 shards (16 scripts, 1 pipeline)"})
+	for rep := range reps {
+		for _, row := range res.Rows {
+			var r BatchRun
+			var err error
+			switch row.Op {
+			case "claim":
+				r, err = runClaims(ctx, srv, row.N, perShard, dur)
+			case "release":
+				r, err = runReleases(ctx, srv, row.N, perShard, dur)
+			case "extend":
+				r, err = runExtends(ctx, srv, row.N, perShard, false, warm, dur)
+			default:
+				r, err = runExtends(ctx, srv, row.N, perShard, true, warm, dur)
+			}
+			if err != nil {
+				return nil, err
+			}
+			logf("batch rep %d %-58s %9.0f items/s", rep+1, row.Label, r.Rate())
+			row.Runs = append(row.Runs, r)
+		}
+	}
+	srv.FlushAll(ctx)
+	return res, nil
+}
+
+// plural is "1 id", "8 ids".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -1,0 +1,192 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/sinks"
+)
+
+// E2EWorkers are the concurrencies measured end to end.
+var E2EWorkers = []int{1, 8, 16, 64}
+
+// E2ESettles are the ownership.Config.Settle values measured.
+var E2ESettles = []time.Duration{0, 50 * time.Millisecond}
+
+// E2ERun is one measured window of an end-to-end run.
+type E2ERun struct {
+	Done      int64 // items synced (SyncsOK) or tasks processed in the window
+	Pool      int   // items or tasks available
+	Exhausted bool  // the pool ran out before the window ended
+	W         Window
+}
+
+// Rate is items per second.
+func (r E2ERun) Rate() float64 { return float64(r.Done) / r.W.Wall.Seconds() }
+
+// Rounds is the engine's scheduler rounds per second: each round reads
+// Store.Oldest, one ZRANGE per shard (16) in one pipeline. The monitor's
+// Store.Backlog sends a ZCOUNT and a ZRANGE per shard; those are taken
+// out.
+func (r E2ERun) Rounds() float64 {
+	return float64(r.W.ByName["zrange"]-r.W.ByName["zcount"]) / 16 / r.W.Wall.Seconds()
+}
+
+// E2ERow is one system at one concurrency.
+type E2ERow struct {
+	System  string // "syncd" or "asynq"
+	Workers int
+	Settle  time.Duration
+	Runs    []E2ERun
+}
+
+// E2EResults holds the end-to-end table.
+type E2EResults struct {
+	Rows      []*E2ERow
+	Warm, Dur time.Duration
+}
+
+// row finds a row.
+func (e *E2EResults) row(system string, workers int, settle time.Duration) *E2ERow {
+	for _, r := range e.Rows {
+		if r.System == system && r.Workers == workers && r.Settle == settle {
+			return r
+		}
+	}
+	return nil
+}
+
+// EngineOptions are the engine settings of the end-to-end run.
+func engineConfig(workers int, settle time.Duration) engine.Config {
+	return engine.Config{Workers: workers, Interval: time.Hour,
+		Ownership: ownership.Config{TTL: LockTTL, Settle: settle}}
+}
+
+// runEngine adds pool items to a fresh deployment, starts an engine with
+// a no-op sink and counts SyncsOK over a window after warm.
+func runEngine(ctx context.Context, srv *Server, workers int, settle time.Duration, pool int, warm, dur time.Duration) (E2ERun, error) {
+	srv.FlushAll(ctx)
+	st, cnt, err := openStore(ctx, srv.Addr(), "e2e", nil)
+	if err != nil {
+		return E2ERun{}, err
+	}
+	defer st.Close()
+	ids := make([]string, pool)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("it-%07d", i)
+	}
+	if _, err := st.Add(ctx, ids...); err != nil {
+		return E2ERun{}, err
+	}
+	sink := sinks.Func(func(ctx context.Context, it sinks.Item) error { return nil })
+	e, err := engine.New(st, sink, engineConfig(workers, settle))
+	if err != nil {
+		return E2ERun{}, err
+	}
+	if err := e.Start(ctx); err != nil {
+		return E2ERun{}, err
+	}
+	defer e.Stop(context.Background())
+	time.Sleep(warm)
+	m := e.Metrics()
+	w := beginWindow(ctx, srv, cnt)
+	s0 := m.SyncsOK.Load()
+	time.Sleep(dur)
+	s1 := m.SyncsOK.Load()
+	win := w.stop()
+	w.redisStats(ctx, &win)
+	if n := m.SyncsFailed.Load() + m.SyncsLost.Load() + m.SyncsUnrecorded.Load(); n > 0 {
+		return E2ERun{}, fmt.Errorf("engine %d workers: %d syncs did not succeed", workers, n)
+	}
+	return E2ERun{Done: s1 - s0, Pool: pool, Exhausted: s1 >= int64(pool), W: win}, nil
+}
+
+// runAsynq enqueues pool no-op tasks, starts an asynq server with the
+// given concurrency and counts processed tasks over a window after warm.
+func runAsynq(ctx context.Context, srv *Server, workers, pool int, warm, dur time.Duration) (E2ERun, error) {
+	srv.FlushAll(ctx)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	cl := asynq.NewClientFromRedisClient(rdb)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(pool) {
+				if _, err := cl.Enqueue(asynq.NewTask("noop", nil)); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if e := firstErr.Load(); e != nil {
+		return E2ERun{}, fmt.Errorf("asynq enqueue: %w", e.(error))
+	}
+	// The server gets its own client (default pool, as syncd's) so that
+	// only its traffic is counted.
+	srdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer srdb.Close()
+	cnt := new(Counter).Attach(srdb)
+	var done atomic.Int64
+	s := asynq.NewServerFromRedisClient(srdb, asynq.Config{Concurrency: workers, LogLevel: asynq.FatalLevel})
+	h := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error { done.Add(1); return nil })
+	if err := s.Start(h); err != nil {
+		return E2ERun{}, err
+	}
+	defer s.Shutdown()
+	time.Sleep(warm)
+	w := beginWindow(ctx, srv, cnt)
+	d0 := done.Load()
+	time.Sleep(dur)
+	d1 := done.Load()
+	win := w.stop()
+	w.redisStats(ctx, &win)
+	return E2ERun{Done: d1 - d0, Pool: pool, Exhausted: d1 >= int64(pool), W: win}, nil
+}
+
+// RunE2E measures the engine against asynq at each concurrency.
+// enginePool and asynqPool size the work so that it lasts past the window.
+func RunE2E(ctx context.Context, srv *Server, reps, enginePool, settlePool, asynqPool int, warm, dur time.Duration, logf func(string, ...any)) (*E2EResults, error) {
+	res := &E2EResults{Warm: warm, Dur: dur}
+	for _, w := range E2EWorkers {
+		for _, s := range E2ESettles {
+			res.Rows = append(res.Rows, &E2ERow{System: "syncd", Workers: w, Settle: s})
+		}
+		res.Rows = append(res.Rows, &E2ERow{System: "asynq", Workers: w})
+	}
+	for rep := range reps {
+		for _, row := range res.Rows {
+			var r E2ERun
+			var err error
+			if row.System == "asynq" {
+				r, err = runAsynq(ctx, srv, row.Workers, asynqPool, warm, dur)
+			} else {
+				p := enginePool
+				if row.Settle > 0 {
+					p = settlePool
+				}
+				r, err = runEngine(ctx, srv, row.Workers, row.Settle, p, warm, dur)
+			}
+			if err != nil {
+				return nil, err
+			}
+			logf("e2e rep %d %-5s workers %2d settle %-5v %8.0f items/s exhausted=%v", rep+1, row.System, row.Workers, row.Settle, r.Rate(), r.Exhausted)
+			row.Runs = append(row.Runs, r)
+		}
+	}
+	srv.FlushAll(ctx)
+	return res, nil
+}

@@ -1,0 +1,271 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/store"
+)
+
+// LockTTL is the lease every lock implementation asks for.
+const LockTTL = 30 * time.Second
+
+// LockImpl is one way to take and release a lock, set up for one run.
+type LockImpl struct {
+	// Name is a short identifier, Label the row title in the report.
+	Name, Label string
+	// Counters count the implementation's client round trips.
+	Counters []*Counter
+	// Worker returns goroutine g's cycle: one attempt to take key and, if
+	// taken, release it. ok is false when the lock was busy.
+	Worker func(g int) func(ctx context.Context, key string) (ok bool, err error)
+	// Close releases the run's resources.
+	Close func()
+}
+
+// lockKind builds a LockImpl for a run on keys (the distinct or hot key
+// names of that run; setup may pre-register them).
+type lockKind struct {
+	name, label string
+	setup       func(ctx context.Context, addr, prefix string, keys []string, g int) (*LockImpl, error)
+}
+
+// lockKinds are the implementations compared, in report order.
+var lockKinds = []lockKind{
+	{"ours", "syncd Locker (one shared, non-reentrant)", setupOurs(false)},
+	{"ours-per-g", "syncd Locker (one per goroutine)", setupOurs(true)},
+	{"engine", "syncd Manager Claim+Release (engine path)", setupManager},
+	{"handrolled", "hand-rolled SET NX PX + EVALSHA delete", setupHandRolled},
+	{"redislock", "bsm/redislock", setupRedislock},
+	{"redsync", "go-redsync/redsync/v4 (one goredis pool)", setupRedsync},
+}
+
+func lockKindByName(name string) lockKind {
+	for _, k := range lockKinds {
+		if k.name == name {
+			return k
+		}
+	}
+	panic("bench: no lock kind " + name)
+}
+
+// openStore opens a syncd store on addr with a counter attached and marks
+// every shard's epoch, as a deployment does once: without the marker the
+// first claim on a fresh Redis is held off for the TTL.
+func openStore(ctx context.Context, addr, prefix string, cfg *store.Config) (*store.Store, *Counter, error) {
+	c := store.Config{}
+	if cfg != nil {
+		c = *cfg
+	}
+	c.Addrs, c.KeyPrefix = []string{addr}, prefix
+	st, err := store.Open(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	for sh := range st.Keys().Shards() {
+		if _, err := st.MarkEpoch(ctx, sh, 0); err != nil {
+			st.Close()
+			return nil, nil, err
+		}
+	}
+	cnt := new(Counter).Attach(st.Client())
+	return st, cnt, nil
+}
+
+func setupOurs(perGoroutine bool) func(ctx context.Context, addr, prefix string, keys []string, g int) (*LockImpl, error) {
+	return func(ctx context.Context, addr, prefix string, keys []string, g int) (*LockImpl, error) {
+		st, cnt, err := openStore(ctx, addr, prefix, nil)
+		if err != nil {
+			return nil, err
+		}
+		cfg := ownership.LockerConfig{Config: ownership.Config{TTL: LockTTL}}
+		n := 1
+		if perGoroutine {
+			n = g
+		}
+		lockers := make([]*ownership.Locker, n)
+		for i := range lockers {
+			if lockers[i], err = ownership.NewLocker(cfg, st); err != nil {
+				return nil, err
+			}
+		}
+		return &LockImpl{
+			Counters: []*Counter{cnt},
+			Worker: func(g int) func(ctx context.Context, key string) (bool, error) {
+				lk := lockers[g%n]
+				return func(ctx context.Context, key string) (bool, error) {
+					l, err := lk.TryLock(ctx, key)
+					if errors.Is(err, ownership.ErrNotObtained) {
+						return false, nil
+					}
+					if err != nil {
+						return false, err
+					}
+					code, err := l.Unlock(ctx)
+					if err != nil {
+						return true, err
+					}
+					if code != store.Released {
+						return true, fmt.Errorf("unlock %s: %v", key, code)
+					}
+					return true, nil
+				}
+			},
+			Close: func() {
+				for _, lk := range lockers {
+					lk.Close()
+				}
+				st.Close()
+			},
+		}, nil
+	}
+}
+
+func setupManager(ctx context.Context, addr, prefix string, keys []string, g int) (*LockImpl, error) {
+	st, cnt, err := openStore(ctx, addr, prefix, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := st.Add(ctx, keys...); err != nil {
+		st.Close()
+		return nil, err
+	}
+	m, err := ownership.New(st, ownership.Config{TTL: LockTTL})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	shard := map[string]int{}
+	for _, k := range keys {
+		shard[k] = st.Keys().Shard(k)
+	}
+	return &LockImpl{
+		Counters: []*Counter{cnt},
+		Worker: func(int) func(ctx context.Context, key string) (bool, error) {
+			out := []ownership.Outcome{{Kind: store.ReleaseSynced}}
+			return func(ctx context.Context, key string) (bool, error) {
+				leases, err := m.Claim(ctx, ownership.ClaimRequest{Shard: shard[key], IDs: []string{key}, OnlyDue: true})
+				if err != nil {
+					return false, err
+				}
+				if len(leases) == 0 {
+					return false, nil
+				}
+				res := m.Release(ctx, leases, out)
+				if res[0].Err != nil {
+					return true, res[0].Err
+				}
+				if res[0].Code != store.Released {
+					return true, fmt.Errorf("release %s: %v", key, res[0].Code)
+				}
+				return true, nil
+			}
+		},
+		Close: func() { m.Close(); st.Close() },
+	}, nil
+}
+
+// handRolledDelete is the classic compare-and-delete.
+var handRolledDelete = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
+
+func setupHandRolled(ctx context.Context, addr, prefix string, keys []string, g int) (*LockImpl, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	if err := handRolledDelete.Load(ctx, rdb).Err(); err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	cnt := new(Counter).Attach(rdb)
+	ttl := LockTTL.Milliseconds()
+	return &LockImpl{
+		Counters: []*Counter{cnt},
+		Worker: func(int) func(ctx context.Context, key string) (bool, error) {
+			return func(ctx context.Context, key string) (bool, error) {
+				var b [16]byte
+				rand.Read(b[:])
+				tok := string(b[:])
+				k := prefix + ":" + key
+				err := rdb.Do(ctx, "set", k, tok, "nx", "px", ttl).Err()
+				if errors.Is(err, redis.Nil) {
+					return false, nil
+				}
+				if err != nil {
+					return false, err
+				}
+				n, err := handRolledDelete.Run(ctx, rdb, []string{k}, tok).Int()
+				if err != nil {
+					return true, err
+				}
+				if n != 1 {
+					return true, fmt.Errorf("delete %s: %d", k, n)
+				}
+				return true, nil
+			}
+		},
+		Close: func() { rdb.Close() },
+	}, nil
+}
+
+func setupRedislock(ctx context.Context, addr, prefix string, keys []string, g int) (*LockImpl, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	cnt := new(Counter).Attach(rdb)
+	cl := redislock.New(rdb)
+	return &LockImpl{
+		Counters: []*Counter{cnt},
+		Worker: func(int) func(ctx context.Context, key string) (bool, error) {
+			return func(ctx context.Context, key string) (bool, error) {
+				l, err := cl.Obtain(ctx, prefix+":"+key, LockTTL, nil)
+				if errors.Is(err, redislock.ErrNotObtained) {
+					return false, nil
+				}
+				if err != nil {
+					return false, err
+				}
+				return true, l.Release(ctx)
+			}
+		},
+		Close: func() { rdb.Close() },
+	}, nil
+}
+
+func setupRedsync(ctx context.Context, addr, prefix string, keys []string, g int) (*LockImpl, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	cnt := new(Counter).Attach(rdb)
+	rs := redsync.New(redsyncgoredis.NewPool(rdb))
+	return &LockImpl{
+		Counters: []*Counter{cnt},
+		Worker: func(int) func(ctx context.Context, key string) (bool, error) {
+			// One Mutex per name, reused, as redsync's docs do.
+			mus := map[string]*redsync.Mutex{}
+			return func(ctx context.Context, key string) (bool, error) {
+				mu := mus[key]
+				if mu == nil {
+					mu = rs.NewMutex(prefix+":"+key, redsync.WithExpiry(LockTTL), redsync.WithTries(1))
+					mus[key] = mu
+				}
+				err := mu.TryLockContext(ctx)
+				var taken *redsync.ErrTaken
+				if errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken) {
+					return false, nil
+				}
+				if err != nil {
+					return false, err
+				}
+				ok, err := mu.UnlockContext(ctx)
+				if err == nil && !ok {
+					err = fmt.Errorf("unlock %s: not released", key)
+				}
+				return true, err
+			}
+		},
+		Close: func() { rdb.Close() },
+	}, nil
+}

@@ -1,0 +1,296 @@
+// Package bench measures syncd against the Redis limit and its peers
+// (bsm/redislock, go-redsync, a hand-rolled lock, asynq) and writes
+// BENCHMARKS.md. cmd/benchall is its command; see README.md.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Sections, in run order.
+var Sections = []string{"redis", "locks", "batch", "e2e", "scale", "fairness", "scripts", "profile"}
+
+// Options configure a run.
+type Options struct {
+	// Quick is a smoke run of about a minute: one repetition, short
+	// windows, small pools, no 1M schedule.
+	Quick bool
+	// Reps overrides the repetitions (default 3, quick 1).
+	Reps int
+	// Only limits the run to these sections (nil: all).
+	Only map[string]bool
+	// ProfDir keeps the pprof files there; empty: a temporary directory,
+	// removed at the end.
+	ProfDir string
+	// RepoDir is the syncd checkout, for git describe.
+	RepoDir string
+	// Command is the command line shown in the report.
+	Command string
+	// Logf receives progress lines.
+	Logf func(format string, args ...any)
+}
+
+// settings are the sizes and windows of a run.
+type settings struct {
+	reps                              int
+	limitScale                        float64
+	lockWarm, lockDur                 time.Duration
+	batchPerShard                     int
+	batchWarm, batchDur               time.Duration
+	e2eWarm, e2eDur                   time.Duration
+	enginePool, settlePool, asynqPool int
+	scaleSizes                        []int
+	scaleReps                         int
+	scaleDur                          time.Duration
+	fairScenarios                     []FairScenario
+	fairReps                          int
+	profDur                           time.Duration
+	allocCycles                       int
+	scriptCalls                       int
+}
+
+func (o Options) settings() settings {
+	s := settings{
+		reps: 3, limitScale: 1,
+		lockWarm: 200 * time.Millisecond, lockDur: 1200 * time.Millisecond,
+		batchPerShard: 4096, batchWarm: 200 * time.Millisecond, batchDur: time.Second,
+		e2eWarm: 500 * time.Millisecond, e2eDur: 1500 * time.Millisecond,
+		enginePool: 60_000, settlePool: 3_000, asynqPool: 30_000,
+		scaleSizes: []int{10_000, 100_000, 1_000_000}, scaleReps: 3, scaleDur: time.Second,
+		fairScenarios: FairScenarios, fairReps: 3,
+		profDur: 3 * time.Second, allocCycles: 3000, scriptCalls: 5000,
+	}
+	if o.Quick {
+		s = settings{
+			reps: 1, limitScale: 0.2,
+			lockWarm: 100 * time.Millisecond, lockDur: 400 * time.Millisecond,
+			batchPerShard: 1024, batchWarm: 100 * time.Millisecond, batchDur: 300 * time.Millisecond,
+			e2eWarm: 300 * time.Millisecond, e2eDur: 700 * time.Millisecond,
+			enginePool: 20_000, settlePool: 1_500, asynqPool: 10_000,
+			scaleSizes: []int{10_000, 100_000}, scaleReps: 1, scaleDur: 300 * time.Millisecond,
+			fairScenarios: FairScenarios[:1], fairReps: 1,
+			profDur: time.Second, allocCycles: 1000, scriptCalls: 1000,
+		}
+	}
+	if o.Reps > 0 {
+		s.reps, s.scaleReps, s.fairReps = o.Reps, o.Reps, o.Reps
+	}
+	return s
+}
+
+// Results are everything one run measured.
+type Results struct {
+	Env      Env
+	Command  string
+	Quick    bool
+	Started  time.Time
+	Took     time.Duration
+	Settings settings
+	Limits   *LimitResults
+	Locks    *LockResults
+	Batches  *BatchResults
+	E2E      *E2EResults
+	Scale    *ScaleResults
+	Fairness *FairResults
+	Scripts  []ScriptCost
+	// ScriptSrc is the product's Lua as it was when the run started, by
+	// file name, for the findings to say what the scripts do.
+	ScriptSrc map[string]string
+	Profiles  *Profiles
+}
+
+// Profiles are the profiling runs.
+type Profiles struct {
+	Dir                 string
+	Kept                bool
+	CPUOurs, CPUHand    *CPUProfile
+	CPUEngine           *CPUProfile
+	AllocOurs, AllocMgr *AllocProfile
+	EngineRun           E2ERun
+}
+
+// Run runs the selected sections against a redis-server it starts and
+// stops itself.
+func Run(ctx context.Context, o Options) (*Results, error) {
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	want := func(s string) bool { return o.Only == nil || o.Only[s] }
+	set := o.settings()
+	res := &Results{Command: o.Command, Quick: o.Quick, Started: time.Now(), Settings: set}
+	srv, err := StartServer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	o.Logf("redis-server on %s", srv.Addr())
+	res.Env = ReadEnv(ctx, srv, o.RepoDir)
+	setScriptNames(o.RepoDir)
+	res.ScriptSrc = map[string]string{}
+	if files, err := filepath.Glob(filepath.Join(o.RepoDir, "store", "scripts", "*.lua")); err == nil {
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil {
+				res.ScriptSrc[filepath.Base(f)] = string(b)
+			}
+		}
+	}
+	logf := o.Logf
+
+	if want("redis") {
+		if res.Limits, err = RunLimits(ctx, srv, LimitCases(set.limitScale), set.reps, logf); err != nil {
+			return nil, err
+		}
+	}
+	if want("locks") {
+		if res.Locks, err = RunLocks(ctx, srv, set.reps, set.lockWarm, set.lockDur, logf); err != nil {
+			return nil, err
+		}
+	}
+	if want("batch") {
+		if res.Batches, err = RunBatches(ctx, srv, set.reps, set.batchPerShard, set.batchWarm, set.batchDur, logf); err != nil {
+			return nil, err
+		}
+	}
+	if want("e2e") {
+		if res.E2E, err = RunE2E(ctx, srv, set.reps, set.enginePool, set.settlePool, set.asynqPool, set.e2eWarm, set.e2eDur, logf); err != nil {
+			return nil, err
+		}
+	}
+	if want("scale") {
+		if res.Scale, err = RunScale(ctx, srv, set.scaleSizes, set.scaleReps, set.scaleDur, logf); err != nil {
+			return nil, err
+		}
+	}
+	if want("fairness") {
+		if res.Fairness, err = RunFairness(ctx, srv, set.fairScenarios, set.fairReps, logf); err != nil {
+			return nil, err
+		}
+	}
+	if want("scripts") {
+		if res.Scripts, err = RunScriptCosts(ctx, srv, o.RepoDir, set.scriptCalls, set.reps, logf); err != nil {
+			return nil, err
+		}
+	}
+	if want("profile") {
+		if res.Profiles, err = runProfiles(ctx, srv, o, set); err != nil {
+			return nil, err
+		}
+	}
+	res.Took = time.Since(res.Started)
+	return res, nil
+}
+
+func runProfiles(ctx context.Context, srv *Server, o Options, set settings) (*Profiles, error) {
+	p := &Profiles{Dir: o.ProfDir, Kept: o.ProfDir != ""}
+	if p.Dir == "" {
+		d, err := os.MkdirTemp("", "benchall-prof-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		p.Dir = d
+	} else if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	sc := LockScenarios[2] // 64 goroutines, distinct keys
+	var err error
+	profLock := func(kind, file string) (*CPUProfile, error) {
+		var runErr error
+		prof, err := ProfileCPU(filepath.Join(p.Dir, file), func() int64 {
+			r, err := runLock(ctx, srv, lockKindByName(kind), sc, "prof"+kind, set.lockWarm, set.profDur)
+			runErr = err
+			return r.OK
+		})
+		if runErr != nil {
+			return nil, runErr
+		}
+		return prof, err
+	}
+	if p.CPUOurs, err = profLock("ours", "cpu-ours-64g.pb.gz"); err != nil {
+		return nil, err
+	}
+	o.Logf("profile: CPU of the syncd Locker, 64 goroutines: %s", p.CPUOurs.Path)
+	if p.CPUHand, err = profLock("handrolled", "cpu-handrolled-64g.pb.gz"); err != nil {
+		return nil, err
+	}
+	var runErr error
+	p.CPUEngine, err = ProfileCPU(filepath.Join(p.Dir, "cpu-engine-64w.pb.gz"), func() int64 {
+		r, err := runEngine(ctx, srv, 64, 0, set.enginePool, set.e2eWarm, set.profDur)
+		runErr = err
+		p.EngineRun = r
+		return r.Done
+	})
+	if runErr != nil {
+		return nil, runErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	o.Logf("profile: CPU of the engine, 64 workers: %s", p.CPUEngine.Path)
+	allocRun := func(kind string) (*AllocProfile, error) {
+		impl, err := lockKindByName(kind).setup(ctx, srv.Addr(), "alloc"+kind, []string{"a"}, 1)
+		if err != nil {
+			return nil, err
+		}
+		defer impl.Close()
+		cycle := impl.Worker(0)
+		for range 200 { // warm the pool and caches
+			cycle(ctx, "a")
+		}
+		var cycErr error
+		path := ""
+		if p.Kept {
+			path = filepath.Join(p.Dir, "allocs-"+kind+"-1g.pb.gz")
+		}
+		prof, err := ProfileAllocs(path, func() int64 {
+			n := int64(0)
+			for range set.allocCycles {
+				ok, err := cycle(ctx, "a")
+				if err != nil && cycErr == nil {
+					cycErr = err
+				}
+				if ok {
+					n++
+				}
+			}
+			return n
+		})
+		if cycErr != nil {
+			return nil, cycErr
+		}
+		return prof, err
+	}
+	if p.AllocOurs, err = allocRun("ours"); err != nil {
+		return nil, err
+	}
+	if p.AllocMgr, err = allocRun("engine"); err != nil {
+		return nil, err
+	}
+	srv.FlushAll(ctx)
+	return p, nil
+}
+
+// ParseOnly turns "a,b" into a section set, checking the names.
+func ParseOnly(s string) (map[string]bool, error) {
+	if s == "" {
+		return nil, nil
+	}
+	m := map[string]bool{}
+	for _, x := range strings.Split(s, ",") {
+		x = strings.TrimSpace(x)
+		ok := false
+		for _, s := range Sections {
+			ok = ok || s == x
+		}
+		if !ok {
+			return nil, fmt.Errorf("unknown section %q (have %s)", x, strings.Join(Sections, ", "))
+		}
+		m[x] = true
+	}
+	return m, nil
+}
