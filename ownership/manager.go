@@ -195,10 +195,43 @@ func (m *Manager) Claim(ctx context.Context, req ClaimRequest) ([]*Lease, error)
 		if unknown {
 			sent = csent
 		}
+		recovered := map[string]store.ClaimResult{}
+		if unknown {
+			// The confirm proved which claims are ours; the claim script,
+			// run again with the same token, is idempotent for them and
+			// returns what the lost reply carried: attempt and lastSync.
+			var ours []string
+			for i, r := range won {
+				if res[i].Code == store.ExtendOK {
+					ours = append(ours, r.ID)
+				}
+			}
+			again := sreq
+			again.IDs, again.MinReplicas, again.OnlyDue, again.Since = ours, 0, false, 0
+			if req.Workers != nil {
+				again.Records = nil
+				for _, id := range ours {
+					again.Records = append(again.Records, recs[indexOf(req.IDs, id, 0)])
+				}
+			}
+			if len(ours) > 0 {
+				if r2, err := m.st.Claim(ctx, again); err == nil {
+					for _, r := range r2.Results {
+						if r.Code == store.ClaimOK {
+							r.PrevDue = 0 // moved by our own claim; a hand-back makes it due now
+							recovered[r.ID] = r
+						}
+					}
+				}
+			}
+		}
 		kept := won[:0]
 		for i, r := range won {
 			if res[i].Code == store.ExtendOK {
 				r.Fence = res[i].Fence
+				if rc, ok := recovered[r.ID]; ok {
+					r.Attempt, r.LastSync, r.PrevDue = rc.Attempt, rc.LastSync, rc.PrevDue
+				}
 				kept = append(kept, r)
 			} else {
 				m.stats.ClaimsLost.Add(1)

@@ -172,8 +172,10 @@ func (s *Store) MarkEpoch(ctx context.Context, shard int, ttl time.Duration) (ti
 		if err != nil {
 			return 0, fmt.Errorf("store: mark epoch of shard %d: %w", shard, err)
 		}
-		// uptime_in_seconds is rounded down, so ttl - up errs long.
-		up := time.Duration(parseInfo(text).UptimeSeconds) * time.Second
+		// uptime_in_seconds is floor(now) - floor(start): it can read
+		// 1 s a few milliseconds after the start. Take a second off, so
+		// the hold errs long, never short (found by tests/fault).
+		up := max(time.Duration(parseInfo(text).UptimeSeconds)*time.Second-time.Second, 0)
 		if up < ttl {
 			hold = ttl - up
 		}

@@ -344,8 +344,9 @@ func TestDataLossHoldOff(t *testing.T) {
 		t.Fatalf("claim after data loss: %v, want ErrEpochMissing", err)
 	}
 	hold, err := s.MarkEpoch(ctx, 0, 2*time.Second)
-	if err != nil || hold < time.Second || hold > 2*time.Second {
-		t.Fatalf("MarkEpoch = %v, %v; want about 2s (redis just started)", hold, err)
+	// ttl less the uptime, with a second of slack for how Redis rounds it.
+	if err != nil || hold < 2*time.Second || hold > 3*time.Second {
+		t.Fatalf("MarkEpoch = %v, %v; want 2s to 3s (redis just started)", hold, err)
 	}
 	var he *store.HoldError
 	if _, err := s.Claim(ctx, req); !errors.As(err, &he) || !errors.Is(err, store.ErrHeldOff) {
