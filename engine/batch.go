@@ -120,6 +120,7 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 	src := &pendingSource{e: e, since: since, keep: keep, started: rep.Started,
 		cursor: make([]int, e.st.Keys().Shards())}
 	e.log.Info().Int64("since_ms", since).Msg("batch run started")
+	e.looping.Store(true)
 	go e.runLoops(src)
 	progressDone := make(chan struct{})
 	go func() {

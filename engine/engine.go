@@ -49,6 +49,7 @@ type Engine struct {
 	settling sync.WaitGroup // claims waiting out their settle delay
 
 	ready   atomic.Bool
+	looping atomic.Bool  // runLoops was started: Stop waits for done
 	offset  atomic.Int64 // Redis clock - local clock, ms
 	batch   *batchRun    // set during RunBatch
 	batchMu sync.Mutex
@@ -107,6 +108,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.log.Info().Int("workers", e.cfg.Workers).Dur("interval", e.cfg.Interval).Int("batch", e.cfg.Batch).
 		Str("owner", e.own.Owner(0).String()).Str("redis", e.st.Addr()).Msg("engine started")
+	e.looping.Store(true)
 	go e.runLoops(e.dueSource())
 	return nil
 }
@@ -122,6 +124,7 @@ func (e *Engine) begin() error {
 }
 
 // runLoops runs the scheduler and the monitor; done closes when both end.
+// Call it as a new goroutine, after e.looping.Store(true).
 func (e *Engine) runLoops(src source) {
 	var wg sync.WaitGroup
 	schedDone := make(chan struct{})
@@ -150,7 +153,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		e.started, e.stopped = true, true
 		e.mu.Unlock()
 		close(e.stopCh)
-		if started {
+		if started && e.looping.Load() {
 			<-e.done
 		}
 		e.ready.Store(false)
