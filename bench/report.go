@@ -359,7 +359,7 @@ func limits(b *md, l *LimitResults) {
 		rows = append(rows, []string{c.Name, fmt.Sprint(c.Pipeline), rateSpread(spreadOf(mapRuns(runs, func(x LimitRun) float64 { return x.RPS }))),
 			numSpread(spreadOf(mapRuns(runs, func(x LimitRun) float64 { return x.P50ms })), "%.3f"), "`" + runs[0].Args + "`"})
 	}
-	b.table([]string{"command", "pipeline", "requests/s", "p50 ms", "invocation (sha elided)"}, rows)
+	b.table([]string{"command", "pipeline", "requests/s", "p50 ms", "invocation"}, rows)
 	b.p("A lock cycle is at least two round trips (take, then compare-and-delete), so the unpipelined EVALSHA rate halved is a rough ceiling for any two-round-trip lock on this machine; our own client's CPU comes out of the same two cores.")
 	b.nl()
 }
@@ -875,9 +875,9 @@ func Findings(r *Results) string {
 		}
 		b.p("- **What the targets ask.** 1.25x bsm/redislock means ≤ %.0f µs per cycle; 1.7x go-redsync ≤ %.0f µs; within 10%% of hand-rolled ≤ %.0f µs. The hand-rolled minimum (a native SET NX PX and the classic delete script: no fence, no owner record, no watchdog) is itself %.2fx bsm/redislock in this run, %s; and %.2fx go-redsync, %s. The target within reach is the one against the hand-rolled lock.",
 			total("redislock")/1.25, total("redsync")/1.7, total("handrolled")/0.9, hb, reach(1.25, hb, "bsm/redislock"), hr, reach(1.7, hr, "go-redsync"))
-		b.p("- **Redis side: %.0f µs more per cycle than hand-rolled, most of it `lock.lua`.** Per call (section 7): `lock.lua` %s µs (it runs %s) against %s µs for the native SET NX PX it replaces; `unlock.lua` %s µs against %s µs for the hand-rolled delete. In `lock.lua`: the prelude's definitions on every call (%s µs with `return 1`, against %s µs for a bare `return 1`); the owner record, %s (%s µs in the probe, prelude included); TIME (%s µs in the probe); and a second write, the fence counter (`SET ... PX 604800000`, a week), formatted with `string.format`.",
-			rcpu("ours")-rcpu("handrolled"), sc("lock.lua"), r.innerOf("lock.lua"), sc("native SET"), sc("unlock.lua"), sc("hand-rolled delete"),
-			sc("EVALSHA syncd prelude"), sc("EVALSHA `return 1`"), recDesc, sc(recProbe), sc("prelude + reading TIME"))
+		b.p("- **Redis side: %.0f µs more per cycle than hand-rolled, most of it `lock.lua`.** Per call (section 7): `lock.lua` %s µs against %s µs for the native SET NX PX it replaces; `unlock.lua` %s µs against %s µs for the hand-rolled delete. `lock.lua` runs %s. Each command called from Lua costs more than the command itself: a script with the prelude and one `GET` of a missing key takes %s µs, one `SET NX PX` of a new key %s µs, against %s µs for the prelude and `return 1` (and %s for a bare `return 1`); the fence-counter write (`SET ... PX 604800000`, a week) is the second new-key write per lock. Besides the commands: the owner record, %s (%s µs in the probe, prelude included), and the fence formatted with `string.format`.",
+			rcpu("ours")-rcpu("handrolled"), sc("lock.lua"), sc("native SET"), sc("unlock.lua"), sc("hand-rolled delete"), r.innerOf("lock.lua"),
+			sc("prelude + one redis.call: GET"), sc("prelude + one redis.call: SET"), sc("EVALSHA syncd prelude"), sc("EVALSHA `return 1`"), recDesc, sc(recProbe))
 		var client []string
 		if p := r.Profiles; p != nil && p.AllocOurs != nil {
 			var lease, leaseB float64
@@ -896,8 +896,12 @@ func Findings(r *Results) string {
 				client = append(client, fmt.Sprintf("a lease per lock, armed and torn down again (`newLease`, `Lease.arm`: `context.WithCancelCause`, `time.AfterFunc`; %.0f allocations, %.0f B)", lease, leaseB))
 			}
 		}
-		b.p("- **Client side: %.0f µs more per cycle than hand-rolled; %.0f allocations per cycle against %.0f.** %s.",
-			cpu("ours")-cpu("handrolled"), allocs("ours"), allocs("handrolled"), strings.Join(client, "; "))
+		detail := ""
+		if len(client) > 0 {
+			detail = " From the allocation profile: " + strings.Join(client, "; ") + "."
+		}
+		b.p("- **Client side: %.0f µs more per cycle than hand-rolled; %.0f allocations per cycle against %.0f.**%s",
+			cpu("ours")-cpu("handrolled"), allocs("ours"), allocs("handrolled"), detail)
 		if p := r.Profiles; p != nil && p.CPUOurs != nil && p.CPUHand != nil {
 			b.p("  CPU profile: %.1f µs of client CPU per cycle for the Locker against %.1f µs hand-rolled, most of both in go-redis and socket syscalls (section 8).",
 				us(time.Duration(p.CPUOurs.Total))/float64(max(p.CPUOurs.Ops, 1)), us(time.Duration(p.CPUHand.Total))/float64(max(p.CPUHand.Ops, 1)))
@@ -924,12 +928,17 @@ func Findings(r *Results) string {
 			idle := per(row, func(x E2ERun) float64 { return cores(x.W.HostIdle, x.W) })
 			b.p("- **CPU per item.** At 64 workers syncd spends %.0f µs per item (client %.0f + Redis %.0f), asynq %.0f (%.0f + %.0f). 4x asynq would need ≤ %.0f µs per item on this machine, and that only if the engine could keep every free core busy.",
 				cs+rs, cs, rs, ca+ra, ca, ra, (ca+ra)/4)
-			b.p("- **Claims come from one serial loop.** At 64 workers the engine ran %.0f scheduler rounds per second of %.1f items each, %.1f ms per round, while %.2f cores sat idle. In this checkout, with settle 0, `Engine.schedule` claims inline in one goroutine: each round waits for `Store.Oldest`, then `Store.Due`, then `Manager.Claim` (`claim.lua` on up to 32 items, queued in Redis behind the other traffic) before the next can start, so the engine syncs at most one batch per round, whatever the worker count.",
-				rounds, perRound, 1000/rounds, idle)
+			other := per(row, func(x E2ERun) float64 { return cores(x.W.Foreign(), x.W) })
+			verdict := fmt.Sprintf("with %.2f cores idle, this loop, not CPU, is what held the engine back", idle)
+			if idle < 0.2 {
+				verdict = fmt.Sprintf("in this run the CPU ran out as well (other processes took %.2f cores, %.2f were idle), so both limits were close", other, idle)
+			}
+			b.p("- **Claims come from one serial loop.** In this checkout, with settle 0, `Engine.schedule` claims inline in one goroutine: each round waits for `Store.Oldest`, then `Store.Due`, then `Manager.Claim` (`claim.lua` on up to 32 items, queued in Redis behind the other traffic) before the next can start. At 64 workers it ran %.0f rounds per second of %.1f items, %.2f ms each: at most %s items/s at 32 per round, against %s measured; %s.",
+				rounds, perRound, 1000/rounds, fmtRate(32*rounds), fmtRate(per(row, E2ERun.Rate)), verdict)
 			if rel := perScript(x.W, x.Done, "release.lua"); rel > 0 {
 				relRow := func(n int) string {
 					if r.Batches == nil {
-						return "?"
+						return "(not measured: section 3 did not run)"
 					}
 					for _, row := range r.Batches.Rows {
 						if row.Op == "release" && row.N == n {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -191,6 +192,21 @@ func scriptCostsOnce(ctx context.Context, srv *Server, repoDir string, calls int
 		ConcatSame = &same
 		pt := redis.NewScript(string(prelude) + "\n" + timeProbe)
 		if err := measure("prelude + reading TIME as now() does", "evalsha", 1, calls, func(int) error { return pt.Run(ctx, rdb, nil).Err() }); err != nil {
+			return nil, err
+		}
+		pg := redis.NewScript(string(prelude) + "\nreturn redis.call('GET', KEYS[1])")
+		if err := measure("prelude + one redis.call: GET of a missing key", "evalsha", 1, calls, func(i int) error {
+			if err := pg.Run(ctx, rdb, []string{fmt.Sprintf("missing%d", i)}).Err(); !errors.Is(err, redis.Nil) {
+				return err
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		ps := redis.NewScript(string(prelude) + "\nreturn redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', 30000)")
+		if err := measure("prelude + one redis.call: SET NX PX of a new key", "evalsha", 1, calls, func(i int) error {
+			return ps.Run(ctx, rdb, []string{fmt.Sprintf("probe%d", i)}, tmpl).Err()
+		}); err != nil {
 			return nil, err
 		}
 		pn := redis.NewScript(string(prelude) + "\n" + numProbe)
