@@ -54,9 +54,6 @@ type Store struct {
 	keys Keys
 	mini *miniredis.Miniredis // embedded server, nil with real Redis
 
-	mu      sync.Mutex
-	servers []ServerInfo
-
 	stopClock chan struct{}
 	clockDone chan struct{}
 }
@@ -181,8 +178,8 @@ func (s *Store) checkShards(ctx context.Context) error {
 	return nil
 }
 
-// Servers reads INFO from every master (one unless Cluster) and remembers
-// the run ids. The embedded store reports none.
+// Servers reads INFO from every master (one unless Cluster). The
+// embedded store reports none.
 func (s *Store) Servers(ctx context.Context) ([]ServerInfo, error) {
 	if s.mini != nil {
 		return nil, nil
@@ -213,9 +210,6 @@ func (s *Store) Servers(ctx context.Context) ([]ServerInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	s.servers = out
-	s.mu.Unlock()
 	return out, nil
 }
 

@@ -111,22 +111,14 @@ func openStore(ctx context.Context, cfg *config.File, log zerolog.Logger) (*stor
 func openStoreRetry(ctx context.Context, cfg *config.File, log zerolog.Logger) (*store.Store, error) {
 	wait := 500 * time.Millisecond
 	for {
-		sc, err := cfg.Store(nil, nil)
-		if err != nil {
-			return nil, &exitError{code: exitUsage, err: err}
-		}
-		sc.Logger = log
-		st, err := store.Open(ctx, sc)
-		if err == nil {
-			return st, nil
-		}
-		if !store.IsUnavailable(err) || ctx.Err() != nil {
-			return nil, &exitError{code: exitUsage, err: err}
+		st, err := openStore(ctx, cfg, log)
+		if err == nil || !store.IsUnavailable(err) || ctx.Err() != nil {
+			return st, err
 		}
 		log.Warn().Err(err).Dur("retry_in", wait).Msg("redis unreachable; retrying")
 		select {
 		case <-ctx.Done():
-			return nil, &exitError{code: exitUsage, err: err}
+			return nil, err
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 10*time.Second)
