@@ -21,8 +21,11 @@
 //
 // Scheduling: every round the scheduler waits for a free worker, takes up
 // to Batch free workers, reads the oldest due score of every shard (one
-// pipelined round trip), and claims that many due items from the shard
-// whose head has waited longest. A claimed item's score becomes its lease
+// pipelined round trip; skipped with a single shard), and has Redis claim
+// that many of the longest-waiting due items of the shard whose head has
+// waited longest, going on to the next shard while workers are left (one
+// script call per shard: the script picks, claims and returns the items,
+// so concurrent claimers never collide on an item). A claimed item's score becomes its lease
 // expiry, so it leaves the due range and comes back by itself when its
 // owner dies: no reaper is needed for correctness.
 //

@@ -113,31 +113,68 @@ func (e *Engine) schedule(src source) {
 // the slots, so the scheduler goes on claiming for other free workers
 // instead of sleeping through every settle window.
 func (e *Engine) round(ctx context.Context, src source, n int) (int, error) {
-	shard, ids, err := src.next(ctx, n)
-	if err != nil || len(ids) == 0 {
-		return 0, err
-	}
-	workers := e.takeIDs(len(ids))
-	if e.own.Config().Settle == 0 {
-		return e.claim(ctx, src, shard, ids, workers)
-	}
-	e.settling.Add(1)
-	go func() {
-		defer e.settling.Done()
-		started, err := e.claim(ctx, src, shard, ids, workers)
-		e.sem.Release(int64(n - started))
-		if err != nil && ctx.Err() == nil {
-			e.ready.Store(false)
-			e.log.Warn().Err(err).Int("shard", shard).Msg("claim failed")
+	var reqs []ownership.ClaimRequest
+	if ds, ok := src.(*dueSource); ok {
+		shards, err := ds.order(ctx)
+		if err != nil {
+			return 0, err
 		}
-	}()
-	return n, nil
+		for _, sh := range shards {
+			reqs = append(reqs, ownership.ClaimRequest{Shard: sh, Pick: n})
+		}
+	} else {
+		shard, ids, err := src.next(ctx, n)
+		if err != nil {
+			return 0, err
+		}
+		if len(ids) > 0 {
+			reqs = append(reqs, ownership.ClaimRequest{Shard: shard, IDs: ids})
+		}
+	}
+	if len(reqs) == 0 {
+		return 0, nil
+	}
+	if e.own.Config().Settle > 0 {
+		req := reqs[0]
+		slots := max(req.Pick, len(req.IDs))
+		e.settling.Add(1)
+		go func() {
+			defer e.settling.Done()
+			started, err := e.claim(ctx, src, req, slots)
+			e.sem.Release(int64(n - started))
+			if err != nil && ctx.Err() == nil {
+				e.ready.Store(false)
+				e.log.Warn().Err(err).Int("shard", req.Shard).Msg("claim failed")
+			}
+		}()
+		return n, nil
+	}
+	// Without a settle delay, claim inline, going down the shards in order
+	// of their oldest due item while free slots remain: one round trip per
+	// shard, and Oldest once per round, not once per shard.
+	used := 0
+	for _, req := range reqs {
+		left := n - used
+		if left == 0 {
+			break
+		}
+		if req.Pick > 0 {
+			req.Pick = left
+		}
+		started, err := e.claim(ctx, src, req, min(left, max(req.Pick, len(req.IDs))))
+		used += started
+		if err != nil {
+			return used, err
+		}
+	}
+	return used, nil
 }
 
-// claim claims ids for the given workers and starts a sync for each
-// lease; it returns how many it started.
-func (e *Engine) claim(ctx context.Context, src source, shard int, ids []string, workers []int) (int, error) {
-	req := ownership.ClaimRequest{Shard: shard, IDs: ids, Workers: workers}
+// claim claims for slots free workers and starts a sync for each lease;
+// it returns how many it started.
+func (e *Engine) claim(ctx context.Context, src source, req ownership.ClaimRequest, slots int) (int, error) {
+	workers := e.takeIDs(slots)
+	req.Workers = workers
 	src.mode(&req)
 	leases, err := e.own.Claim(ctx, req)
 	used := map[int]bool{}
@@ -174,24 +211,28 @@ type dueSource struct {
 
 func (e *Engine) dueSource() *dueSource { return &dueSource{e: e} }
 
-func (s *dueSource) mode(req *ownership.ClaimRequest) { req.OnlyDue = true }
-func (s *dueSource) finished() bool                   { return false }
+// mode is a no-op: the scheduler asks dueSource for shards (order) and
+// lets Redis pick the items (ClaimRequest.Pick).
+func (s *dueSource) mode(*ownership.ClaimRequest) {}
+func (s *dueSource) finished() bool               { return false }
 
-// next visits shards in the order of their oldest due item (one
-// pipelined round trip for all shards) and returns the due items of the
-// first shard that has any.
-func (s *dueSource) next(ctx context.Context, n int) (int, []string, error) {
+// next is not used: see order.
+func (s *dueSource) next(context.Context, int) (int, []string, error) { return 0, nil, nil }
+
+// order returns the shards that have due items, the one with the
+// longest-waiting item first (one pipelined round trip for all shards;
+// none with a single shard, which the claim itself checks).
+func (s *dueSource) order(ctx context.Context) ([]int, error) {
 	shards := s.e.st.Keys().Shards()
 	if shards == 1 {
 		if s.skip(0) {
-			return 0, nil, nil
+			return nil, nil
 		}
-		ids, err := s.e.st.Due(ctx, 0, n)
-		return 0, ids, err
+		return []int{0}, nil
 	}
 	oldest, err := s.e.st.Oldest(ctx)
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	now := s.e.redisNow() + 50 // tolerate a little clock estimate error
 	var order []int
@@ -201,14 +242,5 @@ func (s *dueSource) next(ctx context.Context, n int) (int, []string, error) {
 		}
 	}
 	slices.SortFunc(order, func(a, b int) int { return int(oldest[a] - oldest[b]) })
-	for _, sh := range order {
-		ids, err := s.e.st.Due(ctx, sh, n)
-		if err != nil {
-			return 0, nil, err
-		}
-		if len(ids) > 0 {
-			return sh, ids, nil
-		}
-	}
-	return 0, nil, nil
+	return order, nil
 }

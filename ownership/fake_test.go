@@ -3,6 +3,8 @@ package ownership
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,7 +21,8 @@ type fakeStore struct {
 	recs   map[string]fakeRec
 	fences map[string]uint64
 	items  map[string]bool
-	kinds  []store.ReleaseKind // kinds received by Release
+	rcpts  map[store.Token][]string // pick claims' receipts
+	kinds  []store.ReleaseKind      // kinds received by Release
 }
 
 type fakeRec struct {
@@ -29,7 +32,7 @@ type fakeRec struct {
 }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{keys: store.NewKeys("fake", 1), recs: map[string]fakeRec{}, fences: map[string]uint64{}, items: map[string]bool{}}
+	return &fakeStore{keys: store.NewKeys("fake", 1), recs: map[string]fakeRec{}, fences: map[string]uint64{}, items: map[string]bool{}, rcpts: map[store.Token][]string{}}
 }
 
 // view is one process's connection to the shared fake, with its own
@@ -69,7 +72,17 @@ func (v *view) Claim(ctx context.Context, req store.ClaimRequest) (*store.ClaimR
 	v.fakeStore.mu.Lock()
 	resp := &store.ClaimResponse{}
 	tok := req.Records[0].Token
-	for _, id := range req.IDs {
+	ids := req.IDs
+	if req.Pick {
+		// The fake's due order is id order; items held are skipped.
+		for _, id := range slices.Sorted(maps.Keys(v.items)) {
+			if _, held := v.live(v.keys.Record(req.Shard, id)); !held && len(ids) < len(req.Records) {
+				ids = append(ids, id)
+			}
+		}
+		v.rcpts[tok] = ids
+	}
+	for _, id := range ids {
 		r := store.ClaimResult{ID: id}
 		key := v.keys.Record(req.Shard, id)
 		if !v.items[id] {
@@ -97,6 +110,12 @@ func (v *view) Claim(ctx context.Context, req store.ClaimRequest) (*store.ClaimR
 		return nil, context.DeadlineExceeded
 	}
 	return resp, nil
+}
+
+func (v *view) ClaimReceipt(_ context.Context, _ int, tok store.Token) ([]string, error) {
+	v.fakeStore.mu.Lock()
+	defer v.fakeStore.mu.Unlock()
+	return v.rcpts[tok], nil
 }
 
 func (v *view) MarkEpoch(context.Context, int, time.Duration) (time.Duration, error) { return 0, nil }

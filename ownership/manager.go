@@ -16,6 +16,7 @@ import (
 type Store interface {
 	Keys() store.Keys
 	Claim(ctx context.Context, req store.ClaimRequest) (*store.ClaimResponse, error)
+	ClaimReceipt(ctx context.Context, shard int, tok store.Token) ([]string, error)
 	MarkEpoch(ctx context.Context, shard int, ttl time.Duration) (time.Duration, error)
 	Extend(ctx context.Context, ttl time.Duration, state store.State, reqs []store.ExtendRequest) ([]store.ExtendResult, error)
 	Release(ctx context.Context, shard int, reqs []store.ReleaseRequest) ([]store.ReleaseResult, error)
@@ -91,6 +92,11 @@ type ClaimRequest struct {
 	OnlyDue bool
 	// Since > 0 selects batch mode (see store.ClaimRequest.Since).
 	Since int64
+	// Pick > 0 claims up to Pick of the shard's longest-waiting due items,
+	// found by Redis in the same call (store.ClaimRequest.Pick); IDs must
+	// be empty and Workers, if set, names the worker of each of the Pick
+	// slots. The leases come in due order.
+	Pick int
 }
 
 // Claim claims the items it can and returns a lease for each; items that
@@ -104,27 +110,43 @@ func (m *Manager) Claim(ctx context.Context, req ClaimRequest) ([]*Lease, error)
 	if err := m.checkHold(req.Shard); err != nil {
 		return nil, err
 	}
-	if len(req.IDs) == 0 {
+	slots := len(req.IDs)
+	if req.Pick > 0 {
+		if len(req.IDs) > 0 {
+			return nil, errors.New("ownership: a pick claim names no ids")
+		}
+		slots = req.Pick
+	}
+	if slots == 0 {
 		return nil, nil
+	}
+	if req.Workers != nil && len(req.Workers) != slots {
+		return nil, fmt.Errorf("ownership: %d workers for %d items", len(req.Workers), slots)
 	}
 	tok := store.NewToken()
 	state := store.StateSyncing
 	if m.cfg.Settle > 0 {
 		state = store.StateClaimed
 	}
-	recs := make([]*store.Record, 0, len(req.IDs))
-	for i := range req.IDs {
+	// One record template per slot (worker); one for all when the workers
+	// are not named, except that a pick claim takes one per item.
+	recs := make([]*store.Record, 0, slots)
+	for i := range slots {
 		w := 0
 		if req.Workers != nil {
 			w = req.Workers[i]
 		}
+		if req.Workers == nil && i > 0 {
+			recs = append(recs, recs[0])
+			continue
+		}
 		recs = append(recs, &store.Record{Version: store.RecordVersion, Token: tok, State: state, Owner: m.Owner(w)})
-		if req.Workers == nil {
+		if req.Workers == nil && req.Pick == 0 {
 			break
 		}
 	}
 	sreq := store.ClaimRequest{Shard: req.Shard, IDs: req.IDs, Records: recs, TTL: m.cfg.TTL, OnlyDue: req.OnlyDue, Since: req.Since,
-		MinReplicas: m.cfg.MinReplicas, ReplicaTimeout: m.cfg.ReplicaTimeout}
+		Pick: req.Pick > 0, MinReplicas: m.cfg.MinReplicas, ReplicaTimeout: m.cfg.ReplicaTimeout}
 	sent := time.Now()
 	resp, err := m.st.Claim(ctx, sreq)
 	if errors.Is(err, store.ErrEpochMissing) {
@@ -147,11 +169,29 @@ func (m *Manager) Claim(ctx context.Context, req ClaimRequest) ([]*Lease, error)
 		// The reply is lost, not the claim: Redis may hold it. Resolve it
 		// with the confirm read below.
 		unknown = true
-		m.stats.ClaimsUnknown.Add(int64(len(req.IDs)))
-		m.log.Warn().Err(err).Int(keyShard, req.Shard).Int("items", len(req.IDs)).Msg("claim reply lost; confirming")
-		resp = &store.ClaimResponse{Results: make([]store.ClaimResult, len(req.IDs))}
-		for i, id := range req.IDs {
+		ids := req.IDs
+		if req.Pick > 0 {
+			// What the script took, if it ran, is on its receipt.
+			var rerr error
+			if ids, rerr = m.st.ClaimReceipt(ctx, req.Shard, tok); rerr != nil {
+				// The records, if any, expire by themselves.
+				return nil, fmt.Errorf("ownership: pick claim of shard %d: reply lost (%w), receipt unreadable: %w", req.Shard, err, rerr)
+			}
+		}
+		m.stats.ClaimsUnknown.Add(int64(len(ids)))
+		m.log.Warn().Err(err).Int(keyShard, req.Shard).Int("items", len(ids)).Msg("claim reply lost; confirming")
+		resp = &store.ClaimResponse{Results: make([]store.ClaimResult, len(ids))}
+		for i, id := range ids {
 			resp.Results[i] = store.ClaimResult{ID: id, Code: store.ClaimOK}
+		}
+	}
+	// ids[i] is the item of slot i (record template i, worker i): a pick
+	// claim fills the slots in order.
+	ids := req.IDs
+	if req.Pick > 0 {
+		ids = make([]string, len(resp.Results))
+		for i, r := range resp.Results {
+			ids[i] = r.ID
 		}
 	}
 	var won []store.ClaimResult
@@ -207,11 +247,11 @@ func (m *Manager) Claim(ctx context.Context, req ClaimRequest) ([]*Lease, error)
 				}
 			}
 			again := sreq
-			again.IDs, again.MinReplicas, again.OnlyDue, again.Since = ours, 0, false, 0
-			if req.Workers != nil {
+			again.IDs, again.MinReplicas, again.OnlyDue, again.Since, again.Pick = ours, 0, false, 0, false
+			if req.Workers != nil || req.Pick > 0 {
 				again.Records = nil
 				for _, id := range ours {
-					again.Records = append(again.Records, recs[indexOf(req.IDs, id, 0)])
+					again.Records = append(again.Records, recs[indexOf(ids, id, 0)])
 				}
 			}
 			if len(ours) > 0 {
@@ -244,7 +284,7 @@ func (m *Manager) Claim(ctx context.Context, req ClaimRequest) ([]*Lease, error)
 	for i, r := range won {
 		w := 0
 		if req.Workers != nil {
-			w = req.Workers[indexOf(req.IDs, r.ID, i)]
+			w = req.Workers[indexOf(ids, r.ID, i)]
 		}
 		l := newLease(m.base, r.ID, req.Shard, m.st.Keys().Record(req.Shard, r.ID), tok, m.Owner(w), r.Fence, m.cfg.TTL, m.cfg.Margin, sent)
 		l.attempt, l.last, l.prevDue = r.Attempt, r.LastSync, r.PrevDue

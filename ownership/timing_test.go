@@ -239,6 +239,39 @@ func TestLostClaimReplyResolved(t *testing.T) {
 	})
 }
 
+// A pick claim whose reply was lost is resolved from its receipt: each
+// item goes to the worker of its slot, and nothing stays claimed unseen.
+func TestLostPickReplyResolved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore()
+		f.add("a", "b", "c")
+		v := f.view()
+		v.loseClaim = true
+		m := newTestManager(t, v, 0)
+		leases, err := m.Claim(t.Context(), ClaimRequest{Pick: 2, Workers: []int{7, 9}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(leases) != 2 || leases[0].ID() != "a" || leases[1].ID() != "b" {
+			t.Fatalf("leases %v, want a and b", leases)
+		}
+		if leases[0].Owner().Worker != 7 || leases[1].Owner().Worker != 9 {
+			t.Errorf("workers %d, %d, want 7, 9", leases[0].Owner().Worker, leases[1].Owner().Worker)
+		}
+		if got := m.Stats().ClaimsUnknown.Load(); got != 2 {
+			t.Errorf("stats: %d unknown claims, want 2", got)
+		}
+		for _, r := range m.Release(t.Context(), leases, []Outcome{{}, {}}) {
+			if r.Err != nil {
+				t.Error(r.Err)
+			}
+		}
+		if _, err := m.Claim(t.Context(), ClaimRequest{Pick: 1, IDs: []string{"a"}}); err == nil {
+			t.Error("a pick claim with ids was accepted")
+		}
+	})
+}
+
 // With a settle delay, a claim lost in the window (a failover replaced
 // it) is not trusted.
 func TestSettleConfirmDropsLostClaims(t *testing.T) {

@@ -7,8 +7,11 @@
 // Scripts live in scripts/*.lua, each opening with a comment of its KEYS,
 // ARGV and result, and share a prelude of helpers. They use plain string
 // and number operations only, so they run the same on Redis and on the
-// embedded store, and they never build key names from data: every key
-// they touch is passed in KEYS and shares one Cluster hash slot.
+// embedded store. Every key a script touches shares one Cluster hash slot
+// (the shard's hash tag); all are passed in KEYS except the record keys of
+// a pick claim, which claim.lua builds from the shard's own due key and
+// the ids it found (the one place a script builds key names, so Redis
+// Cluster checks them against the slot of the declared keys).
 //
 // Data per item:
 //
@@ -16,7 +19,7 @@
 //	           item's score is its lease expiry, so it leaves the due range
 //	           and comes back by itself if its owner dies; +inf means
 //	           quarantined.
-//	meta HASH  "fence:lastSyncMs:attempts".
+//	meta HASH  fence, lastSync and attempts, 14 bytes (meta.go).
 //	err HASH   the last error, while the item is failing.
 //	rec        the owner/state record while the item is claimed.
 //

@@ -32,6 +32,14 @@ type ClaimRequest struct {
 	TTL     time.Duration
 	// OnlyDue claims only items whose due time has come.
 	OnlyDue bool
+	// Pick claims the shard's longest-waiting due items, as many as
+	// there are Records, found by the script itself in the same call (IDs
+	// must be empty): one round trip from the due index to the claims,
+	// and concurrent picks never collide. Results list only the items
+	// claimed, in due order. The ids are also kept under
+	// Keys.Receipt(Shard, token) for TTL, for a caller whose reply was
+	// lost (see ClaimReceipt).
+	Pick bool
 	// Since > 0 selects batch mode: claim items whose lastSync is before
 	// Since (ms, Redis clock), at once unless they are backing off after a
 	// failure. OnlyDue is then ignored.
@@ -68,31 +76,44 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (*ClaimResponse, er
 		return nil, ErrNoReplicas
 	}
 	k := s.keys
-	keys := make([]string, 0, 3+len(req.IDs))
+	keys := make([]string, 0, 4+len(req.IDs))
 	keys = append(keys, k.Due(req.Shard), k.Meta(req.Shard), k.Epoch(req.Shard))
-	if len(req.Records) != 1 && len(req.Records) != len(req.IDs) {
-		return nil, fmt.Errorf("store: claim: %d records for %d ids", len(req.Records), len(req.IDs))
-	}
-	args := make([]any, 0, 2+2*len(req.IDs))
-	mode := "any"
-	switch {
-	case req.Since > 0:
-		mode = "batch"
-	case req.OnlyDue:
-		mode = "due"
-	}
-	args = append(args, req.TTL.Milliseconds(), mode, req.Since)
-	var one []byte
-	if len(req.Records) == 1 {
-		one = MarshalRecord(req.Records[0])
-	}
-	for i, id := range req.IDs {
-		keys = append(keys, k.Record(req.Shard, id))
-		rec := one
-		if rec == nil {
-			rec = MarshalRecord(req.Records[i])
+	var args []any
+	if req.Pick {
+		if len(req.IDs) > 0 || len(req.Records) == 0 {
+			return nil, fmt.Errorf("store: pick claim with %d ids and %d records", len(req.IDs), len(req.Records))
 		}
-		args = append(args, id, rec)
+		keys = append(keys, k.Receipt(req.Shard, req.Records[0].Token))
+		args = make([]any, 0, 3+len(req.Records))
+		args = append(args, req.TTL.Milliseconds(), "pick", 0)
+		for _, r := range req.Records {
+			args = append(args, MarshalRecord(r))
+		}
+	} else {
+		if len(req.Records) != 1 && len(req.Records) != len(req.IDs) {
+			return nil, fmt.Errorf("store: claim: %d records for %d ids", len(req.Records), len(req.IDs))
+		}
+		args = make([]any, 0, 3+2*len(req.IDs))
+		mode := "any"
+		switch {
+		case req.Since > 0:
+			mode = "batch"
+		case req.OnlyDue:
+			mode = "due"
+		}
+		args = append(args, req.TTL.Milliseconds(), mode, req.Since)
+		var one []byte
+		if len(req.Records) == 1 {
+			one = MarshalRecord(req.Records[0])
+		}
+		for i, id := range req.IDs {
+			keys = append(keys, k.Record(req.Shard, id))
+			rec := one
+			if rec == nil {
+				rec = MarshalRecord(req.Records[i])
+			}
+			args = append(args, id, rec)
+		}
 	}
 	resp := &ClaimResponse{}
 	var reply any
@@ -105,16 +126,29 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (*ClaimResponse, er
 	if err != nil {
 		return nil, fmt.Errorf("store: claim shard %d: %w", req.Shard, err)
 	}
+	arr, _ := reply.([]any)
+	if len(arr) > 0 {
+		if c, ok := arr[0].(int64); ok && c < 0 {
+			v, err := ints(reply, -1)
+			switch {
+			case err != nil:
+				return nil, err
+			case len(v) == 1 && v[0] == -1:
+				return nil, fmt.Errorf("%w: shard %d", ErrEpochMissing, req.Shard)
+			case len(v) == 2 && v[0] == -2:
+				return nil, &HoldError{Shard: req.Shard, For: time.Duration(v[1]) * time.Millisecond}
+			}
+		}
+	}
+	if req.Pick {
+		resp.Results, err = pickResults(reply, len(req.Records))
+		return resp, err
+	}
 	v, err := ints(reply, -1)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case len(v) == 1 && v[0] == -1:
-		return nil, fmt.Errorf("%w: shard %d", ErrEpochMissing, req.Shard)
-	case len(v) == 2 && v[0] == -2:
-		return nil, &HoldError{Shard: req.Shard, For: time.Duration(v[1]) * time.Millisecond}
-	case len(v) != 5*len(req.IDs):
+	if len(v) != 5*len(req.IDs) {
 		return nil, fmt.Errorf("store: claim replied %d values for %d items", len(v), len(req.IDs))
 	}
 	resp.Results = make([]ClaimResult, len(req.IDs))
@@ -124,6 +158,47 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (*ClaimResponse, er
 			Attempt: int(r[2]), LastSync: fromMs(r[3]), PrevDue: r[4]}
 	}
 	return resp, nil
+}
+
+// pickResults decodes a pick claim's reply: id, fence, attempt,
+// lastSyncMs, previous score per item claimed.
+func pickResults(reply any, most int) ([]ClaimResult, error) {
+	arr, ok := reply.([]any)
+	if !ok || len(arr)%5 != 0 || len(arr)/5 > most {
+		return nil, fmt.Errorf("store: unexpected pick claim reply %T of %d values", reply, len(arr))
+	}
+	out := make([]ClaimResult, len(arr)/5)
+	for i := range out {
+		r := arr[5*i : 5*i+5]
+		id, ok := r[0].(string)
+		if !ok {
+			return nil, fmt.Errorf("store: unexpected pick claim id %T", r[0])
+		}
+		var n [4]int64
+		for j := range n {
+			if n[j], ok = r[1+j].(int64); !ok {
+				return nil, fmt.Errorf("store: unexpected pick claim value %T", r[1+j])
+			}
+		}
+		out[i] = ClaimResult{ID: id, Code: ClaimOK, Fence: uint64(n[0]), Attempt: int(n[1]),
+			LastSync: fromMs(n[2]), PrevDue: n[3]}
+	}
+	return out, nil
+}
+
+// ClaimReceipt returns the ids a pick claim with token tok took on shard,
+// in due order, or none if it took nothing (or its ttl has passed). A
+// caller whose claim reply was lost reads it to learn what Redis holds in
+// its name.
+func (s *Store) ClaimReceipt(ctx context.Context, shard int, tok Token) ([]string, error) {
+	v, err := s.rdb.Get(ctx, s.keys.Receipt(shard, tok)).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: claim receipt of shard %d: %w", shard, err)
+	}
+	return strings.Split(v, "\n"), nil
 }
 
 // claimWait pipelines the claim with WAIT on one connection of the master
@@ -619,7 +694,8 @@ type LockResult struct {
 
 // Lock tries once to take a standalone lock.
 func (s *Store) Lock(ctx context.Context, name string, rec *Record, ttl time.Duration) (LockResult, error) {
-	v, err := s.runScript(ctx, s.rdb, scriptLock, []string{s.keys.Lock(name), s.keys.LockFence(name)},
+	key := s.keys.Lock(name)
+	v, err := s.runScript(ctx, s.rdb, scriptLock, []string{key, key + lockFenceSuffix},
 		ttl.Milliseconds(), MarshalRecord(rec))
 	if err != nil {
 		return LockResult{}, fmt.Errorf("store: lock %q: %w", name, err)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -101,10 +102,12 @@ func escapeByte(c byte) bool {
 //	<prefix>:shards           shard count the deployment was created with
 //	<prefix>:batch            start of the current batch run (ms)
 //	<prefix>:{s<k>}:due       ZSET  id -> ms when due; +inf = quarantined
-//	<prefix>:{s<k>}:meta      HASH  id -> "fence:lastSyncMs:attempts"
+//	<prefix>:{s<k>}:meta      HASH  id -> fence, lastSync, attempts (meta.go)
 //	<prefix>:{s<k>}:err       HASH  id -> last error text
 //	<prefix>:{s<k>}:epoch     STRING marker; missing means Redis lost data
 //	<prefix>:{s<k>}:rec:<id>  STRING owner/state record, SET NX PX ttl
+//	<prefix>:{s<k>}:claim:<t> STRING ids a pick claim with token <t> took
+//	                          (newline-separated; PX ttl)
 //	<prefix>:lock:{<id>}      STRING standalone lock record
 //	<prefix>:lock:{<id>}:f    STRING standalone lock fence counter
 //
@@ -162,9 +165,16 @@ func (k Keys) Record(shard int, id string) string {
 	return k.tags[shard] + "rec:" + EncodeID(id)
 }
 
+// Receipt lists what a pick claim with token tok took (see Store.Claim).
+func (k Keys) Receipt(shard int, tok Token) string {
+	return k.tags[shard] + "claim:" + hex.EncodeToString(tok[:])
+}
+
 // Lock is the record key of a standalone lock.
 func (k Keys) Lock(name string) string { return k.prefix + ":lock:{" + EncodeID(name) + "}" }
 
 // LockFence is the fence counter of a standalone lock; it shares the
 // lock's slot.
-func (k Keys) LockFence(name string) string { return k.Lock(name) + ":f" }
+func (k Keys) LockFence(name string) string { return k.Lock(name) + lockFenceSuffix }
+
+const lockFenceSuffix = ":f"

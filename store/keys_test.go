@@ -98,3 +98,11 @@ func FuzzEncodeID(f *testing.F) {
 		}
 	})
 }
+
+func TestVersionAtLeast(t *testing.T) {
+	for v, want := range map[string]bool{"7.0.15": true, "7.2.4": true, "8.0.0": true, "6.2.14": false, "5.0.7": false, "": true, "unknown": true} {
+		if got := versionAtLeast(v, 7); got != want {
+			t.Errorf("versionAtLeast(%q, 7) = %v, want %v", v, got, want)
+		}
+	}
+}

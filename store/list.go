@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -71,7 +69,7 @@ func (s *Store) List(ctx context.Context, shard, offset, count int) ([]ItemState
 			st.Due = int64(z[i].Score)
 		}
 		if v, ok := meta.Val()[i].(string); ok {
-			f, l, a := parseMeta(v)
+			f, l, a := ParseMeta(v)
 			st.Fence, st.LastSync, st.Attempts = f, fromMs(l), a
 		}
 		if v, ok := errs.Val()[i].(string); ok {
@@ -83,15 +81,4 @@ func (s *Store) List(ctx context.Context, shard, offset, count int) ([]ItemState
 		out[i] = st
 	}
 	return out, next, nil
-}
-
-func parseMeta(v string) (fence uint64, last int64, attempts int) {
-	parts := strings.Split(v, ":")
-	if len(parts) != 3 {
-		return 0, 0, 0
-	}
-	fence, _ = strconv.ParseUint(parts[0], 10, 64)
-	last, _ = strconv.ParseInt(parts[1], 10, 64)
-	attempts, _ = strconv.Atoi(parts[2])
-	return fence, last, attempts
 }

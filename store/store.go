@@ -133,6 +133,9 @@ func (s *Store) start(ctx context.Context) error {
 		for _, in := range infos {
 			s.log.Info().Str("addr", in.Addr).Str("run_id", in.RunID).Str("version", in.Version).
 				Bool("aof", in.AOF).Str("maxmemory_policy", in.MaxmemoryPolicy).Msg("redis server")
+			if !versionAtLeast(in.Version, 7) {
+				return fmt.Errorf("store: %s runs Redis %s; syncd needs Redis 7.0 or newer (its scripts use SET with both NX and GET)", in.Addr, in.Version)
+			}
 			if in.MaxmemoryPolicy != "" && in.MaxmemoryPolicy != "noeviction" {
 				if s.cfg.RefuseEviction {
 					return fmt.Errorf("%w: %s has maxmemory-policy %s; set it to noeviction", ErrEviction, in.Addr, in.MaxmemoryPolicy)
@@ -149,6 +152,15 @@ func (s *Store) start(ctx context.Context) error {
 		return fmt.Errorf("store: load scripts: %w", err)
 	}
 	return nil
+}
+
+// versionAtLeast reports whether a Redis version string ("7.0.15") has a
+// major version of at least major. An unreadable version passes: the
+// scripts then fail with Redis's own error if the server is too old.
+func versionAtLeast(v string, major int) bool {
+	head, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(head)
+	return err != nil || n >= major
 }
 
 func (s *Store) describe() string {

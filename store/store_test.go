@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
@@ -589,6 +590,109 @@ func TestList(t *testing.T) {
 		}
 		if all[len(all)-1].ID != "b" {
 			t.Errorf("quarantined item not listed last: %v", all)
+		}
+	})
+}
+
+// TestPickClaim: a pick claim takes the longest-waiting due items itself,
+// writes their records under the keys Go computes for them (the script's
+// id encoding matches EncodeID, hostile ids included), leaves a receipt,
+// and moves items held by someone else out of the due range.
+func TestPickClaim(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		ids := []string{"a plain", "b{tag}:x", "c*?[]\\%", "d-ünï", "e", "f foreign"}
+		if _, err := s.Add(ctx, ids...); err != nil {
+			t.Fatal(err)
+		}
+		// Same due time for all: Redis orders equal scores by member, so
+		// due order is ids order. "f foreign" is held by a record written
+		// by hand without a TTL.
+		foreign := s.Keys().Record(0, "f foreign")
+		s.Client().Set(ctx, foreign, "written by hand", 0)
+		now, _ := s.Now(ctx)
+		for _, id := range ids {
+			s.Client().ZAdd(ctx, s.Keys().Due(0), redis.Z{Score: float64(now - 1000), Member: id})
+		}
+		pick := func(n int) ([]store.ClaimResult, []*store.Record) {
+			t.Helper()
+			recs := make([]*store.Record, n)
+			tok := store.NewToken()
+			for i := range recs {
+				recs[i] = record(fmt.Sprintf("w%d", i))
+				recs[i].Token, recs[i].Owner.Worker = tok, i
+			}
+			req := store.ClaimRequest{Shard: 0, Pick: true, Records: recs, TTL: time.Minute}
+			resp, err := s.Claim(ctx, req)
+			if errors.Is(err, store.ErrEpochMissing) {
+				if _, err := s.MarkEpoch(ctx, 0, 0); err != nil {
+					t.Fatal(err)
+				}
+				resp, err = s.Claim(ctx, req)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp.Results, recs
+		}
+		res, recs := pick(3)
+		var got []string
+		for i, r := range res {
+			got = append(got, r.ID)
+			if r.Code != store.ClaimOK || r.Fence == 0 || r.Attempt != 1 || r.PrevDue != now-1000 {
+				t.Errorf("pick result %d = %+v", i, r)
+			}
+			rec, err := s.ReadRecord(ctx, s.Keys().Record(0, r.ID))
+			if err != nil || rec == nil || rec.Token != recs[i].Token || rec.Owner.Worker != i || rec.Fence != r.Fence {
+				t.Errorf("record of %q = %+v, %v: want worker %d's record", r.ID, rec, err, i)
+			}
+		}
+		if diff := cmp.Diff(got, ids[:3]); diff != "" {
+			t.Errorf("picked (-got +want):\n%s", diff)
+		}
+		if rcpt, err := s.ClaimReceipt(ctx, 0, recs[0].Token); err != nil || !slices.Equal(rcpt, ids[:3]) {
+			t.Errorf("receipt = %q, %v", rcpt, err)
+		}
+		// The rest: the foreign record is skipped and moved out of the
+		// due range with one ttl to live.
+		res, recs = pick(5)
+		second, secondRecs := res, recs
+		got = got[:0]
+		for _, r := range res {
+			got = append(got, r.ID)
+		}
+		if diff := cmp.Diff(got, ids[3:5]); diff != "" {
+			t.Errorf("second pick (-got +want):\n%s", diff)
+		}
+		if rcpt, _ := s.ClaimReceipt(ctx, 0, recs[0].Token); !slices.Equal(rcpt, ids[3:5]) {
+			t.Errorf("second receipt = %q", rcpt)
+		}
+		if ttl := s.Client().PTTL(ctx, foreign).Val(); ttl <= 0 || ttl > time.Minute {
+			t.Errorf("foreign record's ttl = %v, want one claim ttl", ttl)
+		}
+		if res, recs = pick(4); len(res) != 0 {
+			t.Errorf("third pick = %+v, want nothing due", res)
+		}
+		if rcpt, err := s.ClaimReceipt(ctx, 0, recs[0].Token); err != nil || rcpt != nil {
+			t.Errorf("receipt of an empty pick = %q, %v", rcpt, err)
+		}
+		// Released as synced, a picked item keeps its fence in the state.
+		rel, err := s.Release(ctx, 0, []store.ReleaseRequest{{ID: ids[3], Token: secondRecs[0].Token, Kind: store.ReleaseSynced, Delay: time.Hour}})
+		if err != nil || rel[0].Code != store.Released {
+			t.Fatalf("release = %+v, %v", rel, err)
+		}
+		items, _, err := s.List(ctx, 0, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			if it.ID == ids[3] && (it.Fence != second[0].Fence || it.LastSync.IsZero() || it.Attempts != 0) {
+				t.Errorf("state after release = %+v, want fence %d and a lastSync", it, second[0].Fence)
+			}
+		}
+		if _, err := s.Claim(ctx, store.ClaimRequest{Shard: 0, IDs: []string{"x"}, Pick: true, Records: recs}); err == nil {
+			t.Error("a pick claim with ids was accepted")
 		}
 	})
 }

@@ -2,22 +2,29 @@
 -- KEYS[1]    due ZSET of the shard
 -- KEYS[2]    meta HASH of the shard
 -- KEYS[3]    epoch marker of the shard
--- KEYS[3+i]  record key of item i
 -- ARGV[1]    ttl in ms
--- ARGV[2]    "due": claim only items whose score <= now; "any": any item
---            that is in the due index and not quarantined; "batch": items
---            whose lastSync is before ARGV[3], at once unless they are
---            failing (attempts > 0) and not due yet (backing off)
+-- ARGV[2]    mode:
+--   "pick"   claim the longest-waiting due items (score <= now) the
+--            script finds itself, one per template; the ids claimed are
+--            also written to the receipt key KEYS[4] (for ttl ms), so a
+--            caller whose reply was lost can learn what it claimed
+--   "due"    claim the given items whose score <= now
+--   "any"    the given items that are in the due index, not quarantined
+--   "batch"  the given items whose lastSync is before ARGV[3], at once
+--            unless they are failing (attempts > 0) and not due yet
 -- ARGV[3]    batch mode: the run's start, ms on Redis's clock
--- ARGV[2+2i] id of item i
--- ARGV[3+2i] record template of item i; fence, claimed-at, heartbeat-at
---            and attempt are patched in here
+-- pick mode:     ARGV[3+i]  record template i
+-- other modes:   KEYS[3+i]  record key of item i
+--                ARGV[2+2i] id of item i, ARGV[3+2i] its record template
+-- A template's fence, claimed-at, heartbeat-at and attempt are patched in
+-- here.
 -- Result: {-1} when the epoch marker is missing (Redis lost its data; the
 -- caller sets the marker with its hold-off), {-2, ms} while the shard is
--- held off; otherwise 5 integers per item:
---   code (1 claimed or already ours with this token, 0 not due, unknown or
---   quarantined, -1 held by another owner), fence, attempt, lastSyncMs,
---   score before the claim.
+-- held off. Pick mode: 5 values per item claimed, in due order: id, fence,
+-- attempt, lastSyncMs, score before the claim. Other modes: 5 integers per
+-- item: code (1 claimed or already ours with this token, 0 not due,
+-- unknown or quarantined, -1 held by another owner), fence, attempt,
+-- lastSyncMs, score before the claim.
 -- The fence is max(last fence + 1, now in us): it keeps rising even when
 -- Redis forgot the counter, as long as Redis's clock does not go back.
 local mark = redis.call('GET', KEYS[3])
@@ -28,6 +35,61 @@ if hold > nowms then return {-2, hold - nowms} end
 
 local ttl = tonumber(ARGV[1])
 local mode = ARGV[2]
+
+-- held: the record at rk belongs to another owner. Move the item out of
+-- the due range until that lease can expire, so peers stop rescanning it.
+local function held(rk, id)
+  local pttl = redis.call('PTTL', rk)
+  if pttl < 0 then
+    -- Every record syncd writes expires. One that does not was written
+    -- by hand or by someone else: give it one ttl to live, so it can
+    -- never block the item forever.
+    redis.call('PEXPIRE', rk, ttl)
+    pttl = ttl
+  end
+  redis.call('ZADD', KEYS[1], 'XX', nowms + pttl, id)
+end
+
+-- take: SET NX the stamped record; on success the fence is remembered and
+-- the item leaves the due range for ttl. Returns fence, attempt, lastSync.
+local function take(rk, id, tmpl)
+  local f, l, a = meta_get(KEYS[2], id)
+  local fence = math.max(f + 1, nowus)
+  if not redis.call('SET', rk, stamp(tmpl, fence, nowms, a + 1), 'NX', 'PX', ttl) then
+    return nil
+  end
+  redis.call('HSET', KEYS[2], id, meta_value(fence, l, a))
+  redis.call('ZADD', KEYS[1], 'XX', nowms + ttl, id)
+  return fence, a + 1, l
+end
+
+local out = {}
+if mode == 'pick' then
+  local n = #ARGV - 3
+  local cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', nowms, 'WITHSCORES', 'LIMIT', 0, n)
+  local recs = string.sub(KEYS[1], 1, -4) .. 'rec:' -- "<prefix>:{s<k>}:rec:"
+  local got = {}
+  for i = 1, #cand, 2 do
+    local id = cand[i]
+    local rk = recs .. enc(id)
+    local fence, attempt, last = take(rk, id, ARGV[4 + #got])
+    if fence then
+      got[#got + 1] = id
+      out[#out + 1] = id
+      out[#out + 1] = fence
+      out[#out + 1] = attempt
+      out[#out + 1] = last
+      out[#out + 1] = tonumber(cand[i + 1])
+    else
+      held(rk, id)
+    end
+  end
+  if #got > 0 then
+    redis.call('SET', KEYS[4], table.concat(got, '\n'), 'PX', ttl)
+  end
+  return out
+end
+
 local since = tonumber(ARGV[3])
 -- claimable: whether an item with this score may be claimed in this mode.
 local function claimable(id, score)
@@ -40,42 +102,26 @@ local function claimable(id, score)
   end
   return true
 end
-local out = {}
 for i = 1, #KEYS - 3 do
   local id, tmpl, rk = ARGV[2 + 2 * i], ARGV[3 + 2 * i], KEYS[3 + i]
-  local tok = token_of(tmpl)
   local code, fence, attempt, last, prev = 0, 0, 0, 0, 0
   local score = redis.call('ZSCORE', KEYS[1], id)
   if claimable(id, score) then
     prev = tonumber(score)
     local cur = redis.call('GET', rk)
-    if cur and token_of(cur) == tok then
+    if cur and token_of(cur) == token_of(tmpl) then
       -- A retried call whose first reply was lost: the claim is ours.
       local _, l = meta_get(KEYS[2], id)
       code, fence, attempt, last = 1, fence_of(cur), attempt_of(cur), l
     elseif cur then
-      -- In flight elsewhere: move it out of the due range until that
-      -- lease can expire, so peers stop rescanning it.
       code = -1
-      local pttl = redis.call('PTTL', rk)
-      if pttl < 0 then
-        -- Every record syncd writes expires. One that does not was written
-        -- by hand or by someone else: give it one ttl to live, so it can
-        -- never block the item forever.
-        redis.call('PEXPIRE', rk, ttl)
-        pttl = ttl
-      end
-      redis.call('ZADD', KEYS[1], 'XX', nowms + pttl, id)
+      held(rk, id)
     else
-      local f, l, a = meta_get(KEYS[2], id)
-      fence = math.max(f + 1, nowus)
-      attempt = a + 1
-      if redis.call('SET', rk, stamp(tmpl, fence, nowms, attempt), 'NX', 'PX', ttl) then
-        meta_set(KEYS[2], id, fence, l, a)
-        redis.call('ZADD', KEYS[1], 'XX', nowms + ttl, id)
-        code, last = 1, l
+      fence, attempt, last = take(rk, id, tmpl)
+      if fence then
+        code = 1
       else
-        fence, attempt = 0, 0
+        fence, attempt, last = 0, 0, 0
       end
     end
   end

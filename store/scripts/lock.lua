@@ -5,16 +5,21 @@
 -- ARGV[2]  record template; fence, claimed-at and heartbeat-at patched here
 -- Result: {1, fence} acquired (or already ours with this token: a retried
 -- call); {0, pttl} held by another owner for pttl ms more.
-local cur = redis.call('GET', KEYS[1])
-local tmpl = ARGV[2]
-if cur then
-  if token_of(cur) == token_of(tmpl) then return {1, fence_of(cur)} end
-  return {0, redis.call('PTTL', KEYS[1])}
-end
+-- Three commands when the lock is free (TIME, the counter's SET ... GET,
+-- SET NX ... GET), which is what a lock costs most of the time: the
+-- counter moves on even when the lock turns out to be held, which only
+-- spends fence values. SET with both NX and GET needs Redis 7.0.
 local nowms, nowus = now()
-local fence = math.max((tonumber(redis.call('GET', KEYS[2])) or 0) + 1, nowus)
-redis.call('SET', KEYS[1], stamp(tmpl, fence, nowms, unbe(string.sub(tmpl, 50, 53))), 'NX', 'PX', ARGV[1])
 -- The counter outlives the lock for a week; past that the time floor
 -- alone keeps fences rising.
-redis.call('SET', KEYS[2], num(fence), 'PX', 604800000)
-return {1, fence}
+local fence = nowus
+local prev = tonumber(redis.call('SET', KEYS[2], num(nowus), 'PX', 604800000, 'GET'))
+if prev and prev >= nowus then
+  fence = prev + 1
+  redis.call('SET', KEYS[2], num(fence), 'PX', 604800000)
+end
+local tmpl = ARGV[2]
+local cur = redis.call('SET', KEYS[1], stamp(tmpl, fence, nowms, unbe(string.sub(tmpl, 50, 53))), 'NX', 'PX', ARGV[1], 'GET')
+if not cur then return {1, fence} end
+if token_of(cur) == token_of(tmpl) then return {1, fence_of(cur)} end
+return {0, redis.call('PTTL', KEYS[1])}

@@ -28,7 +28,9 @@ for i = 1, #KEYS - 3 do
       local f, l, a = meta_get(KEYS[2], id)
       if kind == 'ok' then
         meta_set(KEYS[2], id, f, nowms, 0)
-        redis.call('HDEL', KEYS[3], id)
+        -- An error is kept only while attempts > 0 (fail, quarantine;
+        -- requeue and ok clear both).
+        if a > 0 then redis.call('HDEL', KEYS[3], id) end
         redis.call('ZADD', KEYS[1], nowms + value, id)
       elseif kind == 'fail' or kind == 'quarantine' then
         meta_set(KEYS[2], id, f, l, a + 1)

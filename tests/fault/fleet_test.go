@@ -552,13 +552,10 @@ func (f *fleet) state() (map[string]itemState, error) {
 			s.Quarantined = math.IsInf(score, 1)
 		}
 		if meta, err := c.meta.Result(); err == nil {
-			parts := strings.Split(meta, ":")
-			if len(parts) != 3 {
+			if len(meta) < 14 {
 				return nil, fmt.Errorf("meta of %s: %q", id, meta)
 			}
-			s.Fence, _ = strconv.ParseUint(parts[0], 10, 64)
-			s.LastSyncMs, _ = strconv.ParseInt(parts[1], 10, 64)
-			s.Attempts, _ = strconv.Atoi(parts[2])
+			s.Fence, s.LastSyncMs, s.Attempts = store.ParseMeta(meta)
 		}
 		if b, err := c.rec.Bytes(); err == nil {
 			r, err := store.UnmarshalRecord(b)
