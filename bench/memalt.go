@@ -34,8 +34,18 @@ func RunMemAlternatives(ctx context.Context, srv *Server, n int) ([]MemAlt, erro
 	dec := func(i int) string {
 		return strconv.FormatInt(fence+int64(i), 10) + ":" + strconv.FormatInt(last+int64(i%1000), 10) + ":0"
 	}
-	b36 := func(i int) string {
-		return strconv.FormatInt(fence+int64(i), 36) + ":" + strconv.FormatInt(last+int64(i%1000), 36) + ":0"
+	// bin is the product's value (store/meta.go): fence in 7 bytes,
+	// lastSync in 6, attempts in 1.
+	bin := func(i int) string {
+		var b [14]byte
+		f, l := uint64(fence+int64(i)), uint64(last+int64(i%1000))
+		for j := 6; j >= 0; j-- {
+			b[j], f = byte(f), f>>8
+		}
+		for j := 12; j >= 7; j-- {
+			b[j], l = byte(l), l>>8
+		}
+		return string(b[:])
 	}
 	flat := func(i int, id string) string { return fmt.Sprintf("ma:{s%d}:meta", i%shards) }
 	bucketed := func(i int, id string) string {
@@ -48,10 +58,9 @@ func RunMemAlternatives(ctx context.Context, srv *Server, n int) ([]MemAlt, erro
 		key   func(int, string) string
 		value func(int) string
 	}{
-		{"now: one hash per shard, decimal value", flat, dec},
-		{"one hash per shard, base-36 value", flat, b36},
-		{fmt.Sprintf("%d listpack buckets per shard (~64 entries each), decimal value", buckets), bucketed, dec},
-		{fmt.Sprintf("%d listpack buckets per shard, base-36 value", buckets), bucketed, b36},
+		{"before: one hash per shard, decimal value", flat, dec},
+		{"now: one hash per shard, 14-byte binary value (store/meta.go)", flat, bin},
+		{fmt.Sprintf("%d listpack buckets per shard (~64 entries each), 14-byte binary value", buckets), bucketed, bin},
 	}
 	rdb := srv.Client()
 	var out []MemAlt

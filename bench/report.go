@@ -545,7 +545,7 @@ func e2e(b *md, e *E2EResults) {
 		per := spreadOf(mapRuns(s0.Runs, func(x E2ERun) float64 { return float64(x.Done) / (x.Rounds() * x.W.Wall.Seconds()) })).Med
 		rows = append(rows, []string{fmt.Sprint(w), fmt.Sprintf("%.0f", rounds), fmt.Sprintf("%.1f", per), fmt.Sprintf("%.2f", 1000/rounds), use(s0), use(a)})
 	}
-	b.p("Where the time goes (medians). A scheduler round is one pass of `Engine.schedule`: `Store.Oldest` (16 ZRANGEs, one pipeline), `Store.Due`, `Manager.Claim`; rounds are counted from the ZRANGEs. Cores: this process / Redis / other processes / idle, over the window.")
+	b.p("Where the time goes (medians). A scheduler round is one pass of one of the engine's two claim loops (`Engine.schedule`): `Store.Oldest` (16 ZRANGEs, one pipeline), then a pick claim (`Manager.Claim`, `claim.lua` finding the due items itself) per shard while free workers are left; rounds are counted from the ZRANGEs. Cores: this process / Redis / other processes / idle, over the window.")
 	b.nl()
 	b.table([]string{"workers", "syncd scheduler rounds/s", "items per round", "ms per round", "cores, syncd settle 0", "cores, asynq"}, rows)
 	b.p("With settle 50ms a claim round waits 50 ms before its confirm read; see the analysis for what that does to throughput.")
@@ -570,7 +570,7 @@ func scale(b *md, s *ScaleResults) {
 			idLen = runs[0].IDLen
 		}
 	}
-	b.p("A fresh deployment (16 shards) gets N items with `store.Add` (ids like `item-0000042`, %d bytes); memory is INFO `used_memory` after minus before. \"After Add\" holds only the due index; \"after one sync\" is after every item was claimed and released as synced once (the due index plus one entry per item in the shard's state hash: `fence:lastSyncMs:attempts`), the steady state of a running deployment. A claim round is `Due(32)` + `Claim(32, OnlyDue)` + `Release(32, synced)` on one shard, sequential for %v on an otherwise idle Redis; the engine also calls `Oldest` (16 ZRANGEs in one pipeline) before each round, timed apart. Then 8 goroutines run rounds at once for %v.", idLen, s.Dur, s.Dur)
+	b.p("A fresh deployment (16 shards) gets N items with `store.Add` (ids like `item-0000042`, %d bytes); memory is INFO `used_memory` after minus before. \"After Add\" holds only the due index; \"after one sync\" is after every item was claimed and released as synced once (the due index plus one entry per item in the shard's state hash: fence, lastSync and attempts in 14 bytes, store/meta.go), the steady state of a running deployment. A claim round is what the engine does per shard: `Claim(Pick 32)` (the script finds the 32 longest-waiting due items and claims them) + `Release(32, synced)` on one shard, sequential for %v on an otherwise idle Redis; with more than one shard the engine also calls `Oldest` (16 ZRANGEs in one pipeline) before each round, timed apart. Then 8 goroutines run rounds at once for %v.", idLen, s.Dur, s.Dur)
 	b.nl()
 	var rows [][]string
 	for _, n := range s.Sizes {
@@ -601,7 +601,7 @@ func scale(b *md, s *ScaleResults) {
 	}
 	for _, n := range s.Sizes {
 		if runs := s.Runs[n]; len(runs) > 0 && runs[0].MetaSample != "" {
-			b.p("A state-hash value after one sync, as the scripts write it: `%s` (%d bytes).", runs[0].MetaSample, len(runs[0].MetaSample))
+			b.p("A state-hash value after one sync, as the scripts write it, in hex: `%x` (%d bytes).", runs[0].MetaSample, len(runs[0].MetaSample))
 			b.nl()
 			break
 		}
@@ -613,11 +613,15 @@ func memAlts(b *md, s *ScaleResults) {
 	if len(s.MemAlts) == 0 {
 		return
 	}
-	b.p("**State hash layouts** (an experiment, not the product's code path): the state values of %s items after one sync, written with pipelined HSET in four layouts; `used_memory` per item. Small hashes (≤ 128 entries, values ≤ 64 bytes) are kept by Redis as listpacks, without a dict entry and two sds allocations per field.", humanCount(s.MemAltItems))
+	b.p("**State hash layouts** (an experiment, not the product's code path): the state values of %s items after one sync, written with pipelined HSET in three layouts; `used_memory` per item. Small hashes (≤ 128 entries, values ≤ 64 bytes) are kept by Redis as listpacks, without a dict entry and two sds allocations per field.", humanCount(s.MemAltItems))
 	b.nl()
 	var rows [][]string
 	for _, a := range s.MemAlts {
-		rows = append(rows, []string{a.Name, "`" + a.ValueExample + "`", fmt.Sprintf("%.0f", a.BytesPerItem)})
+		v := a.ValueExample
+		if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+			v = fmt.Sprintf("%x (hex)", v)
+		}
+		rows = append(rows, []string{a.Name, "`" + v + "`", fmt.Sprintf("%.0f", a.BytesPerItem)})
 	}
 	b.table([]string{"layout", "value", "B/item"}, rows)
 }
@@ -706,7 +710,7 @@ func profiles(b *md, r *Results) {
 func scriptCosts(b *md, cs []ScriptCost) {
 	b.p("## 7. Redis time per script call")
 	b.nl()
-	b.p("Redis's own time per call (INFO commandstats `usec / calls` of EVALSHA, or of SET for the native command), the product's scripts called through the `store` API. Calls come from 8 goroutines at once so that Redis stays busy as under load (a lone client lets Redis idle between calls, and every call then pays for cold caches, about 1.5–2x more). The probes isolate parts of the scripts: the shared prelude (its functions are defined on every call), building one owner record in Lua (no Redis calls) in two ways, reading TIME, and formatting a state value. Each probe runs after the product's prelude and defines what it uses itself.")
+	b.p("Redis's own time per call (INFO commandstats `usec / calls` of EVALSHA, or of SET for the native command), the product's scripts called through the `store` API. Calls come from 8 goroutines at once so that Redis stays busy as under load (a lone client lets Redis idle between calls, and every call then pays for cold caches, about 1.5–2x more). The probes isolate parts of the scripts: the shared prelude (its functions are defined on every call), building one owner record in Lua (no Redis calls) in two ways, reading TIME, and building a state value. Each probe runs after the product's prelude and defines what it uses itself.")
 	b.nl()
 	var rows [][]string
 	for _, c := range cs {
@@ -933,8 +937,8 @@ func Findings(r *Results) string {
 			if idle < 0.2 {
 				verdict = fmt.Sprintf("in this run the CPU ran out as well (other processes took %.2f cores, %.2f were idle), so both limits were close", other, idle)
 			}
-			b.p("- **Claims come from one serial loop.** In this checkout, with settle 0, `Engine.schedule` claims inline in one goroutine: each round waits for `Store.Oldest`, then `Store.Due`, then `Manager.Claim` (`claim.lua` on up to 32 items, queued in Redis behind the other traffic) before the next can start. At 64 workers it ran %.0f rounds per second of %.1f items, %.2f ms each: at most %s items/s at 32 per round, against %s measured; %s.",
-				rounds, perRound, 1000/rounds, fmtRate(32*rounds), fmtRate(per(row, E2ERun.Rate)), verdict)
+			b.p("- **Claims come from two claim loops.** With settle 0, each of the engine's two `Engine.schedule` loops waits for `Store.Oldest`, then a pick claim (`claim.lua` on up to 32 items, queued in Redis behind the other traffic) before its next round. At 64 workers they ran %.0f rounds per second together, of %.1f items: at most %s items/s at 32 per round, against %s measured; %s.",
+				rounds, perRound, fmtRate(32*rounds), fmtRate(per(row, E2ERun.Rate)), verdict)
 			if rel := perScript(x.W, x.Done, "release.lua"); rel > 0 {
 				relRow := func(n int) string {
 					if r.Batches == nil {
@@ -956,11 +960,11 @@ func Findings(r *Results) string {
 				}
 			}
 			b.p("- Per item at 64 workers, client side: %s. Redis ran %s.", perCycleNames(x.W.ByName, x.Done), perCycleRedis(x.W.Redis, x.Done))
-			b.p("- **`claim.lua` costs %.1f µs of Redis per item** in a batch of 32 (section 7), running %s per item; the record is %s (%s µs in the probe) and the state value is formatted with `string.format` (%s µs). The batched claim rate (section 3) stops rising past about 8–32 ids per call: the per-item script work, not the round trip, is the limit.",
-				r.scriptCost("claim.lua, 32")/32, perItemInner(r.innerOf("claim.lua, 32"), 32), recDesc, sc(recProbe), sc("prelude + formatting a state value"))
+			b.p("- **`claim.lua` costs %.1f µs of Redis per item** picking 32 (section 7), running %s per item; the record is %s (%s µs in the probe) and the state value built by `meta_value` (%s µs). The batched claim rate (section 3) stops rising past about 8–32 ids per call: the per-item script work, not the round trip, is the limit.",
+				r.scriptCost("claim.lua pick, 32")/32, perItemInner(r.innerOf("claim.lua pick, 32"), 32), recDesc, sc(recProbe), sc("prelude + building a state value"))
 			if one := e.row("syncd", 1, 0); one != nil && len(one.Runs) > 0 {
 				y := one.Runs[len(one.Runs)/2]
-				b.p("- **At one worker every item is a full scheduler round**: %.2f round trips per item (%s), each waiting on the previous: `Store.Oldest`, `Store.Due`, `Manager.Claim`, the release. asynq needs 2 (dequeue, done).",
+				b.p("- **At one worker every item is a full scheduler round**: %.2f round trips per item (%s), each waiting on the previous: `Store.Oldest`, the pick claim, the release. asynq needs 2 (dequeue, done).",
 					float64(y.W.RoundTrips)/float64(max(y.Done, 1)), perCycleNames(y.W.ByName, y.Done))
 			}
 			if s50 := e.row("syncd", 64, 50*time.Millisecond); s50 != nil && len(s50.Runs) > 0 {
@@ -997,20 +1001,12 @@ func Findings(r *Results) string {
 			}
 			b.p("### Memory per item at %s (target %s)", humanCount(big), status)
 			b.nl()
-			b.p("- %.0f B per item once every item has synced: the due index (a ZSET per shard, skiplist + dict) %.0f B and the state hash %.0f B per item (MEMORY USAGE). Right after Add only the due index exists. The state hash is one hashtable per shard, so every item pays a dict entry, an sds field and an sds value; the value `fence:lastSyncMs:attempts` is %d bytes in decimal, the fence alone a 16-digit µs timestamp.",
+			b.p("- %.0f B per item once every item has synced: the due index (a ZSET per shard, skiplist + dict) %.0f B and the state hash %.0f B per item (MEMORY USAGE). Right after Add only the due index exists. The state hash is one hashtable per shard, so every item pays a dict entry, an sds field and an sds value; the value (fence, lastSync, attempts) is %d bytes of binary, the most that fits Redis's smallest string allocation.",
 				mem, due, meta, len(runs[0].MetaSample))
-			if len(s.MemAlts) == 4 {
+			if len(s.MemAlts) == 3 {
 				a := s.MemAlts
-				est := func(i int) float64 { return mem - a[0].BytesPerItem + a[i].BytesPerItem }
-				verdict := func(v float64) string {
-					if v <= 200 {
-						return "under 200"
-					}
-					return "still over 200"
-				}
-				b.p("- The layout experiment at %s items: the state values take %.0f B/item as now; %.0f with base-36 values; %.0f in listpack buckets; %.0f with both. Applied to the total: ≈ %.0f (%s), %.0f (%s) and %.0f B/item (%s).",
-					humanCount(s.MemAltItems), a[0].BytesPerItem, a[1].BytesPerItem, a[2].BytesPerItem, a[3].BytesPerItem,
-					est(1), verdict(est(1)), est(2), verdict(est(2)), est(3), verdict(est(3)))
+				b.p("- The layout experiment at %s items: the state values take %.0f B/item in the decimal `fence:lastSync:attempts` of the previous version, %.0f B/item as now, and %.0f B/item in listpack buckets (≈ %.0f B/item in all; the bucket count would be fixed per deployment, like the shard count).",
+					humanCount(s.MemAltItems), a[0].BytesPerItem, a[1].BytesPerItem, a[2].BytesPerItem, mem-a[1].BytesPerItem+a[2].BytesPerItem)
 			}
 			p99 := spreadOf(mapRuns(runs, func(x ScaleRun) float64 { return ms(percentile(x.Round1, 99)) })).Med
 			p50 := spreadOf(mapRuns(runs, func(x ScaleRun) float64 { return ms(percentile(x.Round1, 50)) })).Med
@@ -1025,10 +1021,10 @@ func Findings(r *Results) string {
 			b.p("### Claim round at %s (target %s)", humanCount(big), status)
 			b.nl()
 			base := r.scriptCost("EVALSHA syncd prelude")
-			luaWork := (r.scriptCost(recProbe) - base) + (r.scriptCost("prelude + formatting a state value") - base)
-			claimItem := r.scriptCost("claim.lua, 32") / 32
-			b.p("- p50 %.2f ms, p99 %.2f ms. The round is mostly Redis executing two scripts: `claim.lua` for 32 items (%s µs per call) and `release.lua` for 32 (%s µs), against %s µs for `due.lua`; the sorted set's size barely matters (ZRANGEBYSCORE and ZADD are O(log n): compare the rows for 10k, 100k and 1M). With a p50 that high, a stall of Redis's single thread or of this process (other load on the VM: see the Environment table; GC) pushes a round past 2 ms, so the p99 moves with the machine. Lua-side string work is part of it: building the record and formatting the state value take ≈ %.1f µs of the %.1f µs `claim.lua` spends per item (%.0f%%), before any Redis command.",
-				p50, p99, sc("claim.lua, 32"), sc("release.lua synced, 32"), sc("due.lua"), luaWork, claimItem, 100*luaWork/claimItem)
+			luaWork := (r.scriptCost(recProbe) - base) + (r.scriptCost("prelude + building a state value") - base)
+			claimItem := r.scriptCost("claim.lua pick, 32") / 32
+			b.p("- p50 %.2f ms, p99 %.2f ms. The round is mostly Redis executing two scripts: `claim.lua` picking and claiming 32 items (%s µs per call) and `release.lua` for 32 (%s µs); the sorted set's size barely matters (ZRANGEBYSCORE and ZADD are O(log n): compare the rows for 10k, 100k and 1M). With a p50 that high, a stall of Redis's single thread or of this process (other load on the VM: see the Environment table; GC) pushes a round past 2 ms, so the p99 moves with the machine. Lua-side string work is part of it: building the record and formatting the state value take ≈ %.1f µs of the %.1f µs `claim.lua` spends per item (%.0f%%), before any Redis command.",
+				p50, p99, sc("claim.lua pick, 32"), sc("release.lua synced, 32"), luaWork, claimItem, 100*luaWork/claimItem)
 			b.nl()
 		}
 	}

@@ -152,25 +152,20 @@ func buildSchedule(ctx context.Context, srv *Server, st *store.Store, n int, run
 	return nil
 }
 
-// claimRound is one round of the engine's loop on shard sh: the longest
-// waiting due items, claimed only if due, released as synced.
+// claimRound is one round of the engine's loop on shard sh: a pick claim
+// of the ScaleRound longest-waiting due items (the script finds them),
+// then their release as synced.
 func claimRound(ctx context.Context, st *store.Store, sh int, recs []*store.Record) (int, error) {
-	ids, err := st.Due(ctx, sh, ScaleRound)
+	resp, err := st.Claim(ctx, store.ClaimRequest{Shard: sh, Pick: true, Records: recs, TTL: LockTTL})
 	if err != nil {
 		return 0, err
 	}
-	if len(ids) == 0 {
+	if len(resp.Results) == 0 {
 		return 0, fmt.Errorf("shard %d: nothing due", sh)
 	}
-	resp, err := st.Claim(ctx, store.ClaimRequest{Shard: sh, IDs: ids, Records: recs, TTL: LockTTL, OnlyDue: true})
-	if err != nil {
-		return 0, err
-	}
-	reqs := make([]store.ReleaseRequest, 0, len(ids))
+	reqs := make([]store.ReleaseRequest, 0, len(resp.Results))
 	for _, r := range resp.Results {
-		if r.Code == store.ClaimOK {
-			reqs = append(reqs, store.ReleaseRequest{ID: r.ID, Token: recs[0].Token, Kind: store.ReleaseSynced})
-		}
+		reqs = append(reqs, store.ReleaseRequest{ID: r.ID, Token: recs[0].Token, Kind: store.ReleaseSynced})
 	}
 	if _, err := st.Release(ctx, sh, reqs); err != nil {
 		return 0, err
@@ -211,7 +206,7 @@ func RunScale(ctx context.Context, srv *Server, sizes []int, reps int, dur time.
 				run.Rebuilt = win == 0
 				shards := st.Keys().Shards()
 				// One goroutine: latency of a round on an otherwise idle Redis.
-				recs := claimRecords(store.NewToken(), 1)
+				recs := claimRecords(store.NewToken(), ScaleRound)
 				w := beginWindow(ctx, srv, cnt)
 				items := 0
 				for r, start := 0, time.Now(); time.Since(start) < dur; r++ {
@@ -234,7 +229,7 @@ func RunScale(ctx context.Context, srv *Server, sizes []int, reps int, dur time.
 				run.RedisPerItem = win1.RedisCPU / time.Duration(max(items, 1))
 				// Eight goroutines at once, each on its own shards.
 				r8 := runLoop(ctx, srv, []*Counter{cnt}, 8, 50*time.Millisecond, dur, func(g int) opFunc {
-					recs := claimRecords(store.NewToken(), 1)
+					recs := claimRecords(store.NewToken(), ScaleRound)
 					i := 0
 					return func(ctx context.Context) (bool, error) {
 						sh := g + 8*(i%(shards/8))

@@ -83,9 +83,9 @@ return string.sub(t, 1, 21) .. be8_c(fence) .. string.sub(t, 30, 30) .. nowb .. 
 local s, us = tonumber(t[1]), tonumber(t[2])
 return s * 1000 + math.floor(us / 1000)`
 
-	// numProbe formats a state value "fence:lastSyncMs:attempts" with
-	// string.format('%.0f') three times, as meta_set does.
-	numProbe = `local s = string.format('%.0f', 1700000000000001) .. ':' .. string.format('%.0f', 1700000000000) .. ':' .. string.format('%.0f', 0)
+	// numProbe builds a state value (14 bytes) as meta_value in the
+	// prelude does.
+	numProbe = `local s = meta_value(1700000000000001, 1700000000000, 0)
 return #s`
 )
 
@@ -210,7 +210,7 @@ func scriptCostsOnce(ctx context.Context, srv *Server, repoDir string, calls int
 			return nil, err
 		}
 		pn := redis.NewScript(string(prelude) + "\n" + numProbe)
-		if err := measure("prelude + formatting a state value (3× string.format)", "evalsha", 1, calls, func(int) error { return pn.Run(ctx, rdb, nil).Err() }); err != nil {
+		if err := measure("prelude + building a state value (meta_value, 14 bytes)", "evalsha", 1, calls, func(int) error { return pn.Run(ctx, rdb, nil).Err() }); err != nil {
 			return nil, err
 		}
 	}
@@ -303,6 +303,25 @@ func scriptCostsOnce(ctx context.Context, srv *Server, repoDir string, calls int
 		return err
 	}); err != nil {
 		return nil, err
+	}
+	// The engine's claim: the script finds the 32 longest-waiting due
+	// items itself (one template per item, as the engine sends).
+	{
+		calls := max(calls/8, 64)
+		pick := pool(st, 32*(calls/shards+1), "pk-")
+		if err := addPool(ctx, st, pick); err != nil {
+			return nil, err
+		}
+		precs := claimRecords(rec.Token, 32)
+		if err := measure("claim.lua pick, 32 items (Store.Claim, Pick)", "evalsha", 32, calls, func(i int) error {
+			resp, err := st.Claim(ctx, store.ClaimRequest{Shard: i % shards, Pick: true, Records: precs, TTL: LockTTL})
+			if err == nil && len(resp.Results) != 32 {
+				err = fmt.Errorf("pick claimed %d of 32", len(resp.Results))
+			}
+			return err
+		}); err != nil {
+			return nil, err
+		}
 	}
 	srv.FlushAll(ctx)
 	return out, nil

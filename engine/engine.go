@@ -129,7 +129,24 @@ func (e *Engine) runLoops(src source) {
 	var wg sync.WaitGroup
 	schedDone := make(chan struct{})
 	wg.Add(2)
-	go func() { defer wg.Done(); defer close(schedDone); e.schedule(src) }()
+	// Two claim loops for the daemon: while one waits on a round trip the
+	// other claims for the workers that freed up meanwhile. Pick claims
+	// never collide on an item, so the loops need no coordination beyond
+	// the worker semaphore. A batch run's candidates come from a paged
+	// scan that one loop owns.
+	loops := 1
+	if _, ok := src.(*dueSource); ok && e.cfg.Workers > 1 {
+		loops = 2
+	}
+	go func() {
+		defer wg.Done()
+		defer close(schedDone)
+		var sw sync.WaitGroup
+		for range loops {
+			sw.Go(func() { e.schedule(src) })
+		}
+		sw.Wait()
+	}()
 	go func() { defer wg.Done(); e.monitor(schedDone) }()
 	wg.Wait()
 	close(e.done)

@@ -16,9 +16,16 @@ import (
 // work runs one sync under its lease and writes the outcome back.
 func (e *Engine) work(l *ownership.Lease) {
 	w := l.Owner().Worker
+	freed := false
+	free := func() {
+		if !freed {
+			freed = true
+			e.giveID(w)
+			e.sem.Release(1)
+		}
+	}
 	defer func() {
-		e.giveID(w)
-		e.sem.Release(1)
+		free()
 		e.workers.Done()
 	}()
 	ctx, cancel := context.WithCancelCause(l.Context())
@@ -41,6 +48,11 @@ func (e *Engine) work(l *ownership.Lease) {
 	e.m.observe(took)
 
 	out, what := e.outcome(ctx, l, err)
+	// The sync is over: its worker slot goes to the next claim while the
+	// outcome is written (group commit batches it with others). Workers
+	// bounds concurrent syncs, not bookkeeping; Stop still waits for this
+	// goroutine, release included.
+	free()
 	res := e.rel.release(l, out)
 
 	log := e.log.With().Str("id", l.ID()).Uint64("fence", l.Fence()).Int("attempt", l.Attempt()).

@@ -696,3 +696,46 @@ func TestPickClaim(t *testing.T) {
 		}
 	})
 }
+
+// TestReleaseSyncedState: a synced release after failures clears the
+// error and the attempts and keeps the claim's fence; a synced release of
+// an item removed while it was claimed neither puts it back nor writes
+// its state.
+func TestReleaseSyncedState(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		s.Add(ctx, "p", "gone")
+		r := record("w")
+		claim(t, s, r, time.Minute, false, "p")
+		s.Release(ctx, 0, []store.ReleaseRequest{{ID: "p", Token: r.Token, Kind: store.ReleaseFailed, Error: "boom"}})
+		r = record("w")
+		res := claim(t, s, r, time.Minute, false, "p")[0]
+		if res.Attempt != 2 {
+			t.Fatalf("second claim = %+v, want attempt 2", res)
+		}
+		rel, err := s.Release(ctx, 0, []store.ReleaseRequest{{ID: "p", Token: r.Token, Kind: store.ReleaseSynced, Delay: time.Hour}})
+		if err != nil || rel[0].Code != store.Released {
+			t.Fatalf("release = %+v, %v", rel, err)
+		}
+		if s.Client().HExists(ctx, s.Keys().Errors(0), "p").Val() {
+			t.Error("the error is kept after a synced release")
+		}
+		fence, last, attempts := store.ParseMeta(s.Client().HGet(ctx, s.Keys().Meta(0), "p").Val())
+		if fence != res.Fence || last != rel[0].At.UnixMilli() || attempts != 0 {
+			t.Errorf("meta = (%d, %d, %d), want (%d, %d, 0)", fence, last, attempts, res.Fence, rel[0].At.UnixMilli())
+		}
+
+		g := record("w")
+		claim(t, s, g, time.Minute, false, "gone")
+		if n, _ := s.Remove(ctx, "gone"); n != 1 {
+			t.Fatal("remove failed")
+		}
+		if rel, _ := s.Release(ctx, 0, []store.ReleaseRequest{{ID: "gone", Token: g.Token, Kind: store.ReleaseSynced}}); rel[0].Code != store.Released {
+			t.Errorf("release of a removed item = %+v", rel[0])
+		}
+		if s.Client().ZScore(ctx, s.Keys().Due(0), "gone").Err() == nil || s.Client().HExists(ctx, s.Keys().Meta(0), "gone").Val() {
+			t.Error("a synced release put a removed item back")
+		}
+	})
+}

@@ -24,15 +24,21 @@ for i = 1, #KEYS - 3 do
   if cur and token_of(cur) == tok then
     code = 1
     redis.call('DEL', rk)
-    if redis.call('ZSCORE', KEYS[1], id) then
+    if kind == 'ok' then
+      -- The common case, in four commands. ZADD XX CH reports an item
+      -- still in the index whose score changed; 0 means removed (then
+      -- nothing is recorded) or, rarely, the same score again (checked).
+      -- The fence is the record's: the claim wrote the same to meta, and
+      -- anything that raised it since (force) deleted the record. The
+      -- record's attempt is the failures before it + 1.
+      local due = nowms + value
+      if redis.call('ZADD', KEYS[1], 'XX', 'CH', due, id) == 1 or redis.call('ZSCORE', KEYS[1], id) then
+        redis.call('HSET', KEYS[2], id, meta_value(fence_of(cur), nowms, 0))
+        if attempt_of(cur) > 1 then redis.call('HDEL', KEYS[3], id) end
+      end
+    elseif redis.call('ZSCORE', KEYS[1], id) then
       local f, l, a = meta_get(KEYS[2], id)
-      if kind == 'ok' then
-        meta_set(KEYS[2], id, f, nowms, 0)
-        -- An error is kept only while attempts > 0 (fail, quarantine;
-        -- requeue and ok clear both).
-        if a > 0 then redis.call('HDEL', KEYS[3], id) end
-        redis.call('ZADD', KEYS[1], nowms + value, id)
-      elseif kind == 'fail' or kind == 'quarantine' then
+      if kind == 'fail' or kind == 'quarantine' then
         meta_set(KEYS[2], id, f, l, a + 1)
         redis.call('HSET', KEYS[3], id, msg)
         if kind == 'fail' then
