@@ -189,16 +189,24 @@ func (m *Manager) Claim(ctx context.Context, req ClaimRequest) ([]*Lease, error)
 	// claim fills the slots in order.
 	ids := req.IDs
 	if req.Pick > 0 {
-		ids = make([]string, len(resp.Results))
-		for i, r := range resp.Results {
-			ids[i] = r.ID
-		}
+		ids = make([]string, 0, len(resp.Results))
 	}
 	var won []store.ClaimResult
 	for _, r := range resp.Results {
-		if r.Code == store.ClaimOK {
+		switch {
+		case r.Code == store.ClaimOK:
 			won = append(won, r)
-		} else {
+			if req.Pick > 0 {
+				ids = append(ids, r.ID)
+			}
+			continue
+		case r.Code == store.ClaimForeign:
+			// Reported by the one claim that finds it (the item then
+			// leaves the due range until the record is gone).
+			m.log.Warn().Str(keyID, r.ID).Int(keyShard, req.Shard).Dur("ttl", m.cfg.TTL).
+				Msg("item held by a record syncd did not write (no expiry, corrupt, oversized or another type): treated as another owner's claim until it expires; one without expiry now expires after one ttl")
+		}
+		if req.Pick == 0 {
 			m.stats.ClaimsLost.Add(1)
 		}
 	}

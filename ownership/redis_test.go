@@ -350,3 +350,62 @@ func TestQuorumAgainstRedis(t *testing.T) {
 		})
 	}
 }
+
+// A record syncd did not write is logged once, by the claim that finds
+// it, and the pick claim goes on to the next item.
+func TestForeignRecordLoggedOnce(t *testing.T) {
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), "")
+	var logs lockedBuffer
+	m, err := ownership.New(st, ownership.Config{TTL: time.Second, Logger: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := t.Context()
+	if _, err := st.Add(ctx, "a-corrupt", "b-fine"); err != nil {
+		t.Fatal(err)
+	}
+	st.Client().Set(ctx, st.Keys().Record(0, "a-corrupt"), "\x9bcorrupt", 0)
+	var got []string
+	for range 3 {
+		leases, err := m.Claim(ctx, ownership.ClaimRequest{Pick: 4, Workers: []int{0, 1, 2, 3}})
+		var hold *store.HoldError
+		if errors.As(err, &hold) {
+			time.Sleep(hold.For)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range leases {
+			got = append(got, l.ID())
+			if l.Owner().Worker != 0 {
+				t.Errorf("%s went to worker %d, want the first slot's", l.ID(), l.Owner().Worker)
+			}
+		}
+	}
+	if len(got) != 1 || got[0] != "b-fine" {
+		t.Errorf("claimed %v, want only b-fine", got)
+	}
+	if n := strings.Count(logs.String(), "record syncd did not write"); n != 1 {
+		t.Errorf("foreign record logged %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

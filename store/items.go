@@ -11,11 +11,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ClaimCode is the outcome of claiming one item.
+// ClaimCode is the outcome of claiming one item. ClaimForeign is a
+// record that syncd does not write: no expiry, not a record (corrupt,
+// oversized) or a key of another type, put there by hand or by another
+// program. It is treated as another owner's claim until it expires; one
+// without expiry is given the claim's TTL, so it cannot block the item
+// for ever. The claim that finds it reports it once: afterwards the item
+// is out of the due range until the record is gone.
 type ClaimCode int8
 
 // Claim outcomes.
 const (
+	ClaimForeign ClaimCode = -2 // held by a record syncd did not write (see below)
 	ClaimTaken   ClaimCode = -1 // another owner holds it
 	ClaimSkipped ClaimCode = 0  // not due, unknown or quarantined
 	ClaimOK      ClaimCode = 1  // claimed (or already ours with this token)
@@ -35,8 +42,9 @@ type ClaimRequest struct {
 	// Pick claims the shard's longest-waiting due items, as many as
 	// there are Records, found by the script itself in the same call (IDs
 	// must be empty): one round trip from the due index to the claims,
-	// and concurrent picks never collide. Results list only the items
-	// claimed, in due order. The ids are also kept under
+	// and concurrent picks never collide. Results list the items claimed,
+	// in due order, Records[i] written for the i-th of them, and items
+	// found held by a foreign record (ClaimForeign), which take no record. The ids are also kept under
 	// Keys.Receipt(Shard, token) for TTL, for a caller whose reply was
 	// lost (see ClaimReceipt).
 	Pick bool
@@ -141,7 +149,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (*ClaimResponse, er
 		}
 	}
 	if req.Pick {
-		resp.Results, err = pickResults(reply, len(req.Records))
+		resp.Results, err = pickResults(reply)
 		return resp, err
 	}
 	v, err := ints(reply, -1)
@@ -161,10 +169,11 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (*ClaimResponse, er
 }
 
 // pickResults decodes a pick claim's reply: id, fence, attempt,
-// lastSyncMs, previous score per item claimed.
-func pickResults(reply any, most int) ([]ClaimResult, error) {
+// lastSyncMs, previous score per item claimed; a fence of -1 marks an
+// item held by a foreign record.
+func pickResults(reply any) ([]ClaimResult, error) {
 	arr, ok := reply.([]any)
-	if !ok || len(arr)%5 != 0 || len(arr)/5 > most {
+	if !ok || len(arr)%5 != 0 {
 		return nil, fmt.Errorf("store: unexpected pick claim reply %T of %d values", reply, len(arr))
 	}
 	out := make([]ClaimResult, len(arr)/5)
@@ -179,6 +188,10 @@ func pickResults(reply any, most int) ([]ClaimResult, error) {
 			if n[j], ok = r[1+j].(int64); !ok {
 				return nil, fmt.Errorf("store: unexpected pick claim value %T", r[1+j])
 			}
+		}
+		if n[0] < 0 {
+			out[i] = ClaimResult{ID: id, Code: ClaimForeign}
+			continue
 		}
 		out[i] = ClaimResult{ID: id, Code: ClaimOK, Fence: uint64(n[0]), Attempt: int(n[1]),
 			LastSync: fromMs(n[2]), PrevDue: n[3]}

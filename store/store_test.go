@@ -290,8 +290,8 @@ func TestForeignRecordDoesNotBlockForever(t *testing.T) {
 		s.Add(ctx, "f")
 		key := s.Keys().Record(s.Keys().Shard("f"), "f")
 		s.Client().Set(ctx, key, "garbage written by hand", 0)
-		if res := claim(t, s, record("w"), 200*time.Millisecond, false, "f")[0]; res.Code != store.ClaimTaken {
-			t.Fatalf("claim over a foreign record = %+v, want taken", res)
+		if res := claim(t, s, record("w"), 200*time.Millisecond, false, "f")[0]; res.Code != store.ClaimForeign {
+			t.Fatalf("claim over a foreign record = %+v, want held by a foreign record", res)
 		}
 		if _, err := s.ReadRecord(ctx, key); !errors.Is(err, store.ErrBadRecord) {
 			t.Errorf("ReadRecord of garbage = %v, want ErrBadRecord", err)
@@ -660,7 +660,14 @@ func TestPickClaim(t *testing.T) {
 		second, secondRecs := res, recs
 		got = got[:0]
 		for _, r := range res {
-			got = append(got, r.ID)
+			if r.Code == store.ClaimOK {
+				got = append(got, r.ID)
+			} else if r.ID != "f foreign" || r.Code != store.ClaimForeign {
+				t.Errorf("second pick: %+v", r)
+			}
+		}
+		if last := res[len(res)-1]; last.ID != "f foreign" || last.Code != store.ClaimForeign {
+			t.Errorf("the foreign record was not reported: %+v", last)
 		}
 		if diff := cmp.Diff(got, ids[3:5]); diff != "" {
 			t.Errorf("second pick (-got +want):\n%s", diff)

@@ -21,10 +21,12 @@
 -- Result: {-1} when the epoch marker is missing (Redis lost its data; the
 -- caller sets the marker with its hold-off), {-2, ms} while the shard is
 -- held off. Pick mode: 5 values per item claimed, in due order: id, fence,
--- attempt, lastSyncMs, score before the claim. Other modes: 5 integers per
--- item: code (1 claimed or already ours with this token, 0 not due,
--- unknown or quarantined, -1 held by another owner), fence, attempt,
--- lastSyncMs, score before the claim.
+-- attempt, lastSyncMs, score before the claim; an item held by a foreign
+-- record (see held) comes as id, -1, 0, 0, 0 and takes no template.
+-- Other modes: 5 integers per item: code (1 claimed or already ours with
+-- this token, 0 not due, unknown or quarantined, -1 held by another
+-- owner, -2 held by a foreign record), fence, attempt, lastSyncMs, score
+-- before the claim.
 -- The fence is max(last fence + 1, now in us): it keeps rising even when
 -- Redis forgot the counter, as long as Redis's clock does not go back.
 local mark = redis.call('GET', KEYS[3])
@@ -36,27 +38,34 @@ if hold > nowms then return {-2, hold - nowms} end
 local ttl = tonumber(ARGV[1])
 local mode = ARGV[2]
 
--- held: the record at rk belongs to another owner. Move the item out of
--- the due range until that lease can expire, so peers stop rescanning it.
-local function held(rk, id)
+-- held: the record cur at rk belongs to another owner. Move the item out
+-- of the due range until that lease can expire, so peers stop rescanning
+-- it. Returns whether the record is foreign: not one syncd writes (no
+-- expiry, corrupt, oversized, another type), for the caller to log.
+local function held(rk, id, cur)
+  local foreign = not is_record(cur)
   local pttl = redis.call('PTTL', rk)
   if pttl < 0 then
     -- Every record syncd writes expires. One that does not was written
     -- by hand or by someone else: give it one ttl to live, so it can
     -- never block the item forever.
     redis.call('PEXPIRE', rk, ttl)
-    pttl = ttl
+    pttl, foreign = ttl, true
   end
   redis.call('ZADD', KEYS[1], 'XX', nowms + pttl, id)
+  return foreign
 end
 
 -- take: SET NX the stamped record; on success the fence is remembered and
--- the item leaves the due range for ttl. Returns fence, attempt, lastSync.
+-- the item leaves the due range for ttl. Returns fence, attempt, lastSync,
+-- or nil and the record that holds the item.
 local function take(rk, id, tmpl)
   local f, l, a = meta_get(KEYS[2], id)
   local fence = math.max(f + 1, nowus)
-  if not redis.call('SET', rk, stamp(tmpl, fence, nowms, a + 1), 'NX', 'PX', ttl) then
-    return nil
+  local cur = redis.pcall('SET', rk, stamp(tmpl, fence, nowms, a + 1), 'NX', 'PX', ttl, 'GET')
+  if cur then
+    if type(cur) == 'table' then cur = '' end -- a key of another type
+    return nil, cur
   end
   redis.call('HSET', KEYS[2], id, meta_value(fence, l, a))
   redis.call('ZADD', KEYS[1], 'XX', nowms + ttl, id)
@@ -80,8 +89,12 @@ if mode == 'pick' then
       out[#out + 1] = attempt
       out[#out + 1] = last
       out[#out + 1] = tonumber(cand[i + 1])
-    else
-      held(rk, id)
+    elseif held(rk, id, attempt) then -- (take returned the record in the way)
+      out[#out + 1] = id
+      out[#out + 1] = -1
+      out[#out + 1] = 0
+      out[#out + 1] = 0
+      out[#out + 1] = 0
     end
   end
   if #got > 0 then
@@ -108,14 +121,13 @@ for i = 1, #KEYS - 3 do
   local score = redis.call('ZSCORE', KEYS[1], id)
   if claimable(id, score) then
     prev = tonumber(score)
-    local cur = redis.call('GET', rk)
+    local cur = get_rec(rk)
     if cur and token_of(cur) == token_of(tmpl) then
       -- A retried call whose first reply was lost: the claim is ours.
       local _, l = meta_get(KEYS[2], id)
       code, fence, attempt, last = 1, fence_of(cur), attempt_of(cur), l
     elseif cur then
-      code = -1
-      held(rk, id)
+      code = held(rk, id, cur) and -2 or -1
     else
       fence, attempt, last = take(rk, id, tmpl)
       if fence then

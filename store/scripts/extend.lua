@@ -10,7 +10,7 @@ local ttl = ARGV[1]
 local state = tonumber(ARGV[2])
 local out = {}
 for i = 1, #KEYS do
-  local cur = redis.call('GET', KEYS[i])
+  local cur = get_rec(KEYS[i])
   local code, fence = 0, 0
   if cur and #cur >= 53 and token_of(cur) == ARGV[2 + i] then
     local rec = patch(cur, 40, be8(nowms))

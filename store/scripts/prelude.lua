@@ -34,6 +34,18 @@ local function stamp(tmpl, fence, nowms, attempt)
   return string.sub(tmpl, 1, 21) .. be8(fence) .. string.sub(tmpl, 30, 30) .. t ..
     string.sub(tmpl, 39, 39) .. t .. string.sub(tmpl, 48, 49) .. be4(attempt) .. string.sub(tmpl, 54)
 end
+-- get_rec: the value at a record key, false if none; a key of another
+-- type (made by hand) reads as '', a record nobody can match.
+local function get_rec(rk)
+  local v = redis.pcall('GET', rk)
+  if type(v) == 'table' then return '' end
+  return v
+end
+-- is_record: whether v looks like a record syncd wrote (record.go: a
+-- fixarray of 11, bin8 of 16 token bytes, at most MaxRecordSize).
+local function is_record(v)
+  return #v >= 53 and #v <= 512 and string.byte(v, 1) == 0x9b and string.byte(v, 3) == 0xc4 and string.byte(v, 4) == 16
+end
 local function token_of(rec) return string.sub(rec, 5, 20) end
 local function fence_of(rec) return unbe(string.sub(rec, 22, 29)) end
 local function attempt_of(rec) return unbe(string.sub(rec, 50, 53)) end

@@ -19,7 +19,7 @@ for i = 1, #KEYS - 3 do
   local j = 5 * i - 4
   local id, tok, kind, value, msg = ARGV[j], ARGV[j + 1], ARGV[j + 2], tonumber(ARGV[j + 3]), ARGV[j + 4]
   local rk = KEYS[3 + i]
-  local cur = redis.call('GET', rk)
+  local cur = get_rec(rk)
   local code = 0
   if cur and token_of(cur) == tok then
     code = 1

@@ -1,0 +1,186 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/syncd/syncd/store"
+)
+
+// pickAll pick-claims up to n items of shard 0 with one token, setting
+// the epoch marker first when needed.
+func pickAll(t *testing.T, s *store.Store, n int, ttl time.Duration) ([]store.ClaimResult, store.Token) {
+	t.Helper()
+	tok := store.NewToken()
+	recs := make([]*store.Record, n)
+	for i := range recs {
+		recs[i] = record("w")
+		recs[i].Token = tok
+	}
+	req := store.ClaimRequest{Shard: 0, Pick: true, Records: recs, TTL: ttl}
+	resp, err := s.Claim(t.Context(), req)
+	if errors.Is(err, store.ErrEpochMissing) {
+		if _, err := s.MarkEpoch(t.Context(), 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		resp, err = s.Claim(t.Context(), req)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Results, tok
+}
+
+// TestForeignRecords: records syncd did not write (garbage, oversized,
+// truncated, another type, no expiry) are treated as another owner's
+// claim, reported once, never extended or released by syncd, never crash
+// a script, and free the item within one ttl at most.
+func TestForeignRecords(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		rdb := s.Client()
+		const ttl = 600 * time.Millisecond
+		key := func(id string) string { return s.Keys().Record(0, id) }
+		foreign := map[string]func(){
+			"garbage":   func() { rdb.Set(ctx, key("garbage"), "not a record", 0) },
+			"oversized": func() { rdb.Set(ctx, key("oversized"), strings.Repeat("x", 1<<20), 400*time.Millisecond) },
+			"truncated": func() {
+				rdb.Set(ctx, key("truncated"), store.MarshalRecord(record("x"))[:30], 0)
+			},
+			"hash": func() { rdb.HSet(ctx, key("hash"), "f", "v") },
+		}
+		ids := []string{"plain"}
+		for id, write := range foreign {
+			write()
+			ids = append(ids, id)
+		}
+		if _, err := s.Add(ctx, ids...); err != nil {
+			t.Fatal(err)
+		}
+		res, _ := pickAll(t, s, 8, ttl)
+		seen := map[string]store.ClaimCode{}
+		for _, r := range res {
+			seen[r.ID] = r.Code
+		}
+		if seen["plain"] != store.ClaimOK {
+			t.Errorf("plain item: %v, want claimed", seen["plain"])
+		}
+		for id := range foreign {
+			if seen[id] != store.ClaimForeign {
+				t.Errorf("%s: %v, want reported as foreign", id, seen[id])
+			}
+		}
+		// Reported once: the items are out of the due range now.
+		if res, _ := pickAll(t, s, 8, ttl); len(res) != 0 {
+			t.Errorf("second pick = %+v, want nothing", res)
+		}
+		// syncd neither extends nor releases them, and says so.
+		for id := range foreign {
+			before := rdb.Dump(ctx, key(id)).Val()
+			ex, err := s.Extend(ctx, ttl, store.StateSyncing, []store.ExtendRequest{{Key: key(id), Token: store.NewToken()}})
+			if err != nil || ex[0].Code != store.ExtendOther {
+				t.Errorf("extend of %s = %+v, %v; want another owner's", id, ex, err)
+			}
+			rel, err := s.Release(ctx, 0, []store.ReleaseRequest{{ID: id, Token: store.NewToken(), Kind: store.ReleaseSynced}})
+			if err != nil || rel[0].Code != store.HeldByOther {
+				t.Errorf("release of %s = %+v, %v; want another owner's", id, rel, err)
+			}
+			if after := rdb.Dump(ctx, key(id)).Val(); after != before {
+				t.Errorf("%s changed under extend/release", id)
+			}
+			if d := rdb.PTTL(ctx, key(id)).Val(); d <= 0 || d > ttl {
+				t.Errorf("%s expires in %v, want within one ttl", id, d)
+			}
+		}
+		// Within one ttl every one of them is claimable again.
+		deadline := time.Now().Add(5 * ttl)
+		got := map[string]bool{}
+		for len(got) < len(foreign) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			res, _ := pickAll(t, s, 8, time.Minute)
+			for _, r := range res {
+				if r.Code == store.ClaimOK {
+					got[r.ID] = true
+				}
+			}
+		}
+		for id := range foreign {
+			if !got[id] {
+				t.Errorf("%s was not claimable after its foreign record expired", id)
+			}
+		}
+	})
+}
+
+// TestHostileIDs takes ids through the whole path: Add refuses the ones
+// that cannot be keys, and the rest are claimed, recorded and released
+// under keys that never collide, whatever bytes they hold.
+func TestHostileIDs(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		for _, bad := range []string{"", "a\nb", "a\x00b", "tab\there", strings.Repeat("x", 1<<20), "\xff\xfe"} {
+			if _, err := s.Add(ctx, bad); !errors.Is(err, store.ErrInvalidID) {
+				t.Errorf("Add(%.20q) = %v, want ErrInvalidID", bad, err)
+			}
+		}
+		good := []string{"{", "}", "{s0}", ":", "a:b", "a%3Ab", "a%253Ab", "*", "?", "[x]", "\\", "% ", " ", "rec:x", "x:rec",
+			"ünï{cödé}", strings.Repeat("y", store.MaxIDLen)}
+		if n, err := s.Add(ctx, good...); err != nil || n != len(good) {
+			t.Fatalf("Add = %d, %v", n, err)
+		}
+		keys := map[string]string{}
+		for _, id := range good {
+			k := s.Keys().Record(0, id)
+			if other, dup := keys[k]; dup {
+				t.Fatalf("ids %q and %q share the key %q", id, other, k)
+			}
+			keys[k] = id
+		}
+		res, tok := pickAll(t, s, len(good)+4, time.Minute)
+		if len(res) != len(good) {
+			t.Fatalf("claimed %d of %d", len(res), len(good))
+		}
+		var reqs []store.ReleaseRequest
+		for _, r := range res {
+			if r.Code != store.ClaimOK {
+				t.Errorf("%q: %v", r.ID, r.Code)
+				continue
+			}
+			rec, err := s.ReadRecord(ctx, s.Keys().Record(0, r.ID))
+			if err != nil || rec == nil || rec.Token != tok || rec.Fence != r.Fence {
+				t.Errorf("record of %q = %+v, %v", r.ID, rec, err)
+			}
+			reqs = append(reqs, store.ReleaseRequest{ID: r.ID, Token: tok, Kind: store.ReleaseSynced, Delay: time.Hour})
+		}
+		if dbKeys := s.Client().Keys(ctx, s.Keys().Prefix()+":{s0}:rec:*").Val(); len(dbKeys) != len(good) {
+			t.Errorf("%d record keys in Redis for %d claims", len(dbKeys), len(good))
+		}
+		rel, err := s.Release(ctx, 0, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range rel {
+			if r.Code != store.Released {
+				t.Errorf("release of %q: %v", reqs[i].ID, r.Code)
+			}
+		}
+		items, _, err := s.List(ctx, 0, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synced := 0
+		for _, it := range items {
+			if !it.LastSync.IsZero() {
+				synced++
+			}
+		}
+		if synced != len(good) {
+			t.Errorf("%d of %d items show a lastSync: %s", synced, len(good), fmt.Sprint(items))
+		}
+	})
+}
