@@ -37,7 +37,7 @@ func (r E2ERun) Rate() float64 { return float64(r.Done) / r.W.Wall.Seconds() }
 // Store.Backlog sends a ZCOUNT and a ZRANGE per shard; those are taken
 // out.
 func (r E2ERun) Rounds() float64 {
-	return float64(r.W.ByName["zrange"]-r.W.ByName["zcount"]) / 16 / r.W.Wall.Seconds()
+	return float64(r.W.ByName["claim.lua"]) / r.W.Wall.Seconds()
 }
 
 // E2ERow is one system at one concurrency.

@@ -249,6 +249,7 @@ func (e *Engine) sleep(d time.Duration) bool {
 // item. It ends with the scheduler.
 func (e *Engine) monitor(schedDone <-chan struct{}) {
 	every := min(2*time.Second, max(e.cfg.Poll, 100*time.Millisecond))
+	failing := false
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), every)
 		due, oldest, err := e.st.Backlog(ctx)
@@ -256,6 +257,14 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 			err = e.syncClock(ctx)
 		}
 		cancel()
+		// Said once when the gauges stop updating, once when they resume.
+		switch {
+		case err != nil && !failing:
+			e.log.Warn().Err(err).Msg("cannot read the backlog: the due and oldest-wait gauges are stale until redis answers")
+		case err == nil && failing:
+			e.log.Info().Msg("backlog readable again")
+		}
+		failing = err != nil
 		if err == nil {
 			e.m.DueBacklog.Store(due)
 			age := int64(0)

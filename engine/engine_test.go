@@ -255,7 +255,9 @@ func TestLeaseLossCancelsSyncWithoutLastSync(t *testing.T) {
 		causes <- context.Cause(ctx)
 		return context.Cause(ctx)
 	}}
-	e := newEngine(t, st, rec, engine.Config{Workers: 1, Poll: 10 * time.Millisecond,
+	// The item is due again at once after the force release, so the
+	// engine starts it again; a short drain keeps Stop from waiting on it.
+	e := newEngine(t, st, rec, engine.Config{Workers: 1, Poll: 10 * time.Millisecond, DrainTimeout: 100 * time.Millisecond,
 		Ownership: ownership.Config{TTL: time.Second}})
 	e.Start(ctx)
 	waitFor(t, 5*time.Second, "the sync to start", func() bool { return e.Metrics().InFlight.Load() == 1 })

@@ -204,24 +204,55 @@ func (e *Engine) claim(ctx context.Context, src source, req ownership.ClaimReque
 }
 
 // dueSource picks due items, longest waiting first across shards.
+//
+// It keeps the lowest due score of every shard (heads): read whole with
+// Store.Oldest at most every headsMaxAge, and kept current in between by
+// every pick claim, whose reply carries its shard's new head. A round
+// then needs one round trip, the claim, instead of two. What the cache
+// can miss for up to headsMaxAge is an item another process moved
+// earlier in a shard it does not think due (an Add, a requeue, a failure
+// released with a short backoff); items that come due with time are
+// never missed, since a head is a due time, compared with the clock.
 type dueSource struct {
 	e *Engine
 	holds
+
+	mu    sync.Mutex
+	heads []int64   // lowest due score per shard, ms; 0 = nothing
+	read  time.Time // when heads were last read whole
 }
+
+// headsMaxAge bounds how stale the head of a shard nobody here claimed
+// from may be.
+const headsMaxAge = 20 * time.Millisecond
 
 func (e *Engine) dueSource() *dueSource { return &dueSource{e: e} }
 
-// mode is a no-op: the scheduler asks dueSource for shards (order) and
-// lets Redis pick the items (ClaimRequest.Pick).
-func (s *dueSource) mode(*ownership.ClaimRequest) {}
-func (s *dueSource) finished() bool               { return false }
+// mode has a pick claim report its shard's new head into the cache (the
+// scheduler asks dueSource for shards, with order, and lets Redis pick
+// the items).
+func (s *dueSource) mode(req *ownership.ClaimRequest) {
+	if req.Pick > 0 {
+		sh := req.Shard
+		req.OnHead = func(ms int64) { s.setHead(sh, ms) }
+	}
+}
+func (s *dueSource) finished() bool { return false }
 
 // next is not used: see order.
 func (s *dueSource) next(context.Context, int) (int, []string, error) { return 0, nil, nil }
 
+func (s *dueSource) setHead(shard int, ms int64) {
+	s.mu.Lock()
+	if shard < len(s.heads) {
+		s.heads[shard] = ms
+	}
+	s.mu.Unlock()
+}
+
 // order returns the shards that have due items, the one with the
-// longest-waiting item first (one pipelined round trip for all shards;
-// none with a single shard, which the claim itself checks).
+// longest-waiting item first (none with a single shard, which the claim
+// itself checks).
 func (s *dueSource) order(ctx context.Context) ([]int, error) {
 	shards := s.e.st.Keys().Shards()
 	if shards == 1 {
@@ -230,17 +261,28 @@ func (s *dueSource) order(ctx context.Context) ([]int, error) {
 		}
 		return []int{0}, nil
 	}
-	oldest, err := s.e.st.Oldest(ctx)
-	if err != nil {
-		return nil, err
+	s.mu.Lock()
+	stale := time.Since(s.read) > headsMaxAge
+	s.mu.Unlock()
+	if stale {
+		oldest, err := s.e.st.Oldest(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		s.heads, s.read = oldest, time.Now()
+		s.mu.Unlock()
 	}
 	now := s.e.redisNow() + 50 // tolerate a little clock estimate error
+	s.mu.Lock()
+	heads := slices.Clone(s.heads)
+	s.mu.Unlock()
 	var order []int
-	for sh, o := range oldest {
+	for sh, o := range heads {
 		if o > 0 && o <= now && !s.skip(sh) {
 			order = append(order, sh)
 		}
 	}
-	slices.SortFunc(order, func(a, b int) int { return int(oldest[a] - oldest[b]) })
+	slices.SortFunc(order, func(a, b int) int { return int(heads[a] - heads[b]) })
 	return order, nil
 }

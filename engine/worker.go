@@ -68,9 +68,14 @@ func (e *Engine) work(l *ownership.Lease) {
 			log.Debug().Msg("synced")
 		} else {
 			// The sink finished, but ownership could not be trusted any
-			// more: that attempt is not recorded and the item syncs again.
+			// more, or the outcome could not be written: that attempt is
+			// not recorded and the item syncs again.
 			e.m.SyncsUnrecorded.Add(1)
-			log.Warn().Str("release", res.Code.String()).Msg("synced, but the lease ended first: not recorded")
+			if res.Err != nil {
+				log.Warn().Msg("synced, but the outcome could not be written: not recorded; the item syncs again once its claim expires")
+			} else {
+				log.Warn().Str("release", res.Code.String()).Msg("synced, but the lease ended first: not recorded")
+			}
 		}
 	case outcomeFailed:
 		e.m.SyncsFailed.Add(1)

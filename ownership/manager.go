@@ -97,6 +97,9 @@ type ClaimRequest struct {
 	// be empty and Workers, if set, names the worker of each of the Pick
 	// slots. The leases come in due order.
 	Pick int
+	// OnHead, for a pick claim that Redis answered, is called with the
+	// lowest due score left in the shard (store.ClaimResponse.Head).
+	OnHead func(ms int64)
 }
 
 // Claim claims the items it can and returns a lease for each; items that
@@ -160,6 +163,9 @@ func (m *Manager) Claim(ctx context.Context, req ClaimRequest) ([]*Lease, error)
 	if errors.As(err, &hold) {
 		m.setHold(req.Shard, hold.For)
 		return nil, err
+	}
+	if err == nil && req.OnHead != nil {
+		req.OnHead(resp.Head)
 	}
 	unknown := false
 	if err != nil {
@@ -283,7 +289,11 @@ func (m *Manager) Claim(ctx context.Context, req ClaimRequest) ([]*Lease, error)
 				kept = append(kept, r)
 			} else {
 				m.stats.ClaimsLost.Add(1)
-				m.log.Info().Str(keyID, r.ID).Int(keyShard, req.Shard).Msg("claim not confirmed after settle")
+				msg := "claim not confirmed after settle"
+				if unknown {
+					msg = "claim whose reply was lost is not ours"
+				}
+				m.log.Info().Str(keyID, r.ID).Int(keyShard, req.Shard).Msg(msg)
 			}
 		}
 		won = kept

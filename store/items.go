@@ -74,6 +74,10 @@ type ClaimResponse struct {
 	Results []ClaimResult
 	// Replicas is what WAIT reported, when MinReplicas > 0.
 	Replicas int
+	// Head, after a pick claim, is the lowest due score left in the
+	// shard (ms, Redis clock; in the future when nothing is due), 0 when
+	// the shard holds nothing but quarantined items.
+	Head int64
 }
 
 // Claim claims the given items of one shard in one script call. It
@@ -149,7 +153,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (*ClaimResponse, er
 		}
 	}
 	if req.Pick {
-		resp.Results, err = pickResults(reply)
+		resp.Results, resp.Head, err = pickResults(reply)
 		return resp, err
 	}
 	v, err := ints(reply, -1)
@@ -171,22 +175,26 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (*ClaimResponse, er
 // pickResults decodes a pick claim's reply: id, fence, attempt,
 // lastSyncMs, previous score per item claimed; a fence of -1 marks an
 // item held by a foreign record.
-func pickResults(reply any) ([]ClaimResult, error) {
+func pickResults(reply any) ([]ClaimResult, int64, error) {
 	arr, ok := reply.([]any)
-	if !ok || len(arr)%5 != 0 {
-		return nil, fmt.Errorf("store: unexpected pick claim reply %T of %d values", reply, len(arr))
+	if !ok || len(arr)%5 != 1 {
+		return nil, 0, fmt.Errorf("store: unexpected pick claim reply %T of %d values", reply, len(arr))
+	}
+	head, ok := arr[len(arr)-1].(int64)
+	if !ok {
+		return nil, 0, fmt.Errorf("store: unexpected pick claim head %T", arr[len(arr)-1])
 	}
 	out := make([]ClaimResult, len(arr)/5)
 	for i := range out {
 		r := arr[5*i : 5*i+5]
 		id, ok := r[0].(string)
 		if !ok {
-			return nil, fmt.Errorf("store: unexpected pick claim id %T", r[0])
+			return nil, 0, fmt.Errorf("store: unexpected pick claim id %T", r[0])
 		}
 		var n [4]int64
 		for j := range n {
 			if n[j], ok = r[1+j].(int64); !ok {
-				return nil, fmt.Errorf("store: unexpected pick claim value %T", r[1+j])
+				return nil, 0, fmt.Errorf("store: unexpected pick claim value %T", r[1+j])
 			}
 		}
 		if n[0] < 0 {
@@ -196,7 +204,7 @@ func pickResults(reply any) ([]ClaimResult, error) {
 		out[i] = ClaimResult{ID: id, Code: ClaimOK, Fence: uint64(n[0]), Attempt: int(n[1]),
 			LastSync: fromMs(n[2]), PrevDue: n[3]}
 	}
-	return out, nil
+	return out, head, nil
 }
 
 // ClaimReceipt returns the ids a pick claim with token tok took on shard,

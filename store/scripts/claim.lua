@@ -22,7 +22,9 @@
 -- caller sets the marker with its hold-off), {-2, ms} while the shard is
 -- held off. Pick mode: 5 values per item claimed, in due order: id, fence,
 -- attempt, lastSyncMs, score before the claim; an item held by a foreign
--- record (see held) comes as id, -1, 0, 0, 0 and takes no template.
+-- record (see held) comes as id, -1, 0, 0, 0 and takes no template; one
+-- more value ends the reply: the lowest due score left in the shard (ms),
+-- 0 when there is none.
 -- Other modes: 5 integers per item: code (1 claimed or already ours with
 -- this token, 0 not due, unknown or quarantined, -1 held by another
 -- owner, -2 held by a foreign record), fence, attempt, lastSyncMs, score
@@ -62,11 +64,8 @@ end
 local function take(rk, id, tmpl)
   local f, l, a = meta_get(KEYS[2], id)
   local fence = math.max(f + 1, nowus)
-  local cur = redis.pcall('SET', rk, stamp(tmpl, fence, nowms, a + 1), 'NX', 'PX', ttl, 'GET')
-  if cur then
-    if type(cur) == 'table' then cur = '' end -- a key of another type
-    return nil, cur
-  end
+  local cur = wrongtype(redis.pcall('SET', rk, stamp(tmpl, fence, nowms, a + 1), 'NX', 'PX', ttl, 'GET'))
+  if cur then return nil, cur end
   redis.call('HSET', KEYS[2], id, meta_value(fence, l, a))
   redis.call('ZADD', KEYS[1], 'XX', nowms + ttl, id)
   return fence, a + 1, l
@@ -99,6 +98,14 @@ if mode == 'pick' then
   end
   if #got > 0 then
     redis.call('SET', KEYS[4], table.concat(got, '\n'), 'PX', ttl)
+  end
+  -- Last, the shard's lowest score left (0: none, or only quarantined),
+  -- so the caller knows when to come back without asking again.
+  local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if head[2] and not is_inf(head[2]) then
+    out[#out + 1] = math.max(tonumber(head[2]), 1) -- never read as {-1}
+  else
+    out[#out + 1] = 0
   end
   return out
 end

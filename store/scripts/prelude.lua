@@ -34,13 +34,18 @@ local function stamp(tmpl, fence, nowms, attempt)
   return string.sub(tmpl, 1, 21) .. be8(fence) .. string.sub(tmpl, 30, 30) .. t ..
     string.sub(tmpl, 39, 39) .. t .. string.sub(tmpl, 48, 49) .. be4(attempt) .. string.sub(tmpl, 54)
 end
--- get_rec: the value at a record key, false if none; a key of another
--- type (made by hand) reads as '', a record nobody can match.
-local function get_rec(rk)
-  local v = redis.pcall('GET', rk)
-  if type(v) == 'table' then return '' end
+-- wrongtype: the reply of a redis.pcall on a record key, with a key of
+-- another type (made by hand) read as '', a record nobody can match. Any
+-- other error (OOM, READONLY, ...) fails the script, as redis.call would.
+local function wrongtype(v)
+  if type(v) == 'table' then
+    if v.err and string.find(v.err, 'WRONGTYPE', 1, true) then return '' end
+    error(v)
+  end
   return v
 end
+-- get_rec: the value at a record key, false if none (see wrongtype).
+local function get_rec(rk) return wrongtype(redis.pcall('GET', rk)) end
 -- is_record: whether v looks like a record syncd wrote (record.go: a
 -- fixarray of 11, bin8 of 16 token bytes, at most MaxRecordSize).
 local function is_record(v)
