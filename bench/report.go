@@ -920,6 +920,7 @@ func Findings(r *Results) string {
 		}
 		b.p("### End to end against asynq (target %s)", status)
 		b.nl()
+		e2eByConcurrency(&b, e)
 		if row != nil && arow != nil && len(row.Runs) > 0 && len(arow.Runs) > 0 {
 			per := func(rr *E2ERow, f func(E2ERun) float64) float64 { return spreadOf(mapRuns(rr.Runs, f)).Med }
 			cs := per(row, func(x E2ERun) float64 { return us(x.W.CPU) / float64(max(x.Done, 1)) })
@@ -1043,4 +1044,55 @@ func perItemInner(inner string, n float64) string {
 		out = append(out, fmt.Sprintf("%s ×%.2g", name, f/n))
 	}
 	return strings.Join(out, ", ")
+}
+
+// e2eByConcurrency says, per concurrency, whether syncd reached 4x asynq
+// and what bounded it there.
+func e2eByConcurrency(b *md, e *E2EResults) {
+	var rows [][]string
+	var missed []int
+	redisAt := map[int]float64{}
+	perCall := map[int]float64{}
+	for _, w := range E2EWorkers {
+		row, arow := e.row("syncd", w, 0), e.row("asynq", w, 0)
+		if row == nil || arow == nil || len(row.Runs) == 0 || len(arow.Runs) == 0 {
+			continue
+		}
+		var ratios []float64
+		for i := range min(len(row.Runs), len(arow.Runs)) {
+			ratios = append(ratios, row.Runs[i].Rate()/max(arow.Runs[i].Rate(), 1))
+		}
+		ratio := spreadOf(ratios).Med
+		med := func(f func(E2ERun) float64) float64 { return spreadOf(mapRuns(row.Runs, f)).Med }
+		rtt := med(func(x E2ERun) float64 { return float64(x.W.RoundTrips) / float64(max(x.Done, 1)) })
+		rcpu := med(func(x E2ERun) float64 { return us(x.W.RedisCPU) / float64(max(x.Done, 1)) })
+		items := med(func(x E2ERun) float64 { return float64(x.Done) / max(x.Rounds()*x.W.Wall.Seconds(), 1) })
+		busy := med(func(x E2ERun) float64 { return cores(x.W.RedisCPU, x.W) })
+		idle := med(func(x E2ERun) float64 { return cores(x.W.HostIdle, x.W) })
+		redisAt[w], perCall[w] = rcpu, items
+		verdict := "met"
+		if ratio < 4 {
+			verdict = "missed"
+			missed = append(missed, w)
+		}
+		rows = append(rows, []string{fmt.Sprint(w), fmt.Sprintf("%.2fx", ratio), verdict, fmt.Sprintf("%.2f", rtt),
+			fmt.Sprintf("%.1f", items), fmt.Sprintf("%.1f", rcpu), fmt.Sprintf("%.2f / %.2f", busy, idle)})
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.p("Per concurrency (medians; a claim call is one `claim.lua` pick):")
+	b.nl()
+	b.table([]string{"workers", "syncd / asynq", "4x", "round trips per item", "items per claim call", "Redis CPU µs/item", "cores: Redis busy / idle"}, rows)
+	for _, w := range missed {
+		switch {
+		case w == 1:
+			b.p("- **1 worker:** one item at a time, so every item waits for its claim and then its release, two round trips in a row, as asynq's dequeue and ack do: the ratio is the ratio of the per-round-trip costs, not of the work. 4x would take fewer than one round trip per item, that is claiming items before a worker is free, which the Workers bound rules out.")
+		default:
+			ref := 64
+			b.p("- **%d workers:** a claim call takes the few items whose workers freed up meanwhile (%.1f per call, against %.1f at %d workers), and each call has fixed costs in Redis besides its items (the epoch marker, TIME, the range read, the receipt, the new head): %.1f µs of Redis CPU per item against %.1f at %d workers. Redis is the busy side; the engine has no more items to hand out per round trip without claiming ahead of its workers.",
+				w, perCall[w], perCall[ref], ref, redisAt[w], redisAt[ref], ref)
+		}
+	}
+	b.nl()
 }

@@ -57,7 +57,7 @@ func TestAmbiguousClaimForgetsLastSync(t *testing.T) {
 	pre := f.mustState()
 	off := d.logSize()
 	t0 := time.Now()
-	f.proxies[0].delayRepliesTo([]byte("\r\n$3\r\ndue\r\n"), 375*time.Millisecond)
+	f.proxies[0].delayRepliesTo([]byte("\r\n$4\r\npick\r\n"), 375*time.Millisecond)
 	var got []write
 	f.waitFor(20*time.Second, "a write after a confirmed ambiguous claim", func() bool {
 		got = got[:0]
@@ -71,6 +71,9 @@ func TestAmbiguousClaimForgetsLastSync(t *testing.T) {
 	})
 	f.proxies[0].delayRepliesTo(nil, 0)
 	logs := d.countLog(off)
+	if logs[msgUnknown] == 0 {
+		t.Errorf("the daemon lost no claim reply (%q never logged): the fault did not happen", msgUnknown)
+	}
 	for _, w := range got {
 		if w.Last.IsZero() {
 			t.Errorf("%v: told last_sync null and attempt %d, but before the fault Redis had lastSync %s and attempts %d for it (the daemon logged %q %d times)",
