@@ -19,6 +19,7 @@ import (
 	"github.com/syncd/syncd/sinks"
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/redistest"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -102,13 +103,7 @@ func (r *recorder) snapshot() []event {
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, within, 10*time.Millisecond, what, cond)
 }
 
 // Fairness: 1,000 items, 8 workers, random sink durations. Items are

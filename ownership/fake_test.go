@@ -43,7 +43,7 @@ type view struct {
 	extendErr   error         // Extend fails with it
 	extendDelay time.Duration // Extend applies at once, replies late
 	blockExtend bool          // Extend hangs until its context ends
-	loseClaim   bool          // Claim applies, then the reply is lost
+	loseClaims  int           // the next n Claims apply, then lose their reply
 	extendCalls []time.Time
 }
 
@@ -104,7 +104,10 @@ func (v *view) Claim(ctx context.Context, req store.ClaimRequest) (*store.ClaimR
 	}
 	v.fakeStore.mu.Unlock()
 	v.mu.Lock()
-	lose := v.loseClaim
+	lose := v.loseClaims > 0
+	if lose {
+		v.loseClaims--
+	}
 	v.mu.Unlock()
 	if lose {
 		return nil, context.DeadlineExceeded

@@ -280,11 +280,19 @@ func (m *Manager) Claim(ctx context.Context, req ClaimRequest) ([]*Lease, error)
 			}
 		}
 		kept := won[:0]
+		var unread []store.ClaimResult
 		for i, r := range won {
 			if res[i].Code == store.ExtendOK {
 				r.Fence = res[i].Fence
 				if rc, ok := recovered[r.ID]; ok {
 					r.Attempt, r.LastSync, r.PrevDue = rc.Attempt, rc.LastSync, rc.PrevDue
+				} else if unknown {
+					// Ours, but what the lost reply carried (lastSync,
+					// attempt) could not be read back: the sink would be
+					// told the item never synced. Hand it back instead
+					// (found by tests/fault with 60% of replies delayed).
+					unread = append(unread, r)
+					continue
 				}
 				kept = append(kept, r)
 			} else {
@@ -297,6 +305,11 @@ func (m *Manager) Claim(ctx context.Context, req ClaimRequest) ([]*Lease, error)
 			}
 		}
 		won = kept
+		if len(unread) > 0 {
+			m.log.Warn().Int(keyShard, req.Shard).Int("items", len(unread)).
+				Msg("claims whose reply was lost are ours, but their state could not be read back: handed back")
+			m.handBack(unread, tok, req.Shard)
+		}
 	}
 	leases := make([]*Lease, 0, len(won))
 	for i, r := range won {

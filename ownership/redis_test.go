@@ -18,6 +18,7 @@ import (
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/redistest"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 var prefixes atomic.Int64
@@ -356,7 +357,7 @@ func TestQuorumAgainstRedis(t *testing.T) {
 func TestForeignRecordLoggedOnce(t *testing.T) {
 	srv := redistest.Start(t, nil)
 	st := openStore(t, srv.Addr(), "")
-	var logs lockedBuffer
+	var logs testutil.Buffer
 	m, err := ownership.New(st, ownership.Config{TTL: time.Second, Logger: zerolog.New(&logs)})
 	if err != nil {
 		t.Fatal(err)
@@ -391,21 +392,4 @@ func TestForeignRecordLoggedOnce(t *testing.T) {
 	if n := strings.Count(logs.String(), "record syncd did not write"); n != 1 {
 		t.Errorf("foreign record logged %d times, want once:\n%s", n, logs.String())
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

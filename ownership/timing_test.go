@@ -3,6 +3,7 @@ package ownership
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -227,7 +228,7 @@ func TestLostClaimReplyResolved(t *testing.T) {
 		f := newFakeStore()
 		f.add("a")
 		v := f.view()
-		v.loseClaim = true
+		v.loseClaims = 1
 		m := newTestManager(t, v, 0)
 		l := claimOne(t, m, "a")
 		if l.Fence() != 1 {
@@ -239,6 +240,29 @@ func TestLostClaimReplyResolved(t *testing.T) {
 	})
 }
 
+// When the read-back after a lost reply fails too, the claim is ours but
+// its lastSync and attempt are unknown: it is handed back, never started
+// with a sink told the item never synced.
+func TestLostClaimUnreadableIsHandedBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore()
+		f.add("a")
+		v := f.view()
+		v.loseClaims = 2 // the claim and its read-back
+		m := newTestManager(t, v, 0)
+		leases, err := m.Claim(t.Context(), ClaimRequest{IDs: []string{"a"}})
+		if err != nil || len(leases) != 0 {
+			t.Fatalf("Claim = %v, %v; want no lease", leases, err)
+		}
+		if !slices.Contains(f.kinds, store.ReleaseHandBack) {
+			t.Errorf("release kinds %v, want a hand-back", f.kinds)
+		}
+		if l := claimOne(t, m, "a"); l.Fence() <= 1 {
+			t.Errorf("next claim fence %d, want above the handed-back one", l.Fence())
+		}
+	})
+}
+
 // A pick claim whose reply was lost is resolved from its receipt: each
 // item goes to the worker of its slot, and nothing stays claimed unseen.
 func TestLostPickReplyResolved(t *testing.T) {
@@ -246,7 +270,7 @@ func TestLostPickReplyResolved(t *testing.T) {
 		f := newFakeStore()
 		f.add("a", "b", "c")
 		v := f.view()
-		v.loseClaim = true
+		v.loseClaims = 1
 		m := newTestManager(t, v, 0)
 		leases, err := m.Claim(t.Context(), ClaimRequest{Pick: 2, Workers: []int{7, 9}})
 		if err != nil {

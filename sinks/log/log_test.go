@@ -9,7 +9,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/syncd/syncd/sinks"
 	logsink "github.com/syncd/syncd/sinks/log"
 	"github.com/syncd/syncd/sinks/sinktest"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -26,16 +26,7 @@ func TestMain(m *testing.M) {
 }
 
 // logBuffer collects log lines; zerolog writes each event in one Write.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type logBuffer struct{ testutil.Buffer }
 
 type entry struct {
 	Level     string  `json:"level"`
@@ -51,10 +42,8 @@ type entry struct {
 
 func (b *logBuffer) entries(t *testing.T) []entry {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []entry
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
+	sc := bufio.NewScanner(bytes.NewReader(b.Bytes()))
 	for sc.Scan() {
 		var e entry
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {

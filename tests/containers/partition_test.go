@@ -18,6 +18,7 @@ import (
 	dc "github.com/ory/dockertest/v3/docker"
 
 	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 // checker is the fenced target of every daemon: an HTTP endpoint on the
@@ -400,13 +401,7 @@ func since(t0, t1 time.Time) string {
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.WaitFor(t, within, 20*time.Millisecond, what, cond)
 }
 
 func tail(s string, n int) string {

@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/syncd/syncd/tests/redistest"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 var syncd string // path of the built binary
@@ -102,13 +102,7 @@ log:
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.WaitFor(t, within, 50*time.Millisecond, what, cond)
 }
 
 func lines(path string) []string {
@@ -144,7 +138,7 @@ http:
 `, out)))
 	// http.listen :0 picks a port; find it in the log.
 	cmd := exec.Command(syncd, "run", "-c", cfg)
-	stderr := &syncBuffer{}
+	stderr := &testutil.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -290,7 +284,7 @@ sink:
     command: ["sh", "-c", "sleep 30"]
 `))
 	cmd := exec.Command(syncd, "run", "-c", cfg)
-	daemonLog := &syncBuffer{}
+	daemonLog := &testutil.Buffer{}
 	cmd.Stderr = daemonLog
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -416,7 +410,7 @@ func TestRunRetriesAndSignals(t *testing.T) {
 	t.Parallel()
 	cfg := writeConfig(t, "redis:\n  addrs: [\"127.0.0.1:1\"]\n  dial_timeout: 100ms\nlog:\n  format: json\n")
 	cmd := exec.Command(syncd, "run", "-c", cfg)
-	stderr := &syncBuffer{}
+	stderr := &testutil.Buffer{}
 	cmd.Stderr = stderr
 	cmd.Start()
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
@@ -463,22 +457,4 @@ sink:
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || time.Since(start) > 3*time.Second {
 		t.Errorf("second signal: %v after %v", err, time.Since(start))
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -8,10 +8,6 @@ import (
 	"time"
 )
 
-// knownNullLastSync marks, in analyze's last_sync findings, the known bug
-// TestAmbiguousClaimForgetsLastSync reproduces.
-const knownNullLastSync = "was told last_sync null"
-
 // knownBugs runs the tests of known bugs instead of skipping them.
 func knownBugs(t *testing.T, issue string) {
 	t.Helper()

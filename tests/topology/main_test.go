@@ -15,6 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
+
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -41,7 +43,7 @@ var goRedisLog = &redisLogger{}
 type redisLogger struct{ logBuffer }
 
 func (l *redisLogger) Printf(_ context.Context, format string, v ...any) {
-	fmt.Fprintf(&l.logBuffer, format+"\n", v...)
+	fmt.Fprintf(&l.Buffer, format+"\n", v...)
 }
 
 var (
@@ -112,22 +114,7 @@ func writeFile(t *testing.T, name, body string) string {
 }
 
 // logBuffer collects log output; safe for concurrent writers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ testutil.Buffer }
 
 // lines returns the lines that contain s.
 func (b *logBuffer) lines(s string) []string {
@@ -149,11 +136,5 @@ func (b *logBuffer) logger(level zerolog.Level) zerolog.Logger {
 // within.
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.WaitFor(t, within, 20*time.Millisecond, what, cond)
 }
