@@ -58,10 +58,11 @@ func (h *holds) skip(shard int) bool {
 	return ok
 }
 
-// schedule is the claim loop. Each round it waits for a free worker,
-// takes up to Batch free workers, asks the source for that many of the
-// longest-waiting candidates, claims them in one script call and starts a
-// sync for each lease.
+// schedule is a claim loop (the daemon runs two). Each round it waits for
+// a free worker, takes up to Batch free workers, claims that many of the
+// longest-waiting candidates and starts a sync for each lease: for the
+// daemon, Redis picks the due items of the shards in order of their
+// oldest one (a pick claim per shard); a batch run names its candidates.
 func (e *Engine) schedule(src source) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
