@@ -495,23 +495,6 @@ func (f *fleet) awaitSynced(since time.Time, extra time.Duration) (map[string]ti
 	return rec, stranded
 }
 
-// waitInFlight waits until host has a write held at the checker that
-// matches and returns the writes it has in flight.
-func (f *fleet) waitInFlight(host string, within time.Duration, match func(write) bool) []write {
-	f.t.Helper()
-	var ws []write
-	f.waitFor(within, host+" syncing", func() bool {
-		ws = f.chk.inFlightBy(host)
-		for _, w := range ws {
-			if match(w) {
-				return true
-			}
-		}
-		return false
-	})
-	return ws
-}
-
 // itemState is one item as stored in Redis.
 type itemState struct {
 	Present     bool // in the due index
