@@ -184,8 +184,17 @@ type pendingSource struct {
 
 const pendingPage = 256
 
-func (s *pendingSource) mode(req *ownership.ClaimRequest) { req.Since = s.since }
-func (s *pendingSource) finished() bool                   { return s.done }
+func (s *pendingSource) finished() bool { return s.done }
+
+// requests claims the next page of items the run still has to sync (at
+// most n of one shard).
+func (s *pendingSource) requests(ctx context.Context, n int) ([]ownership.ClaimRequest, error) {
+	shard, ids, err := s.next(ctx, n)
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	return []ownership.ClaimRequest{{Shard: shard, IDs: ids, Since: s.since}}, nil
+}
 
 func (s *pendingSource) next(ctx context.Context, n int) (int, []string, error) {
 	if time.Since(s.lastKeep) > s.keep/4 {

@@ -11,14 +11,13 @@ import (
 	"github.com/syncd/syncd/store"
 )
 
-// source picks candidates for a claim round: the daemon's picks due items,
-// a batch run's picks items not synced since the run started.
+// source says what a claim round claims: the daemon's lets Redis pick the
+// due items of the shards in order of their oldest one, a batch run's
+// names items not synced since the run started.
 type source interface {
-	// next returns up to n candidate IDs of one shard, or none when there
-	// is nothing to claim now.
-	next(ctx context.Context, n int) (shard int, ids []string, err error)
-	// claimRequest fills in the mode of the claim.
-	mode(req *ownership.ClaimRequest)
+	// requests returns the claims to try, in order, for up to n free
+	// workers; none when there is nothing to claim now.
+	requests(ctx context.Context, n int) ([]ownership.ClaimRequest, error)
 	// finished reports whether the scheduler should stop (batch: all
 	// done).
 	finished() bool
@@ -114,23 +113,9 @@ func (e *Engine) schedule(src source) {
 // the slots, so the scheduler goes on claiming for other free workers
 // instead of sleeping through every settle window.
 func (e *Engine) round(ctx context.Context, src source, n int) (int, error) {
-	var reqs []ownership.ClaimRequest
-	if ds, ok := src.(*dueSource); ok {
-		shards, err := ds.order(ctx)
-		if err != nil {
-			return 0, err
-		}
-		for _, sh := range shards {
-			reqs = append(reqs, ownership.ClaimRequest{Shard: sh, Pick: n})
-		}
-	} else {
-		shard, ids, err := src.next(ctx, n)
-		if err != nil {
-			return 0, err
-		}
-		if len(ids) > 0 {
-			reqs = append(reqs, ownership.ClaimRequest{Shard: shard, IDs: ids})
-		}
+	reqs, err := src.requests(ctx, n)
+	if err != nil {
+		return 0, err
 	}
 	if len(reqs) == 0 {
 		return 0, nil
@@ -150,9 +135,9 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, error) {
 		}()
 		return n, nil
 	}
-	// Without a settle delay, claim inline, going down the shards in order
-	// of their oldest due item while free slots remain: one round trip per
-	// shard, and Oldest once per round, not once per shard.
+	// Without a settle delay, claim inline, going down the requests (the
+	// daemon's: shards in order of their oldest due item) while free slots
+	// remain: one round trip each.
 	used := 0
 	for _, req := range reqs {
 		left := n - used
@@ -176,7 +161,6 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, error) {
 func (e *Engine) claim(ctx context.Context, src source, req ownership.ClaimRequest, slots int) (int, error) {
 	workers := e.takeIDs(slots)
 	req.Workers = workers
-	src.mode(&req)
 	leases, err := e.own.Claim(ctx, req)
 	used := map[int]bool{}
 	for _, l := range leases {
@@ -229,19 +213,22 @@ const headsMaxAge = 20 * time.Millisecond
 
 func (e *Engine) dueSource() *dueSource { return &dueSource{e: e} }
 
-// mode has a pick claim report its shard's new head into the cache (the
-// scheduler asks dueSource for shards, with order, and lets Redis pick
-// the items).
-func (s *dueSource) mode(req *ownership.ClaimRequest) {
-	if req.Pick > 0 {
-		sh := req.Shard
-		req.OnHead = func(ms int64) { s.setHead(sh, ms) }
-	}
-}
 func (s *dueSource) finished() bool { return false }
 
-// next is not used: see order.
-func (s *dueSource) next(context.Context, int) (int, []string, error) { return 0, nil, nil }
+// requests returns a pick claim for each shard with due items, the one
+// with the longest-waiting item first; each reports its shard's new head
+// into the cache.
+func (s *dueSource) requests(ctx context.Context, n int) ([]ownership.ClaimRequest, error) {
+	shards, err := s.order(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reqs := make([]ownership.ClaimRequest, len(shards))
+	for i, sh := range shards {
+		reqs[i] = ownership.ClaimRequest{Shard: sh, Pick: n, OnHead: func(ms int64) { s.setHead(sh, ms) }}
+	}
+	return reqs, nil
+}
 
 func (s *dueSource) setHead(shard int, ms int64) {
 	s.mu.Lock()

@@ -131,22 +131,19 @@ func (m *Manager) Claim(ctx context.Context, req ClaimRequest) ([]*Lease, error)
 	if m.cfg.Settle > 0 {
 		state = store.StateClaimed
 	}
-	// One record template per slot (worker); one for all when the workers
-	// are not named, except that a pick claim takes one per item.
-	recs := make([]*store.Record, 0, slots)
-	for i := range slots {
+	// One record template per slot (worker); a claim by ids that names no
+	// workers writes one template for all.
+	n := slots
+	if req.Workers == nil && req.Pick == 0 {
+		n = 1
+	}
+	recs := make([]*store.Record, 0, n)
+	for i := range n {
 		w := 0
 		if req.Workers != nil {
 			w = req.Workers[i]
 		}
-		if req.Workers == nil && i > 0 {
-			recs = append(recs, recs[0])
-			continue
-		}
 		recs = append(recs, &store.Record{Version: store.RecordVersion, Token: tok, State: state, Owner: m.Owner(w)})
-		if req.Workers == nil && req.Pick == 0 {
-			break
-		}
 	}
 	sreq := store.ClaimRequest{Shard: req.Shard, IDs: req.IDs, Records: recs, TTL: m.cfg.TTL, OnlyDue: req.OnlyDue, Since: req.Since,
 		Pick: req.Pick > 0, MinReplicas: m.cfg.MinReplicas, ReplicaTimeout: m.cfg.ReplicaTimeout}
@@ -175,19 +172,19 @@ func (m *Manager) Claim(ctx context.Context, req ClaimRequest) ([]*Lease, error)
 		// The reply is lost, not the claim: Redis may hold it. Resolve it
 		// with the confirm read below.
 		unknown = true
-		ids := req.IDs
+		maybe := req.IDs
 		if req.Pick > 0 {
 			// What the script took, if it ran, is on its receipt.
 			var rerr error
-			if ids, rerr = m.st.ClaimReceipt(ctx, req.Shard, tok); rerr != nil {
+			if maybe, rerr = m.st.ClaimReceipt(ctx, req.Shard, tok); rerr != nil {
 				// The records, if any, expire by themselves.
 				return nil, fmt.Errorf("ownership: pick claim of shard %d: reply lost (%w), receipt unreadable: %w", req.Shard, err, rerr)
 			}
 		}
-		m.stats.ClaimsUnknown.Add(int64(len(ids)))
-		m.log.Warn().Err(err).Int(keyShard, req.Shard).Int("items", len(ids)).Msg("claim reply lost; confirming")
-		resp = &store.ClaimResponse{Results: make([]store.ClaimResult, len(ids))}
-		for i, id := range ids {
+		m.stats.ClaimsUnknown.Add(int64(len(maybe)))
+		m.log.Warn().Err(err).Int(keyShard, req.Shard).Int("items", len(maybe)).Msg("claim reply lost; confirming")
+		resp = &store.ClaimResponse{Results: make([]store.ClaimResult, len(maybe))}
+		for i, id := range maybe {
 			resp.Results[i] = store.ClaimResult{ID: id, Code: store.ClaimOK}
 		}
 	}
