@@ -249,17 +249,27 @@ func (s *dueSource) order(ctx context.Context) ([]int, error) {
 		}
 		return []int{0}, nil
 	}
+	// The loop that finds the heads stale reads them; the other goes on
+	// with the cache meanwhile instead of reading them a second time
+	// (until there is a cache, both read).
 	s.mu.Lock()
-	stale := time.Since(s.read) > headsMaxAge
+	stale := s.heads == nil || time.Since(s.read) > headsMaxAge
+	if stale {
+		s.read = time.Now()
+	}
 	s.mu.Unlock()
 	if stale {
 		oldest, err := s.e.st.Oldest(ctx)
+		s.mu.Lock()
+		if err != nil {
+			s.read = time.Time{} // the next round reads them again
+		} else {
+			s.heads = oldest
+		}
+		s.mu.Unlock()
 		if err != nil {
 			return nil, err
 		}
-		s.mu.Lock()
-		s.heads, s.read = oldest, time.Now()
-		s.mu.Unlock()
 	}
 	now := s.e.redisNow() + 50 // tolerate a little clock estimate error
 	s.mu.Lock()

@@ -44,9 +44,9 @@ type ClaimRequest struct {
 	// must be empty): one round trip from the due index to the claims,
 	// and concurrent picks never collide. Results list the items claimed,
 	// in due order, Records[i] written for the i-th of them, and items
-	// found held by a foreign record (ClaimForeign), which take no record. The ids are also kept under
-	// Keys.Receipt(Shard, token) for TTL, for a caller whose reply was
-	// lost (see ClaimReceipt).
+	// found held by a foreign record (ClaimForeign), which take no record.
+	// The ids claimed are also kept under Keys.Receipt(Shard, token) for
+	// TTL, for a caller whose reply was lost (see ClaimReceipt).
 	Pick bool
 	// Since > 0 selects batch mode: claim items whose lastSync is before
 	// Since (ms, Redis clock), at once unless they are backing off after a

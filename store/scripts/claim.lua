@@ -59,13 +59,13 @@ local function held(rk, id, cur)
 end
 
 -- take: SET NX the stamped record; on success the fence is remembered and
--- the item leaves the due range for ttl. Returns fence, attempt, lastSync,
--- or nil and the record that holds the item.
+-- the item leaves the due range for ttl. Returns fence, attempt, lastSync;
+-- or, when the item is held, nil, nil, nil and the record in the way.
 local function take(rk, id, tmpl)
   local f, l, a = meta_get(KEYS[2], id)
   local fence = math.max(f + 1, nowus)
   local cur = wrongtype(redis.pcall('SET', rk, stamp(tmpl, fence, nowms, a + 1), 'NX', 'PX', ttl, 'GET'))
-  if cur then return nil, cur end
+  if cur then return nil, nil, nil, cur end
   redis.call('HSET', KEYS[2], id, meta_value(fence, l, a))
   redis.call('ZADD', KEYS[1], 'XX', nowms + ttl, id)
   return fence, a + 1, l
@@ -80,7 +80,7 @@ if mode == 'pick' then
   for i = 1, #cand, 2 do
     local id = cand[i]
     local rk = recs .. enc(id)
-    local fence, attempt, last = take(rk, id, ARGV[4 + #got])
+    local fence, attempt, last, cur = take(rk, id, ARGV[4 + #got])
     if fence then
       got[#got + 1] = id
       out[#out + 1] = id
@@ -88,7 +88,7 @@ if mode == 'pick' then
       out[#out + 1] = attempt
       out[#out + 1] = last
       out[#out + 1] = tonumber(cand[i + 1])
-    elseif held(rk, id, attempt) then -- (take returned the record in the way)
+    elseif held(rk, id, cur) then
       out[#out + 1] = id
       out[#out + 1] = -1
       out[#out + 1] = 0
