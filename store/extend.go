@@ -1,0 +1,98 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ExtendCode is the outcome of extending one record.
+type ExtendCode int8
+
+// Extend outcomes.
+const (
+	ExtendOther   ExtendCode = -1 // another owner's record is there
+	ExtendMissing ExtendCode = 0  // no record: expired, released or lost
+	ExtendOK      ExtendCode = 1
+)
+
+// ExtendRequest names one record to extend.
+type ExtendRequest struct {
+	Key   string // Keys.Record or Keys.Lock
+	Token Token
+}
+
+// ExtendResult is the outcome for one request.
+type ExtendResult struct {
+	Code  ExtendCode
+	Fence uint64
+}
+
+// Extend compares the token of each record and, when it matches, sets its
+// heartbeat time and expiry (and state, unless 0). Requests are grouped by
+// hash slot, one script call per group, all pipelined in one round trip.
+func (s *Store) Extend(ctx context.Context, ttl time.Duration, state State, reqs []ExtendRequest) ([]ExtendResult, error) {
+	type group struct {
+		keys []string
+		args []any
+		idx  []int
+	}
+	groups := map[string]*group{}
+	var order []string
+	for i, r := range reqs {
+		tag := hashTag(r.Key)
+		g := groups[tag]
+		if g == nil {
+			g = &group{args: []any{ttl.Milliseconds(), int(state)}}
+			groups[tag] = g
+			order = append(order, tag)
+		}
+		g.keys = append(g.keys, r.Key)
+		g.args = append(g.args, string(r.Token[:]))
+		g.idx = append(g.idx, i)
+	}
+	out := make([]ExtendResult, len(reqs))
+	run := func(p redis.Pipeliner) []*redis.Cmd {
+		cmds := make([]*redis.Cmd, len(order))
+		for i, tag := range order {
+			g := groups[tag]
+			cmds[i] = scriptExtend.EvalSha(ctx, p, g.keys, g.args...)
+		}
+		return cmds
+	}
+	var cmds []*redis.Cmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { cmds = run(p); return nil })
+	if isNoScript(err) {
+		if err := loadScripts(ctx, s.rdb); err != nil {
+			return nil, fmt.Errorf("store: extend: %w", err)
+		}
+		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { cmds = run(p); return nil })
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: extend: %w", err)
+	}
+	for i, tag := range order {
+		g := groups[tag]
+		v, err := ints(cmds[i].Val(), 2*len(g.keys))
+		if err != nil {
+			return nil, err
+		}
+		for j, at := range g.idx {
+			out[at] = ExtendResult{Code: ExtendCode(v[2*j]), Fence: uint64(v[2*j+1])}
+		}
+	}
+	return out, nil
+}
+
+// hashTag returns the part of a key that Redis Cluster hashes.
+func hashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}

@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// ReleaseKind says what a release records.
+type ReleaseKind string
+
+// Release kinds.
+const (
+	ReleaseSynced     ReleaseKind = "ok"         // lastSync = now; due again after Delay
+	ReleaseFailed     ReleaseKind = "fail"       // attempts + 1; due again after Delay
+	ReleaseQuarantine ReleaseKind = "quarantine" // attempts + 1; not claimed until requeued
+	ReleaseHandBack   ReleaseKind = "handback"   // nothing recorded; due at DueAt
+)
+
+// ReleaseRequest releases one claim.
+type ReleaseRequest struct {
+	ID    string
+	Token Token
+	Kind  ReleaseKind
+	// Delay is how long until the item is due again (synced, failed).
+	Delay time.Duration
+	// DueAt is the due time for a hand-back, ms on Redis's clock; 0 = now.
+	DueAt int64
+	// Error is kept as the item's last error (failed, quarantine).
+	Error string
+}
+
+// ReleaseCode is the outcome of releasing a claim or a lock.
+type ReleaseCode int8
+
+// Release outcomes.
+const (
+	HeldByOther ReleaseCode = -1 // someone else's claim: nothing was changed
+	NotHeld     ReleaseCode = 0  // no claim: it expired or was released
+	Released    ReleaseCode = 1
+)
+
+func (c ReleaseCode) String() string {
+	switch c {
+	case HeldByOther:
+		return "held by another owner"
+	case NotHeld:
+		return "not held"
+	case Released:
+		return "released"
+	}
+	return "release(" + strconv.Itoa(int(c)) + ")"
+}
+
+// ReleaseResult is the outcome for one request.
+type ReleaseResult struct {
+	Code ReleaseCode
+	// At is Redis's time of the release; for a synced item, its lastSync.
+	At time.Time
+}
+
+// Release compare-and-deletes claims of one shard and records their
+// outcome, in one script call.
+func (s *Store) Release(ctx context.Context, shard int, reqs []ReleaseRequest) ([]ReleaseResult, error) {
+	k := s.keys
+	keys := make([]string, 0, 3+len(reqs))
+	keys = append(keys, k.Due(shard), k.Meta(shard), k.Errors(shard))
+	args := make([]any, 0, 5*len(reqs))
+	for _, r := range reqs {
+		keys = append(keys, k.Record(shard, r.ID))
+		msg := r.Error
+		if len(msg) > 1024 {
+			msg = msg[:1024]
+		}
+		val := r.Delay.Milliseconds()
+		if r.Kind == ReleaseHandBack {
+			val = r.DueAt
+		}
+		args = append(args, r.ID, string(r.Token[:]), string(r.Kind), val, msg)
+	}
+	reply, err := s.runScript(ctx, s.rdb, scriptRelease, keys, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: release shard %d: %w", shard, err)
+	}
+	v, err := ints(reply, 2*len(reqs))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ReleaseResult, len(reqs))
+	for i := range reqs {
+		out[i] = ReleaseResult{Code: ReleaseCode(v[2*i]), At: fromMs(v[2*i+1])}
+	}
+	return out, nil
+}
