@@ -31,7 +31,7 @@ func (e *IDError) Error() string {
 func (e *IDError) Unwrap() error { return ErrInvalidID }
 
 // ValidateID checks that id is usable: non-empty, at most MaxIDLen bytes,
-// valid UTF-8 and free of control characters.
+// valid UTF-8 and free of control and invisible format characters.
 func ValidateID(id string) error {
 	bad := func(reason string) error {
 		shown := id
@@ -51,6 +51,11 @@ func ValidateID(id string) error {
 	for i, r := range id {
 		if unicode.IsControl(r) {
 			return bad(fmt.Sprintf("control character %U at byte %d", r, i))
+		}
+		// Invisible format characters (a byte order mark, zero-width and
+		// bidi controls) would make IDs that look the same but are not.
+		if unicode.Is(unicode.Cf, r) {
+			return bad(fmt.Sprintf("invisible format character %U at byte %d", r, i))
 		}
 	}
 	return nil

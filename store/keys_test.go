@@ -21,6 +21,8 @@ func TestValidateID(t *testing.T) {
 		{"nul\x00", "control character U+0000"},
 		{"del\x7f", "control character U+007F"},
 		{"c1\u0085", "control character U+0085"},
+		{"\ufeffcustomer-1", "invisible format character U+FEFF"},
+		{"a\u202eb", "invisible format character U+202E"},
 		{"bad\xff", "not valid UTF-8"},
 	}
 	for _, tt := range tests {

@@ -69,7 +69,7 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 					return &exitError{code: exitUsage, err: err}
 				}
 				for _, it := range page {
-					fmt.Fprintln(w, it.ID)
+					fmt.Fprintln(w, shown(it.ID, store.MaxIDLen))
 				}
 				off = next
 			}
@@ -91,6 +91,9 @@ func readIDs(path string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--file: %w", err)
 	}
+	// A byte order mark (editors on Windows write one) would become an
+	// invisible part of the first ID: a duplicate no one can see.
+	b = bytes.TrimPrefix(b, []byte("\ufeff"))
 	var ids []string
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 64*1024), 1<<20)

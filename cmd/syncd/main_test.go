@@ -54,3 +54,30 @@ func TestReadIDs(t *testing.T) {
 		t.Errorf("readIDs = %v, %v", ids, err)
 	}
 }
+
+func TestShownEscapes(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"customer-1", "customer-1"},
+		{"a b", "a b"},
+		{"\x1b[31mred\x1b[0m", `\x1b[31mred\x1b[0m`},
+		{"line\nbreak\ttab", `line\nbreak\ttab`},
+		{"\ufeffcustomer-1", `\ufeffcustomer-1`},
+		{"bad\xffutf8", `bad\xffutf8`},
+		{"kund-ö", "kund-ö"},
+		{strings.Repeat("x", 70), strings.Repeat("x", 64) + "...(70 bytes)"},
+	}
+	for _, tt := range tests {
+		if got := shown(tt.in, 64); got != tt.want {
+			t.Errorf("shown(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestReadIDsStripsByteOrderMark(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "items.txt")
+	os.WriteFile(path, []byte("\ufeffcustomer-1\ncustomer-2\n"), 0o644)
+	ids, err := readIDs(path)
+	if err != nil || len(ids) != 2 || ids[0] != "customer-1" {
+		t.Fatalf("readIDs = %q, %v; want [customer-1 customer-2]", ids, err)
+	}
+}

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/syncd/syncd/store"
 )
@@ -104,8 +108,8 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tOWNER\tFENCE\tSINCE SYNC\tWAITING\tATTEMPTS\tLAST ERROR")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", r.ID, r.State, dash(r.Owner), r.Fence,
-			dash(r.SinceSync), dash(r.Waiting), r.Attempts, dash(truncate(r.LastError, 60)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", shown(r.ID, 64), r.State, dash(shown(r.Owner, 64)), r.Fence,
+			dash(r.SinceSync), dash(r.Waiting), r.Attempts, dash(shown(r.LastError, 60)))
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "\n%d items: %d due, %d in flight, %d backing off, %d quarantined; oldest wait %s (%s)\n",
@@ -164,9 +168,28 @@ func dash(s string) string {
 	return s
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+// shown makes text read back from Redis safe for a terminal: control
+// and other invisible characters are escaped as in Go strings (a planted
+// ID must not move the cursor or change colours), and anything past n
+// runes is cut, saying how long the whole was.
+func shown(s string, n int) string {
+	var b strings.Builder
+	for i, runes := 0, 0; i < len(s); runes++ {
+		if runes == n {
+			fmt.Fprintf(&b, "...(%d bytes)", len(s))
+			break
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsPrint(r) || r == ' ':
+			b.WriteString(s[i : i+size])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += size
 	}
-	return s[:n-3] + "..."
+	return b.String()
 }
