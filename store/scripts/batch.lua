@@ -6,16 +6,22 @@
 --          none, and keep the marker alive for ARGV[2] ms;
 --          "end": delete the marker if it still holds ARGV[3]
 -- Result: the run's start in ms (Redis clock); for "end", 1 if deleted.
+-- A marker that is not a start Redis's clock has passed is replaced.
 if ARGV[1] == 'end' then
-  if redis.call('GET', KEYS[1]) == ARGV[3] then
+  if wrongtype(redis.pcall('GET', KEYS[1])) == ARGV[3] then
     redis.call('DEL', KEYS[1])
     return 1
   end
   return 0
 end
-local cur = redis.call('GET', KEYS[1])
-if not cur then
-  cur = num(now())
+-- A run starts at a time Redis's clock has passed, written as a plain
+-- decimal. Anything else (1e300, inf, a start in the future, a key of
+-- another type) would make every item look synced since: start afresh.
+local nowms = now()
+local cur = wrongtype(redis.pcall('GET', KEYS[1]))
+local since = cur and string.match(cur, '^%d+$') and tonumber(cur)
+if not since or since <= 0 or since > nowms then
+  cur = num(nowms)
   redis.call('SET', KEYS[1], cur)
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])

@@ -34,13 +34,15 @@ for i = 1, #KEYS - 3 do
       local due = nowms + value
       if redis.call('ZADD', KEYS[1], 'XX', 'CH', due, id) == 1 or redis.call('ZSCORE', KEYS[1], id) then
         redis.call('HSET', KEYS[2], id, meta_value(fence_of(cur), nowms, 0))
-        if attempt_of(cur) > 1 then redis.call('HDEL', KEYS[3], id) end
+        if attempt_of(cur) > 1 then wrongtype(redis.pcall('HDEL', KEYS[3], id)) end
       end
     elseif redis.call('ZSCORE', KEYS[1], id) then
       local f, l, a = meta_get(KEYS[2], id)
       if kind == 'fail' or kind == 'quarantine' then
         meta_set(KEYS[2], id, f, l, a + 1)
-        redis.call('HSET', KEYS[3], id, msg)
+        -- A damaged err key (another type) loses the message, never the
+        -- failure: the attempt is counted and quarantine still comes.
+        wrongtype(redis.pcall('HSET', KEYS[3], id, msg))
         if kind == 'fail' then
           redis.call('ZADD', KEYS[1], nowms + value, id)
         else

@@ -1,0 +1,71 @@
+package store_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/syncd/syncd/store"
+)
+
+// A wrong-type err hash loses the failure's message, never the failure:
+// the attempts are counted and the item is quarantined as it would be.
+// Before, the release script failed on HSET, so the item passed
+// max_attempts without being quarantined (found by an audit).
+func TestReleaseWithDamagedErrorsKey(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		s.Add(ctx, "p")
+		s.Client().Set(ctx, s.Keys().Errors(0), "garbage", 0)
+		for attempt := 1; attempt <= 2; attempt++ {
+			r := record("w")
+			if res := claim(t, s, r, time.Minute, false, "p")[0]; res.Code != store.ClaimOK || res.Attempt != attempt {
+				t.Fatalf("attempt %d: claim = %+v", attempt, res)
+			}
+			kind := store.ReleaseFailed
+			if attempt == 2 {
+				kind = store.ReleaseQuarantine
+			}
+			res, err := s.Release(ctx, 0, []store.ReleaseRequest{{ID: "p", Token: r.Token, Kind: kind, Error: "boom"}})
+			if err != nil || res[0].Code != store.Released {
+				t.Fatalf("attempt %d: release = %+v, %v", attempt, res, err)
+			}
+		}
+		if score := s.Client().ZScore(ctx, s.Keys().Due(0), "p").Val(); !math.IsInf(score, 1) {
+			t.Fatalf("due score after quarantine = %v, want +inf", score)
+		}
+	})
+}
+
+// A batch marker that is not a start Redis's clock has passed is
+// replaced by a new run. Before, a marker of 1e300 made every item look
+// synced since the run began: syncd batch exited 0 having synced none.
+func TestJoinBatchReplacesDamagedMarker(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		rdb := s.Client()
+		for _, planted := range []func(){
+			func() { rdb.Set(ctx, s.Keys().Batch(), "1e300", 0) },
+			func() { rdb.Set(ctx, s.Keys().Batch(), "inf", 0) },
+			func() { rdb.Set(ctx, s.Keys().Batch(), "-5", 0) },
+			func() { rdb.Set(ctx, s.Keys().Batch(), "99999999999999", 0) }, // year 5138
+			func() { rdb.Del(ctx, s.Keys().Batch()); rdb.HSet(ctx, s.Keys().Batch(), "f", "v") },
+		} {
+			planted()
+			now, err := s.Now(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			since, err := s.JoinBatch(ctx, time.Minute)
+			if err != nil || since <= 0 || since > now+1000 || since < now-1000 {
+				t.Fatalf("JoinBatch over %q = %d, %v; want about %d", rdb.Get(ctx, s.Keys().Batch()).Val(), since, err, now)
+			}
+			if again, err := s.JoinBatch(ctx, time.Minute); err != nil || again != since {
+				t.Fatalf("second JoinBatch = %d, %v; want the same run %d", again, err, since)
+			}
+			rdb.Del(ctx, s.Keys().Batch())
+		}
+	})
+}
