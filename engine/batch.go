@@ -77,9 +77,9 @@ func (b *batchRun) record(id string, what outcomeKind, recorded bool, took time.
 	case what == outcomeSynced && recorded:
 		b.synced[id] = true
 		b.durations = append(b.durations, took)
-	case what == outcomeFailed || what == outcomeQuarantined:
+	case (what == outcomeFailed || what == outcomeQuarantined) && recorded:
 		b.failed++
-	case what == outcomeLost || what == outcomeSynced:
+	case what == outcomeLost || what == outcomeSynced || what == outcomeFailed || what == outcomeQuarantined:
 		b.lost++
 	}
 }

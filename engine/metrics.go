@@ -14,7 +14,10 @@ import (
 type Metrics struct {
 	SyncsOK, SyncsFailed, SyncsUnrecorded, SyncsLost atomic.Int64
 	Quarantined, StaleFences, HandedBack             atomic.Int64
-	InFlight, DueBacklog, OldestDueMs                atomic.Int64
+	// SyncsResource counts syncs that failed for lack of a resource of
+	// syncd's own (descriptors, memory): handed back, not the item's fault.
+	SyncsResource                     atomic.Int64
+	InFlight, DueBacklog, OldestDueMs atomic.Int64
 
 	own *ownership.Stats
 
@@ -62,6 +65,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"syncd_syncs_total", "", "", `outcome="failed"`, m.SyncsFailed.Load()},
 		{"syncd_syncs_total", "", "", `outcome="lease_lost"`, m.SyncsLost.Load()},
 		{"syncd_syncs_total", "", "", `outcome="unrecorded"`, m.SyncsUnrecorded.Load()},
+		{"syncd_syncs_total", "", "", `outcome="resource"`, m.SyncsResource.Load()},
 		{"syncd_syncs_total", "", "", `outcome="stale_fence"`, m.StaleFences.Load()},
 		{"syncd_syncs_total", "", "", `outcome="handed_back"`, m.HandedBack.Load()},
 		{"syncd_quarantined_total", "Items quarantined after max_attempts or a permanent error.", "counter", "", m.Quarantined.Load()},

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"syscall"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
@@ -51,8 +54,11 @@ func (e *Engine) work(l *ownership.Lease) {
 	// The sync is over: its worker slot goes to the next claim while the
 	// outcome is written (group commit batches it with others). Workers
 	// bounds concurrent syncs, not bookkeeping; Stop still waits for this
-	// goroutine, release included.
-	free()
+	// goroutine, release included. A resource error keeps its slot (see
+	// below).
+	if what != outcomeResource {
+		free()
+	}
 	res := e.rel.release(l, out)
 
 	log := e.log.With().Str("id", l.ID()).Uint64("fence", l.Fence()).Int("attempt", l.Attempt()).
@@ -77,13 +83,16 @@ func (e *Engine) work(l *ownership.Lease) {
 				log.Warn().Str("release", res.Code.String()).Msg("synced, but the lease ended first: not recorded")
 			}
 		}
-	case outcomeFailed:
-		e.m.SyncsFailed.Add(1)
-		log.Warn().Err(err).Dur("retry_in", out.Delay).Msg("sync failed")
-	case outcomeQuarantined:
-		e.m.SyncsFailed.Add(1)
-		e.m.Quarantined.Add(1)
-		log.Error().Err(err).Msg("sync failed; item quarantined until requeued")
+	case outcomeFailed, outcomeQuarantined:
+		e.failed(log, what, out, res, err)
+	case outcomeResource:
+		// syncd itself is short of descriptors or memory: the item is not
+		// to blame. Hand it back (its place in line kept), and keep this
+		// worker's slot for a backoff, so a daemon out of descriptors
+		// does not spin claiming items it cannot sync.
+		e.m.SyncsResource.Add(1)
+		log.Error().Err(err).Dur("pause", e.cfg.BackoffMin).Msg("sync failed for lack of a resource of syncd's own: handed back, not counted against the item")
+		e.sleep(e.cfg.BackoffMin)
 	case outcomeLost:
 		e.m.SyncsLost.Add(1)
 		log.Warn().Err(context.Cause(ctx)).Msg("lease lost during sync: cancelled, not recorded")
@@ -108,6 +117,7 @@ const (
 	outcomeLost
 	outcomeStale
 	outcomeShutdown
+	outcomeResource
 )
 
 // outcome decides what the release records.
@@ -127,10 +137,39 @@ func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error) (ow
 		return ownership.Outcome{Kind: store.ReleaseSynced, Delay: e.cfg.Interval}, outcomeSynced
 	case errors.Is(err, sinks.ErrStaleFence):
 		return handBack, outcomeStale
+	case isResourceErr(err):
+		return handBack, outcomeResource
 	case sinks.IsPermanent(err) || l.Attempt() >= e.cfg.MaxAttempts:
 		return ownership.Outcome{Kind: store.ReleaseQuarantine, Err: err}, outcomeQuarantined
 	}
 	return ownership.Outcome{Kind: store.ReleaseFailed, Delay: e.backoff(l.Attempt()), Err: err}, outcomeFailed
+}
+
+// failed logs and counts a failed sync. Only a failure whose release
+// was recorded counts: when the lease ended first (or the release could
+// not be written), the attempt is not counted in Redis, so the item is
+// neither failing nor quarantined.
+func (e *Engine) failed(log zerolog.Logger, what outcomeKind, out ownership.Outcome, res ownership.ReleaseResult, err error) {
+	switch {
+	case !res.Recorded:
+		e.m.SyncsUnrecorded.Add(1)
+		log.Warn().Err(err).Str("release", res.Code.String()).Msg("sync failed, but the lease ended first: not recorded")
+	case what == outcomeQuarantined:
+		e.m.SyncsFailed.Add(1)
+		e.m.Quarantined.Add(1)
+		log.Error().Err(err).Msg("sync failed; item quarantined until requeued")
+	default:
+		e.m.SyncsFailed.Add(1)
+		log.Warn().Err(err).Dur("retry_in", out.Delay).Msg("sync failed")
+	}
+}
+
+// isResourceErr reports an error that is syncd's own, not the item's or
+// the target's: the process ran out of file descriptors or memory (an
+// audit saw items quarantined after idle connections exhausted the
+// daemon's descriptors).
+func isResourceErr(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOMEM)
 }
 
 // backoff is BackoffMin doubled per failed attempt, capped at BackoffMax,

@@ -1,0 +1,76 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/sinks"
+	"github.com/syncd/syncd/tests/redistest"
+)
+
+// A failure whose release is not recorded (the record was gone when the
+// sync ended) is neither logged nor counted as quarantined, and the item
+// is not quarantined in Redis. Before, engine/worker.go ignored
+// `recorded` for failed outcomes (found by an audit).
+func TestUnrecordedFailureIsNotQuarantined(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 1)
+	st.Add(t.Context(), "a")
+	var calls atomic.Int32
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		calls.Add(1)
+		// Someone force-released the item while it synced: this owner's
+		// outcome cannot be recorded.
+		st.Client().Del(ctx, st.Keys().Record(0, it.ID))
+		return sinks.Permanent(fmt.Errorf("target refused"))
+	}}
+	e := newEngine(t, st, rec, engine.Config{Workers: 1, MaxAttempts: 1, Interval: time.Hour, Poll: 5 * time.Millisecond})
+	if err := e.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "an unrecorded failure", func() bool { return e.Metrics().SyncsUnrecorded.Load() >= 1 })
+	e.Stop(context.Background())
+	if got := e.Metrics().Quarantined.Load(); got != 0 {
+		t.Errorf("metrics: %d quarantined, want 0 (the failure was not recorded)", got)
+	}
+	if score := st.Client().ZScore(t.Context(), st.Keys().Due(0), "a").Val(); math.IsInf(score, 1) {
+		t.Errorf("item quarantined in redis after an unrecorded failure")
+	}
+}
+
+// syncd's own resource errors (no file descriptors left) are not the
+// item's fault: the item is handed back, never failed or quarantined, and
+// syncs once the resource is back.
+func TestResourceErrorNeverQuarantines(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 1)
+	st.Add(t.Context(), "a")
+	var calls atomic.Int32
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		if calls.Add(1) <= 5 {
+			return &os.PathError{Op: "fork/exec", Path: "/bin/sync-one", Err: syscall.EMFILE}
+		}
+		return nil
+	}}
+	e := newEngine(t, st, rec, engine.Config{Workers: 1, MaxAttempts: 2, Interval: time.Hour,
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Poll: 5 * time.Millisecond})
+	if err := e.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the item to sync once descriptors are back", func() bool { return e.Metrics().SyncsOK.Load() == 1 })
+	e.Stop(context.Background())
+	m := e.Metrics()
+	if m.Quarantined.Load() != 0 || m.SyncsFailed.Load() != 0 || m.SyncsResource.Load() != 5 {
+		t.Errorf("metrics: quarantined %d, failed %d, resource %d; want 0, 0, 5",
+			m.Quarantined.Load(), m.SyncsFailed.Load(), m.SyncsResource.Load())
+	}
+}
