@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -122,6 +123,9 @@ func newClient(c Config) redis.UniversalClient {
 }
 
 func (s *Store) start(ctx context.Context) error {
+	if err := s.checkTLS(ctx); err != nil {
+		return err
+	}
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("store: connect to %s: %w", s.describe(), err)
 	}
@@ -152,6 +156,45 @@ func (s *Store) start(ctx context.Context) error {
 		return fmt.Errorf("store: load scripts: %w", err)
 	}
 	return nil
+}
+
+// checkTLS refuses, at once, a TLS configuration pointed at a server that
+// answers in plaintext. Left to go-redis, such a TLS handshake waits for
+// a reply the server never sends (it reads the handshake as the start of
+// a command) until the dial timeout, five times over: 25 s by default,
+// ending in "context deadline exceeded". Sentinels are not probed: they
+// may differ from the masters they name.
+func (s *Store) checkTLS(ctx context.Context) error {
+	if s.cfg.TLS == nil || s.cfg.MasterName != "" {
+		return nil
+	}
+	for _, addr := range s.cfg.Addrs {
+		if plaintextRedis(ctx, addr, min(s.cfg.DialTimeout, time.Second)) {
+			return fmt.Errorf("store: connect to %s: redis.tls is on, but the server answers in plaintext on this port: use its tls-port, or turn TLS off", addr)
+		}
+	}
+	return nil
+}
+
+// plaintextRedis reports whether addr answers a plaintext PING as Redis
+// does (+PONG, or an error such as -NOAUTH). A TLS port answers with an
+// alert or closes the connection.
+func plaintextRedis(ctx context.Context, addr string, timeout time.Duration) bool {
+	d := net.Dialer{Timeout: timeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		return false
+	}
+	return b[0] == '+' || b[0] == '-'
 }
 
 // versionAtLeast reports whether a Redis version string ("7.0.15") has a
