@@ -61,8 +61,27 @@ const (
 
 // Defaults for zero Config fields.
 const (
-	DefaultGrace      = 5 * time.Second
-	DefaultStderrTail = 2048
+	// GraceDefault is Config.Grace when it is zero. A deployment must keep
+	// the grace below the lease margin (ownership.margin): a command that
+	// ignores SIGTERM runs for up to the grace after its lease was lost,
+	// and the lease is trusted for up to the margin less than its TTL.
+	GraceDefault = 5 * time.Second
+
+	// StderrTailDefault is Config.StderrTail when it is zero.
+	StderrTailDefault = 2048
+)
+
+// The defaults' old names, kept for existing callers.
+const (
+	// DefaultGrace is the old name of GraceDefault.
+	//
+	// Deprecated: use GraceDefault.
+	DefaultGrace = GraceDefault
+
+	// DefaultStderrTail is the old name of StderrTailDefault.
+	//
+	// Deprecated: use StderrTailDefault.
+	DefaultStderrTail = StderrTailDefault
 )
 
 // stderrDrain bounds how long the sink reads stderr after the command and
@@ -88,48 +107,64 @@ type Config struct {
 
 	// Timeout bounds each run of the command; when it passes, the command
 	// is stopped as on cancellation and Sync returns an error wrapping
-	// context.DeadlineExceeded. Default 0: no timeout beyond the lease.
+	// context.DeadlineExceeded. Default 0: no timeout. The lease is no
+	// bound: heartbeats renew it for as long as the command runs, so
+	// without a timeout a command that hangs holds its item until syncd
+	// stops or loses the lease.
 	Timeout time.Duration
 
 	// Grace is how long a command has to exit after SIGTERM before the
-	// sink sends SIGKILL to its process group. Default DefaultGrace (5 s).
+	// sink sends SIGKILL to its process group. Default GraceDefault (5 s).
+	// Keep it below the lease margin: see GraceDefault.
 	Grace time.Duration
 
 	// StderrTail is how many bytes of the end of the command's stderr an
-	// error quotes. Default DefaultStderrTail (2048).
+	// error quotes. Default StderrTailDefault (2048).
 	StderrTail int
 }
 
-// Validate reports the first invalid field of c. It does not look at the
-// file system; New does.
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Grace == 0 {
+		c.Grace = GraceDefault
+	}
+	if c.StderrTail == 0 {
+		c.StderrTail = StderrTailDefault
+	}
+	return c
+}
+
+// Validate reports every invalid field of c, each error naming its field,
+// joined with errors.Join. It does not look at the file system; New does.
 func (c Config) Validate() error {
+	var errs []error
 	if len(c.Command) == 0 || c.Command[0] == "" {
-		return errors.New("exec: command: must not be empty")
+		errs = append(errs, errors.New("exec: command: must not be empty"))
 	}
 	for i, arg := range c.Command {
 		if strings.IndexByte(arg, 0) >= 0 {
-			return fmt.Errorf("exec: command: argument %d contains NUL", i)
+			errs = append(errs, fmt.Errorf("exec: command: argument %d contains NUL", i))
 		}
 	}
 	for _, kv := range c.Env {
 		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
-			return fmt.Errorf("exec: env: %q is not KEY=value", kv)
-		}
-		if strings.HasPrefix(k, "SYNCD_") {
-			return fmt.Errorf("exec: env: %s is set by the sink", k)
+		switch {
+		case !ok || k == "" || strings.IndexByte(kv, 0) >= 0:
+			errs = append(errs, fmt.Errorf("exec: env: %q is not KEY=value", kv))
+		case strings.HasPrefix(k, "SYNCD_"):
+			errs = append(errs, fmt.Errorf("exec: env: %s is set by the sink", k))
 		}
 	}
 	if c.Timeout < 0 {
-		return fmt.Errorf("exec: timeout: must not be negative, got %v", c.Timeout)
+		errs = append(errs, fmt.Errorf("exec: timeout: must not be negative, got %v", c.Timeout))
 	}
 	if c.Grace < 0 {
-		return fmt.Errorf("exec: grace: must not be negative, got %v", c.Grace)
+		errs = append(errs, fmt.Errorf("exec: grace: must not be negative, got %v", c.Grace))
 	}
 	if c.StderrTail < 0 {
-		return fmt.Errorf("exec: stderr_tail: must not be negative, got %d", c.StderrTail)
+		errs = append(errs, fmt.Errorf("exec: stderr_tail: must not be negative, got %d", c.StderrTail))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Sink is a sink that runs a command per item. It is safe for concurrent
@@ -168,6 +203,7 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	s := &Sink{
 		path:    path,
 		args:    append([]string(nil), cfg.Command...),
@@ -177,12 +213,6 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 		grace:   cfg.Grace,
 		tail:    cfg.StderrTail,
 		logger:  logger.With().Str(fieldComponent, "sink.exec").Str(fieldCommand, cfg.Command[0]).Logger(),
-	}
-	if s.grace == 0 {
-		s.grace = DefaultGrace
-	}
-	if s.tail == 0 {
-		s.tail = DefaultStderrTail
 	}
 	return s, nil
 }

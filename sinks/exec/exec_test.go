@@ -566,3 +566,40 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateEveryField(t *testing.T) {
+	err := execsink.Config{
+		Command:    []string{"", "a\x00"},
+		Env:        []string{"NOEQUALS", "SYNCD_FENCE=1", "OK=1"},
+		Timeout:    -1,
+		Grace:      -2,
+		StderrTail: -3,
+	}.Validate()
+	if err == nil {
+		t.Fatal("Validate = nil")
+	}
+	got := strings.Split(err.Error(), "\n")
+	want := []string{
+		"exec: command: must not be empty",
+		"exec: command: argument 1 contains NUL",
+		`exec: env: "NOEQUALS" is not KEY=value`,
+		"exec: env: SYNCD_FENCE is set by the sink",
+		"exec: timeout: must not be negative, got -1ns",
+		"exec: grace: must not be negative, got -2ns",
+		"exec: stderr_tail: must not be negative, got -3",
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("Validate (-got +want):\n%s", diff)
+	}
+}
+
+func TestWithDefaults(t *testing.T) {
+	got := execsink.Config{Command: []string{"true"}}.WithDefaults()
+	if got.Grace != execsink.GraceDefault || got.StderrTail != execsink.StderrTailDefault || got.Timeout != 0 {
+		t.Errorf("WithDefaults = %+v", got)
+	}
+	set := execsink.Config{Grace: time.Second, StderrTail: 10}
+	if got := set.WithDefaults(); got.Grace != time.Second || got.StderrTail != 10 {
+		t.Errorf("WithDefaults overrode set fields: %+v", got)
+	}
+}

@@ -32,8 +32,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,8 +55,13 @@ const (
 	fieldTook      = "took"
 )
 
-// DefaultTimeout is the per-request timeout when Config.Timeout is zero.
-const DefaultTimeout = 30 * time.Second
+// TimeoutDefault is the per-request timeout when Config.Timeout is zero.
+const TimeoutDefault = 30 * time.Second
+
+// DefaultTimeout is the old name of TimeoutDefault.
+//
+// Deprecated: use TimeoutDefault.
+const DefaultTimeout = TimeoutDefault
 
 const (
 	// maxSnippet is how much of a response body an error quotes.
@@ -77,16 +84,33 @@ type Config struct {
 	Headers map[string]string
 
 	// Timeout bounds each request, from dialling to reading the response
-	// body. Default DefaultTimeout (30 s).
+	// body. Default TimeoutDefault (30 s).
 	Timeout time.Duration
 }
 
-// Validate reports the first invalid field of c.
+// Validate reports every invalid field of c, each error naming its field,
+// joined with errors.Join.
 func (c Config) Validate() error {
-	if c.URL == "" {
+	var errs []error
+	if err := validateURL(c.URL); err != nil {
+		errs = append(errs, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Headers)) {
+		if err := validateHeader(name, c.Headers[name]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("http: timeout: must not be negative, got %v", c.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+func validateURL(raw string) error {
+	if raw == "" {
 		return errors.New("http: url: must not be empty")
 	}
-	u, err := url.Parse(c.URL)
+	u, err := url.Parse(raw)
 	if err != nil {
 		return fmt.Errorf("http: url: %w", err)
 	}
@@ -94,24 +118,31 @@ func (c Config) Validate() error {
 		return fmt.Errorf("http: url: scheme must be http or https, got %q", u.Scheme)
 	}
 	if u.Hostname() == "" {
-		return fmt.Errorf("http: url: host must not be empty in %q", c.URL)
-	}
-	for name, value := range c.Headers {
-		if !validHeaderName(name) {
-			return fmt.Errorf("http: headers: invalid header name %q", name)
-		}
-		switch http.CanonicalHeaderKey(name) {
-		case "Content-Type", "Content-Length", "X-Syncd-Fence":
-			return fmt.Errorf("http: headers: %s is set by the sink", http.CanonicalHeaderKey(name))
-		}
-		if strings.ContainsAny(value, "\r\n\x00") {
-			return fmt.Errorf("http: headers: value of %s contains a line break or NUL", name)
-		}
-	}
-	if c.Timeout < 0 {
-		return fmt.Errorf("http: timeout: must not be negative, got %v", c.Timeout)
+		return fmt.Errorf("http: url: host must not be empty in %q", raw)
 	}
 	return nil
+}
+
+func validateHeader(name, value string) error {
+	if !validHeaderName(name) {
+		return fmt.Errorf("http: headers: invalid header name %q", name)
+	}
+	switch http.CanonicalHeaderKey(name) {
+	case "Content-Type", "Content-Length", "X-Syncd-Fence":
+		return fmt.Errorf("http: headers: %s is set by the sink", http.CanonicalHeaderKey(name))
+	}
+	if strings.ContainsAny(value, "\r\n\x00") {
+		return fmt.Errorf("http: headers: value of %s contains a line break or NUL", name)
+	}
+	return nil
+}
+
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Timeout == 0 {
+		c.Timeout = TimeoutDefault
+	}
+	return c
 }
 
 // validHeaderName reports whether name is an RFC 9110 token.
@@ -166,14 +197,12 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	s := &Sink{
 		url:     cfg.URL,
 		header:  make(http.Header),
 		timeout: cfg.Timeout,
 		logger:  logger.With().Str(fieldComponent, "sink.http").Str(fieldURL, redact(cfg.URL)).Logger(),
-	}
-	if s.timeout == 0 {
-		s.timeout = DefaultTimeout
 	}
 	s.header.Set("User-Agent", "syncd")
 	for name, value := range cfg.Headers {
