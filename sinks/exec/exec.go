@@ -3,8 +3,21 @@
 // Package exec provides a sink that runs a command for each item.
 //
 // The command is an argv, run without a shell: write
-// ["sh", "-c", "..."] to get one. It inherits the environment of syncd,
-// plus Config.Env, plus the item:
+// ["sh", "-c", "..."] to get one. Exit status 0 is success. Any other
+// outcome is an ordinary, retryable error carrying the exit status and the
+// tail of the command's stderr. No exit status means "permanent" or "stale
+// fence": a command that needs to say so needs a sink of its own. Standard
+// input and output are /dev/null.
+//
+// # Environment
+//
+// The command does not inherit syncd's environment, which holds secrets
+// such as the variable named by redis.password_env. It gets only the
+// allow-list of syncd's environment,
+//
+//	PATH HOME USER LOGNAME SHELL TMPDIR TZ LANG LANGUAGE LC_*
+//
+// then Config.Env, which overrides them, then the item:
 //
 //	SYNCD_ID            the item ID
 //	SYNCD_FENCE         the fence of the claim, a decimal uint64
@@ -13,10 +26,8 @@
 //	SYNCD_LAST_SYNC_MS  the last successful sync in Unix milliseconds,
 //	                    empty when the item never synced
 //
-// Exit status 0 is success. Any other outcome is an ordinary, retryable
-// error carrying the exit status and the tail of the command's stderr. No
-// exit status means "permanent" or "stale fence": a command that needs to
-// say so needs a sink of its own. Standard input and output are /dev/null.
+// Anything else a command needs, a token or a proxy setting, goes in
+// Config.Env.
 //
 // # Stopping
 //
@@ -39,6 +50,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -95,10 +107,10 @@ type Config struct {
 	// to Dir. Required.
 	Command []string
 
-	// Env holds extra environment variables, as "KEY=value", added to the
-	// inherited environment; they override inherited variables of the
-	// same name. SYNCD_* variables are set by the sink and may not be
-	// given. Default none.
+	// Env holds environment variables, as "KEY=value", added to those of
+	// the allow-list (see the package documentation); they override
+	// allow-listed variables of the same name. SYNCD_* variables are set
+	// by the sink and may not be given. Default none.
 	Env []string
 
 	// Dir is the working directory of the command; it must exist. Default
@@ -172,7 +184,7 @@ func (c Config) Validate() error {
 type Sink struct {
 	path    string   // resolved program
 	args    []string // argv, args[0] as configured
-	env     []string // Config.Env
+	env     []string // allow-listed variables of syncd's environment, then Config.Env
 	dir     string
 	timeout time.Duration
 	grace   time.Duration
@@ -207,7 +219,7 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 	s := &Sink{
 		path:    path,
 		args:    append([]string(nil), cfg.Command...),
-		env:     append([]string(nil), cfg.Env...),
+		env:     append(inheritedEnv(os.Environ()), cfg.Env...),
 		dir:     cfg.Dir,
 		timeout: cfg.Timeout,
 		grace:   cfg.Grace,
@@ -347,11 +359,10 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 }
 
 // environ returns the command's environment. os/exec keeps the last of
-// duplicate keys, so Config.Env overrides inherited variables and the
+// duplicate keys, so Config.Env overrides allow-listed variables and the
 // SYNCD_* variables override both.
 func (s *Sink) environ(item sinks.Item) []string {
-	env := os.Environ()
-	env = append(env, s.env...)
+	env := slices.Clip(s.env)
 	var last string
 	if !item.LastSync.IsZero() {
 		last = strconv.FormatInt(item.LastSync.UnixMilli(), 10)
@@ -364,6 +375,27 @@ func (s *Sink) environ(item sinks.Item) []string {
 		"SYNCD_LAST_SYNC_MS="+last,
 	)
 }
+
+// inheritedEnv returns the variables of environ on the allow-list of the
+// package documentation. Everything else, secrets included, stays with
+// syncd.
+func inheritedEnv(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "LC_"):
+		case slices.Contains(allowEnv, k):
+		default:
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// allowEnv is the allow-list of inherited variables, with LC_*.
+var allowEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TZ", "LANG", "LANGUAGE"}
 
 var errExitZero = errors.New("exit status 0")
 

@@ -107,14 +107,27 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestEnvironment: the command sees the allow-list of syncd's
+// environment, Config.Env and the item, and nothing else: not the secrets
+// in syncd's environment.
 func TestEnvironment(t *testing.T) {
+	dir := t.TempDir()
 	t.Setenv("TEST_SYNCD_INHERITED", "inherited")
 	t.Setenv("TEST_SYNCD_OVERRIDDEN", "inherited")
-	dir := t.TempDir()
+	t.Setenv("NC_REDIS_PW", "hunter2") // a secret, as redis.password_env names one
+	allowed := map[string]string{
+		"HOME": "/home/syncd", "USER": "syncd", "LOGNAME": "syncd", "SHELL": "/bin/sh",
+		"TMPDIR": dir, "TZ": "Europe/Zurich", "LANG": "C.UTF-8", "LANGUAGE": "de",
+		"LC_ALL": "C.UTF-8", "LC_TIME": "C",
+	}
+	for k, v := range allowed {
+		t.Setenv(k, v)
+	}
+	allowed["PATH"] = os.Getenv("PATH")
 	out := filepath.Join(dir, "env")
 	s := newSink(t, execsink.Config{
 		Command: []string{"sh", "-c", `env > "$OUT"; pwd >> "$OUT"`},
-		Env:     []string{"OUT=" + out, "TEST_SYNCD_OVERRIDDEN=config", "EXTRA=a=b"},
+		Env:     []string{"OUT=" + out, "TEST_SYNCD_OVERRIDDEN=config", "EXTRA=a=b", "TZ=UTC"},
 		Dir:     dir,
 	})
 	env := func(it sinks.Item) map[string]string {
@@ -130,11 +143,12 @@ func TestEnvironment(t *testing.T) {
 		for line := range strings.Lines(string(data)) {
 			line = strings.TrimSuffix(line, "\n")
 			k, v, ok := strings.Cut(line, "=")
-			if !ok {
+			switch {
+			case !ok:
 				got["PWD()"] = line
-				continue
-			}
-			if strings.Contains(k, "SYNCD_") || k == "EXTRA" {
+			case k == "PWD" || k == "OLDPWD" || k == "SHLVL" || k == "_":
+				// set by sh itself
+			default:
 				got[k] = v
 			}
 		}
@@ -146,9 +160,13 @@ func TestEnvironment(t *testing.T) {
 	want := map[string]string{
 		"SYNCD_ID": "a b/ü", "SYNCD_FENCE": "9223372036854775813", "SYNCD_OWNER": "h/1/r/w3",
 		"SYNCD_ATTEMPT": "2", "SYNCD_LAST_SYNC_MS": strconv.FormatInt(last.UnixMilli(), 10),
-		"TEST_SYNCD_INHERITED": "inherited", "TEST_SYNCD_OVERRIDDEN": "config", "EXTRA": "a=b",
+		"TEST_SYNCD_OVERRIDDEN": "config", "EXTRA": "a=b", "OUT": out,
 		"PWD()": dir,
 	}
+	for k, v := range allowed {
+		want[k] = v
+	}
+	want["TZ"] = "UTC" // Config.Env overrides the allow-list
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("environment (-got +want):\n%s", diff)
 	}
@@ -156,6 +174,9 @@ func TestEnvironment(t *testing.T) {
 	got = env(sinks.Item{ID: "new", Fence: 1, Attempt: 1})
 	if v, ok := got["SYNCD_LAST_SYNC_MS"]; !ok || v != "" {
 		t.Errorf("SYNCD_LAST_SYNC_MS = %q (set %v), want set and empty for an item that never synced", v, ok)
+	}
+	if v, ok := got["NC_REDIS_PW"]; ok {
+		t.Errorf("the command saw NC_REDIS_PW=%q from syncd's environment", v)
 	}
 }
 
