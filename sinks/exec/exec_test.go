@@ -481,8 +481,10 @@ func TestTimeout(t *testing.T) {
 	if took < 100*time.Millisecond || took > 3*time.Second {
 		t.Errorf("Sync took %v", took)
 	}
-	// The timeout is per run: the next Sync gets its own.
-	s2 := newSink(t, execsink.Config{Command: []string{"true"}, Timeout: 100 * time.Millisecond})
+	// The timeout is per run: the next Sync gets its own. Three runs take
+	// longer than one timeout; the timeout leaves room for starting the
+	// supervisor on a busy machine.
+	s2 := newSink(t, execsink.Config{Command: []string{"sleep", "0.4"}, Timeout: time.Second})
 	for range 3 {
 		if err := s2.Sync(t.Context(), sinks.Item{ID: "b"}); err != nil {
 			t.Fatal(err)
@@ -623,4 +625,88 @@ func TestWithDefaults(t *testing.T) {
 	if got := set.WithDefaults(); got.Grace != time.Second || got.StderrTail != 10 {
 		t.Errorf("WithDefaults overrode set fields: %+v", got)
 	}
+}
+
+// TestStartError: a command that New found but that is gone when a sync
+// starts it is an ordinary error that says so.
+func TestStartError(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "hook.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := newSink(t, execsink.Config{Command: []string{script}})
+	if err := os.Remove(script); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Sync(t.Context(), sinks.Item{ID: "a"})
+	if !errors.Is(err, os.ErrNotExist) || !strings.HasPrefix(err.Error(), `exec: item "a": start: `) {
+		t.Fatalf("Sync = %v, want a start error wrapping os.ErrNotExist", err)
+	}
+	var se *execsink.StartError
+	if !errors.As(err, &se) || !strings.Contains(se.Text, script) {
+		t.Errorf("Sync = %v, want a StartError naming the program", err)
+	}
+	if sinks.IsPermanent(err) {
+		t.Errorf("a start error must be retryable: %v", err)
+	}
+}
+
+// TestKilledBySignal: the command's death by a signal reaches Sync as
+// such, through the supervisor, for signals Go's runtime would handle
+// otherwise.
+func TestKilledBySignal(t *testing.T) {
+	for _, tt := range []struct {
+		sig  string
+		want string
+	}{
+		{"TERM", "signal: terminated"},
+		{"USR1", "signal: user defined signal 1"},
+		{"SEGV", "signal: segmentation fault"},
+		{"QUIT", "signal: quit"},
+	} {
+		t.Run(tt.sig, func(t *testing.T) {
+			s := newSink(t, execsink.Config{Command: []string{"sh", "-c", "ulimit -c 0; kill -" + tt.sig + " $$"}})
+			err := s.Sync(t.Context(), sinks.Item{ID: "a"})
+			var ee *osexec.ExitError
+			if !errors.As(err, &ee) {
+				t.Fatalf("Sync = %v, want an ExitError", err)
+			}
+			if want := `exec: item "a": ` + tt.want; err.Error() != want {
+				t.Errorf("Sync = %q, want %q", err, want)
+			}
+		})
+	}
+}
+
+// TestSupervisorTerminated: SIGTERM to the supervisor stops the command's
+// group as the loss of syncd would: SIGTERM, the grace, SIGKILL.
+func TestSupervisorTerminated(t *testing.T) {
+	ready, lines := fifo(t, t.TempDir())
+	const grace = 300 * time.Millisecond
+	s := newSink(t, execsink.Config{
+		Command: []string{"sh", "-c", `trap '' TERM; sleep 30 & echo "$PPID $$ $!" > "$READY"; wait`},
+		Env:     []string{"READY=" + ready},
+		Grace:   grace,
+	})
+	done := make(chan error, 1)
+	go func() { done <- s.Sync(t.Context(), sinks.Item{ID: "a"}) }()
+	pids := awaitLine(t, lines)
+	start := time.Now()
+	if err := syscall.Kill(pids[0], syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		took := time.Since(start)
+		if err == nil || !strings.HasSuffix(err.Error(), "signal: killed") {
+			t.Errorf("Sync = %v, want the command killed", err)
+		}
+		if took < grace {
+			t.Errorf("Sync returned %v after SIGTERM to the supervisor, before the grace of %v", took, grace)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Sync did not return")
+	}
+	eventuallyDead(t, pids[2])
+	eventuallyGroupDead(t, pids[1])
 }
