@@ -451,3 +451,28 @@ func TestWithDefaults(t *testing.T) {
 		t.Errorf("WithDefaults overrode Timeout: %v", got.Timeout)
 	}
 }
+
+func TestValidateRedirects(t *testing.T) {
+	for _, r := range []string{"", "none", "same-origin", "any"} {
+		if err := (httpsink.Config{URL: "http://h", Redirects: r}).Validate(); err != nil {
+			t.Errorf("Redirects %q: %v", r, err)
+		}
+	}
+	err := httpsink.Config{URL: "http://h", Redirects: "all"}.Validate()
+	if want := `http: redirects: must be same-origin, none or any, got "all"`; err == nil || err.Error() != want {
+		t.Errorf("Validate = %v, want %q", err, want)
+	}
+	if got := (httpsink.Config{}).WithDefaults().Redirects; got != httpsink.RedirectsDefault || httpsink.RedirectsDefault != "same-origin" {
+		t.Errorf("WithDefaults().Redirects = %q", got)
+	}
+}
+
+// TestValidateHidesPassword: a URL that does not parse is quoted with its
+// password and query values masked.
+func TestValidateHidesPassword(t *testing.T) {
+	err := httpsink.Config{URL: "http://user:hunter2@host/%zz?token=abc"}.Validate()
+	want := `http: url: parse "http://user:xxxxx@host/%zz?token=xxxxx": invalid URL escape "%zz"`
+	if err == nil || err.Error() != want {
+		t.Errorf("Validate = %v, want %q", err, want)
+	}
+}
