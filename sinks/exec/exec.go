@@ -412,12 +412,18 @@ func (r *run) wait(ctx context.Context, grace time.Duration) (waitErr error, sto
 func (r *run) send(b byte) { _, _ = r.ctl.Write([]byte{b}) }
 
 // finish is called once the supervisor exited: the command is reaped and
-// its group killed. It stops reading stderr shortly after, for descendants
+// its group killed. It kills the group again, stops reading stderr shortly after, for descendants
 // that left the group holding it open, releases the pipes and returns the
 // supervisor's hello.
 func (r *run) finish() hello {
 	r.ctl.Close() // the lifeline; its reader is gone
 	h := <-r.hello
+	if h.ok && h.err == nil {
+		// Normally the supervisor did this already. If it was itself
+		// killed, the group has no one else to stop it. Until all its
+		// members are gone, the group's ID cannot be reused.
+		_ = syscall.Kill(-h.pid, syscall.SIGKILL)
+	}
 	r.helloR.Close()
 	drain := time.NewTimer(stderrDrain)
 	select {

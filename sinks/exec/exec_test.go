@@ -710,3 +710,29 @@ func TestSupervisorTerminated(t *testing.T) {
 	eventuallyDead(t, pids[2])
 	eventuallyGroupDead(t, pids[1])
 }
+
+// TestSupervisorKilled: if the supervisor itself is killed, the sink kills
+// the command's group, as it did before there was a supervisor.
+func TestSupervisorKilled(t *testing.T) {
+	ready, lines := fifo(t, t.TempDir())
+	s := newSink(t, execsink.Config{
+		Command: []string{"sh", "-c", `trap '' TERM; sleep 30 & echo "$PPID $$ $!" > "$READY"; wait`},
+		Env:     []string{"READY=" + ready},
+	})
+	done := make(chan error, 1)
+	go func() { done <- s.Sync(t.Context(), sinks.Item{ID: "a"}) }()
+	pids := awaitLine(t, lines)
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.HasSuffix(err.Error(), "signal: killed") {
+			t.Errorf("Sync = %v, want the supervisor's death", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Sync did not return")
+	}
+	eventuallyDead(t, pids[1], pids[2])
+	eventuallyGroupDead(t, pids[1])
+}
