@@ -484,7 +484,7 @@ func TestTimeout(t *testing.T) {
 	// The timeout is per run: the next Sync gets its own. Three runs take
 	// longer than one timeout; the timeout leaves room for starting the
 	// supervisor on a busy machine.
-	s2 := newSink(t, execsink.Config{Command: []string{"sleep", "0.4"}, Timeout: time.Second})
+	s2 := newSink(t, execsink.Config{Command: []string{"sleep", "0.7"}, Timeout: 2 * time.Second})
 	for range 3 {
 		if err := s2.Sync(t.Context(), sinks.Item{ID: "b"}); err != nil {
 			t.Fatal(err)
