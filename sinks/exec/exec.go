@@ -3,8 +3,21 @@
 // Package exec provides a sink that runs a command for each item.
 //
 // The command is an argv, run without a shell: write
-// ["sh", "-c", "..."] to get one. It inherits the environment of syncd,
-// plus Config.Env, plus the item:
+// ["sh", "-c", "..."] to get one. Exit status 0 is success. Any other
+// outcome is an ordinary, retryable error carrying the exit status and the
+// tail of the command's stderr. No exit status means "permanent" or "stale
+// fence": a command that needs to say so needs a sink of its own. Standard
+// input and output are /dev/null.
+//
+// # Environment
+//
+// The command does not inherit syncd's environment, which holds secrets
+// such as the variable named by redis.password_env. It gets only the
+// allow-list of syncd's environment,
+//
+//	PATH HOME USER LOGNAME SHELL TMPDIR TZ LANG LANGUAGE LC_*
+//
+// then Config.Env, which overrides them, then the item:
 //
 //	SYNCD_ID            the item ID
 //	SYNCD_FENCE         the fence of the claim, a decimal uint64
@@ -13,10 +26,8 @@
 //	SYNCD_LAST_SYNC_MS  the last successful sync in Unix milliseconds,
 //	                    empty when the item never synced
 //
-// Exit status 0 is success. Any other outcome is an ordinary, retryable
-// error carrying the exit status and the tail of the command's stderr. No
-// exit status means "permanent" or "stale fence": a command that needs to
-// say so needs a sink of its own. Standard input and output are /dev/null.
+// Anything else a command needs, a token or a proxy setting, goes in
+// Config.Env.
 //
 // # Stopping
 //
@@ -29,6 +40,25 @@
 // descendant that moved to another process group or session (setsid,
 // daemonising) escapes this; the sink then stops reading stderr shortly
 // after the command exited rather than waiting for it.
+//
+// The same holds when syncd dies, even by SIGKILL: the command's group gets
+// SIGTERM at once and SIGKILL Config.Grace later, so a command does not go
+// on writing after its lease ended and the next owner started. Keep the
+// grace below the lease margin (see GraceDefault).
+//
+// # The supervisor
+//
+// To survive syncd, the signalling is done by a small supervisor process
+// between syncd and each command: syncd's own binary, started again with
+// the argv[0] "syncd-exec-supervisor" and the variable
+// SYNCD_EXEC_SUPERVISOR=1, which this package's init function recognises
+// and acts on before main runs. A program that uses this package therefore
+// must not be started that way for any other purpose; an ordinary start
+// cannot be mistaken for it. The supervisor adds a fork and exec of that
+// binary to each sync, and exits as the command did, so that exit statuses
+// and signals read as before. It watches a pipe only syncd can write to,
+// and stops the command's group when that pipe closes; SIGTERM sent to the
+// supervisor does the same. supervisor.go has the details.
 package exec
 
 import (
@@ -39,6 +69,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,8 +92,27 @@ const (
 
 // Defaults for zero Config fields.
 const (
-	DefaultGrace      = 5 * time.Second
-	DefaultStderrTail = 2048
+	// GraceDefault is Config.Grace when it is zero. A deployment must keep
+	// the grace below the lease margin (ownership.margin): a command that
+	// ignores SIGTERM runs for up to the grace after its lease was lost,
+	// and the lease is trusted for up to the margin less than its TTL.
+	GraceDefault = 5 * time.Second
+
+	// StderrTailDefault is Config.StderrTail when it is zero.
+	StderrTailDefault = 2048
+)
+
+// The defaults' old names, kept for existing callers.
+const (
+	// DefaultGrace is the old name of GraceDefault.
+	//
+	// Deprecated: use GraceDefault.
+	DefaultGrace = GraceDefault
+
+	// DefaultStderrTail is the old name of StderrTailDefault.
+	//
+	// Deprecated: use StderrTailDefault.
+	DefaultStderrTail = StderrTailDefault
 )
 
 // stderrDrain bounds how long the sink reads stderr after the command and
@@ -76,10 +126,10 @@ type Config struct {
 	// to Dir. Required.
 	Command []string
 
-	// Env holds extra environment variables, as "KEY=value", added to the
-	// inherited environment; they override inherited variables of the
-	// same name. SYNCD_* variables are set by the sink and may not be
-	// given. Default none.
+	// Env holds environment variables, as "KEY=value", added to those of
+	// the allow-list (see the package documentation); they override
+	// allow-listed variables of the same name. SYNCD_* variables are set
+	// by the sink and may not be given. Default none.
 	Env []string
 
 	// Dir is the working directory of the command; it must exist. Default
@@ -88,61 +138,77 @@ type Config struct {
 
 	// Timeout bounds each run of the command; when it passes, the command
 	// is stopped as on cancellation and Sync returns an error wrapping
-	// context.DeadlineExceeded. Default 0: no timeout beyond the lease.
+	// context.DeadlineExceeded. Default 0: no timeout. The lease is no
+	// bound: heartbeats renew it for as long as the command runs, so
+	// without a timeout a command that hangs holds its item until syncd
+	// stops or loses the lease.
 	Timeout time.Duration
 
 	// Grace is how long a command has to exit after SIGTERM before the
-	// sink sends SIGKILL to its process group. Default DefaultGrace (5 s).
+	// sink sends SIGKILL to its process group. Default GraceDefault (5 s).
+	// Keep it below the lease margin: see GraceDefault.
 	Grace time.Duration
 
 	// StderrTail is how many bytes of the end of the command's stderr an
-	// error quotes. Default DefaultStderrTail (2048).
+	// error quotes. Default StderrTailDefault (2048).
 	StderrTail int
 }
 
-// Validate reports the first invalid field of c. It does not look at the
-// file system; New does.
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Grace == 0 {
+		c.Grace = GraceDefault
+	}
+	if c.StderrTail == 0 {
+		c.StderrTail = StderrTailDefault
+	}
+	return c
+}
+
+// Validate reports every invalid field of c, each error naming its field,
+// joined with errors.Join. It does not look at the file system; New does.
 func (c Config) Validate() error {
+	var errs []error
 	if len(c.Command) == 0 || c.Command[0] == "" {
-		return errors.New("exec: command: must not be empty")
+		errs = append(errs, errors.New("exec: command: must not be empty"))
 	}
 	for i, arg := range c.Command {
 		if strings.IndexByte(arg, 0) >= 0 {
-			return fmt.Errorf("exec: command: argument %d contains NUL", i)
+			errs = append(errs, fmt.Errorf("exec: command: argument %d contains NUL", i))
 		}
 	}
 	for _, kv := range c.Env {
 		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
-			return fmt.Errorf("exec: env: %q is not KEY=value", kv)
-		}
-		if strings.HasPrefix(k, "SYNCD_") {
-			return fmt.Errorf("exec: env: %s is set by the sink", k)
+		switch {
+		case !ok || k == "" || strings.IndexByte(kv, 0) >= 0:
+			errs = append(errs, fmt.Errorf("exec: env: %q is not KEY=value", kv))
+		case strings.HasPrefix(k, "SYNCD_"):
+			errs = append(errs, fmt.Errorf("exec: env: %s is set by the sink", k))
 		}
 	}
 	if c.Timeout < 0 {
-		return fmt.Errorf("exec: timeout: must not be negative, got %v", c.Timeout)
+		errs = append(errs, fmt.Errorf("exec: timeout: must not be negative, got %v", c.Timeout))
 	}
 	if c.Grace < 0 {
-		return fmt.Errorf("exec: grace: must not be negative, got %v", c.Grace)
+		errs = append(errs, fmt.Errorf("exec: grace: must not be negative, got %v", c.Grace))
 	}
 	if c.StderrTail < 0 {
-		return fmt.Errorf("exec: stderr_tail: must not be negative, got %d", c.StderrTail)
+		errs = append(errs, fmt.Errorf("exec: stderr_tail: must not be negative, got %d", c.StderrTail))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Sink is a sink that runs a command per item. It is safe for concurrent
 // use: each Sync runs its own process.
 type Sink struct {
-	path    string   // resolved program
-	args    []string // argv, args[0] as configured
-	env     []string // Config.Env
-	dir     string
-	timeout time.Duration
-	grace   time.Duration
-	tail    int
-	logger  zerolog.Logger
+	self      string   // the program that runs the supervisor: syncd
+	superArgs []string // the supervisor's argv, naming the command
+	env       []string // allow-listed variables of syncd's environment, then Config.Env
+	dir       string
+	timeout   time.Duration
+	grace     time.Duration
+	tail      int
+	logger    zerolog.Logger
 }
 
 var _ sinks.Sink = (*Sink)(nil)
@@ -168,21 +234,20 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
+	self, err := selfExe()
+	if err != nil {
+		return nil, fmt.Errorf("exec: the supervisor's program: %w", err)
+	}
+	cfg = cfg.WithDefaults()
 	s := &Sink{
-		path:    path,
-		args:    append([]string(nil), cfg.Command...),
-		env:     append([]string(nil), cfg.Env...),
-		dir:     cfg.Dir,
-		timeout: cfg.Timeout,
-		grace:   cfg.Grace,
-		tail:    cfg.StderrTail,
-		logger:  logger.With().Str(fieldComponent, "sink.exec").Str(fieldCommand, cfg.Command[0]).Logger(),
-	}
-	if s.grace == 0 {
-		s.grace = DefaultGrace
-	}
-	if s.tail == 0 {
-		s.tail = DefaultStderrTail
+		self:      self,
+		superArgs: supervisorArgs(cfg.Grace, path, cfg.Command),
+		env:       append(inheritedEnv(os.Environ()), cfg.Env...),
+		dir:       cfg.Dir,
+		timeout:   cfg.Timeout,
+		grace:     cfg.Grace,
+		tail:      cfg.StderrTail,
+		logger:    logger.With().Str(fieldComponent, "sink.exec").Str(fieldCommand, cfg.Command[0]).Logger(),
 	}
 	return s, nil
 }
@@ -210,8 +275,9 @@ func lookPath(name, dir string) (string, error) {
 	return found, nil
 }
 
-// Sync runs the command for item and waits for it, and for its process
-// group to be gone. See the package documentation for the outcome.
+// Sync runs the command for item under a supervisor and waits for both,
+// and for the command's process group to be gone. See the package
+// documentation for the outcome.
 func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 	if cause := context.Cause(ctx); cause != nil {
 		return fmt.Errorf("exec: item %q: not started: %w", item.ID, cause)
@@ -223,87 +289,27 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 		defer cancel()
 	}
 
-	// Stderr goes through a pipe we own rather than a writer os/exec
-	// copies from, so that we decide how long to wait for it: os/exec
-	// would wait for every holder of the pipe, including descendants that
-	// escaped the process group.
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return fmt.Errorf("exec: item %q: stderr pipe: %w", item.ID, err)
-	}
-	cmd := &osexec.Cmd{
-		Path:        s.path,
-		Args:        s.args,
-		Env:         s.environ(item),
-		Dir:         s.dir,
-		Stderr:      pw,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
-	}
 	start := time.Now()
-	err = cmd.Start()
-	pw.Close() // the child holds its own copy
+	r, err := s.start(item)
 	if err != nil {
-		pr.Close()
 		return fmt.Errorf("exec: item %q: start: %w", item.ID, err)
 	}
-	pgid := cmd.Process.Pid // Setpgid with Pgid 0: the group is named after the leader
-	s.logger.Debug().Str(fieldID, item.ID).Int(fieldPID, pgid).Msg("command started")
-
-	tail := newTailBuffer(s.tail)
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		io.Copy(tail, pr) // ends at EOF, or with an error when pr is closed
-	}()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-
-	var (
-		waitErr error
-		stopped string // how the sink stopped the command, if it did
-	)
-	select {
-	case waitErr = <-waited:
-	case <-runCtx.Done():
-		signalGroup(pgid, syscall.SIGTERM)
-		stopped = "sent SIGTERM"
-		grace := time.NewTimer(s.grace)
-		select {
-		case waitErr = <-waited:
-		case <-grace.C:
-			signalGroup(pgid, syscall.SIGKILL)
-			stopped = fmt.Sprintf("sent SIGTERM, then SIGKILL after %v", s.grace)
-			waitErr = <-waited
-		}
-		grace.Stop()
+	waitErr, stopped := r.wait(runCtx, s.grace)
+	h := r.finish()
+	if !h.ok {
+		// The supervisor ended before it started the command.
+		return fmt.Errorf("exec: item %q: supervisor: %w%s", item.ID, exitErr(waitErr), r.detail())
 	}
-	// The leader is reaped. Kill what it left in its group: background
-	// children, or those that ignored SIGTERM. While any member lives the
-	// kernel does not reuse the group's ID, so this cannot hit a stranger;
-	// when none does, it fails with ESRCH.
-	signalGroup(pgid, syscall.SIGKILL)
-
-	drain := time.NewTimer(stderrDrain)
-	select {
-	case <-copied:
-	case <-drain.C:
-		pr.Close() // unblocks the copy
-		<-copied
+	if h.err != nil {
+		return fmt.Errorf("exec: item %q: start: %w", item.ID, h.err)
 	}
-	drain.Stop()
-	pr.Close()
-
-	took := time.Since(start)
-	s.logger.Debug().Str(fieldID, item.ID).Int(fieldPID, pgid).Str(fieldExit, exitText(waitErr)).
-		Dur(fieldTook, took).Msg("command exited")
+	s.logger.Debug().Str(fieldID, item.ID).Int(fieldPID, h.pid).Str(fieldExit, exitText(waitErr)).
+		Dur(fieldTook, time.Since(start)).Msg("command exited")
 
 	if stopped != "" && waitErr == nil {
 		waitErr = errExitZero // the command exited 0 on SIGTERM; the sync was still cut short
 	}
-	var detail string
-	if t := tail.String(); t != "" {
-		detail = fmt.Sprintf("; stderr: %q", t)
-	}
+	detail := r.detail()
 	switch {
 	case stopped != "" && ctx.Err() != nil:
 		return fmt.Errorf("exec: item %q: %w: %s: %w%s", item.ID, context.Cause(ctx), stopped, waitErr, detail)
@@ -316,12 +322,162 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 	return nil
 }
 
+// run is one run of the command under its supervisor.
+type run struct {
+	cmd    *osexec.Cmd   // the supervisor
+	ctl    *os.File      // write end of the supervisor's stdin: the lifeline
+	stderr *os.File      // read end of the stderr pipe
+	tail   *tailBuffer   // what was read from stderr
+	copied chan struct{} // closed when the copy from stderr ended
+	hello  chan hello    // the supervisor's first line
+	helloR *os.File      // read end of the supervisor's stdout
+	waited chan error    // the supervisor's exit
+}
+
+// start starts the supervisor, which starts the command, and the
+// goroutines that read its output and wait for it.
+func (s *Sink) start(item sinks.Item) (*run, error) {
+	// Stderr goes through a pipe we own rather than a writer os/exec
+	// copies from, so that we decide how long to wait for it: os/exec
+	// would wait for every holder of the pipe, including descendants that
+	// escaped the process group.
+	files, err := pipes(3)
+	if err != nil {
+		return nil, err
+	}
+	ctlR, ctlW, outR, outW, errR, errW := files[0], files[1], files[2], files[3], files[4], files[5]
+	cmd := &osexec.Cmd{
+		Path:        s.self,
+		Args:        s.superArgs,
+		Env:         append(s.environ(item), supervisorEnv+"=1"),
+		Dir:         s.dir,
+		Stdin:       ctlR,
+		Stdout:      outW,
+		Stderr:      errW,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}, // out of reach of signals for syncd's group
+	}
+	err = cmd.Start()
+	closeAll(ctlR, outW, errW) // the supervisor holds its own copies
+	if err != nil {
+		closeAll(ctlW, outR, errR)
+		return nil, err
+	}
+	r := &run{
+		cmd: cmd, ctl: ctlW, stderr: errR, helloR: outR,
+		tail:   newTailBuffer(s.tail),
+		copied: make(chan struct{}),
+		hello:  make(chan hello, 1),
+		waited: make(chan error, 1),
+	}
+	go func() {
+		defer close(r.copied)
+		io.Copy(r.tail, errR) // ends at EOF, or with an error when errR is closed
+	}()
+	go func() {
+		h := readHello(outR)
+		if h.ok && h.err == nil {
+			s.logger.Debug().Str(fieldID, item.ID).Int(fieldPID, h.pid).Msg("command started")
+		}
+		r.hello <- h
+	}()
+	go func() { r.waited <- cmd.Wait() }()
+	return r, nil
+}
+
+// wait waits for the supervisor to exit. When ctx is done first it has the
+// supervisor send SIGTERM to the command's group, and SIGKILL grace later,
+// and says so in stopped.
+func (r *run) wait(ctx context.Context, grace time.Duration) (waitErr error, stopped string) {
+	select {
+	case waitErr = <-r.waited:
+		return waitErr, ""
+	case <-ctx.Done():
+	}
+	r.send(ctlTerm)
+	stopped = "sent SIGTERM"
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case waitErr = <-r.waited:
+	case <-t.C:
+		r.send(ctlKill)
+		stopped = fmt.Sprintf("sent SIGTERM, then SIGKILL after %v", grace)
+		waitErr = <-r.waited
+	}
+	return waitErr, stopped
+}
+
+// send writes a control byte to the supervisor. An error means it has
+// exited, which wait sees.
+func (r *run) send(b byte) { _, _ = r.ctl.Write([]byte{b}) }
+
+// finish is called once the supervisor exited: the command is reaped and
+// its group killed. It kills the group again, stops reading stderr shortly after, for descendants
+// that left the group holding it open, releases the pipes and returns the
+// supervisor's hello.
+func (r *run) finish() hello {
+	r.ctl.Close() // the lifeline; its reader is gone
+	h := <-r.hello
+	if h.ok && h.err == nil {
+		// Normally the supervisor did this already. If it was itself
+		// killed, the group has no one else to stop it. Until all its
+		// members are gone, the group's ID cannot be reused.
+		_ = syscall.Kill(-h.pid, syscall.SIGKILL)
+	}
+	r.helloR.Close()
+	drain := time.NewTimer(stderrDrain)
+	select {
+	case <-r.copied:
+	case <-drain.C:
+		r.stderr.Close() // unblocks the copy
+		<-r.copied
+	}
+	drain.Stop()
+	r.stderr.Close()
+	return h
+}
+
+// detail quotes the tail of stderr for an error, after finish.
+func (r *run) detail() string {
+	if t := r.tail.String(); t != "" {
+		return fmt.Sprintf("; stderr: %q", t)
+	}
+	return ""
+}
+
+// pipes returns n pipes as read end, write end, read end, ...
+func pipes(n int) ([]*os.File, error) {
+	var files []*os.File
+	for range n {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(files...)
+			return nil, fmt.Errorf("pipe: %w", err)
+		}
+		files = append(files, r, w)
+	}
+	return files, nil
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// exitErr is err, or errExitZero for nil.
+func exitErr(err error) error {
+	if err == nil {
+		return errExitZero
+	}
+	return err
+}
+
 // environ returns the command's environment. os/exec keeps the last of
-// duplicate keys, so Config.Env overrides inherited variables and the
+// duplicate keys, so Config.Env overrides allow-listed variables and the
 // SYNCD_* variables override both.
 func (s *Sink) environ(item sinks.Item) []string {
-	env := os.Environ()
-	env = append(env, s.env...)
+	env := slices.Clip(s.env)
 	var last string
 	if !item.LastSync.IsZero() {
 		last = strconv.FormatInt(item.LastSync.UnixMilli(), 10)
@@ -335,14 +491,28 @@ func (s *Sink) environ(item sinks.Item) []string {
 	)
 }
 
-var errExitZero = errors.New("exit status 0")
-
-// signalGroup sends sig to the process group pgid. ESRCH, a group already
-// gone, is expected and ignored; nothing else can be done about other
-// errors.
-func signalGroup(pgid int, sig syscall.Signal) {
-	_ = syscall.Kill(-pgid, sig)
+// inheritedEnv returns the variables of environ on the allow-list of the
+// package documentation. Everything else, secrets included, stays with
+// syncd.
+func inheritedEnv(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "LC_"):
+		case slices.Contains(allowEnv, k):
+		default:
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
+
+// allowEnv is the allow-list of inherited variables, with LC_*.
+var allowEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TZ", "LANG", "LANGUAGE"}
+
+var errExitZero = errors.New("exit status 0")
 
 func exitText(err error) string {
 	if err == nil {

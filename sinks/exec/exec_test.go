@@ -107,14 +107,27 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestEnvironment: the command sees the allow-list of syncd's
+// environment, Config.Env and the item, and nothing else: not the secrets
+// in syncd's environment.
 func TestEnvironment(t *testing.T) {
+	dir := t.TempDir()
 	t.Setenv("TEST_SYNCD_INHERITED", "inherited")
 	t.Setenv("TEST_SYNCD_OVERRIDDEN", "inherited")
-	dir := t.TempDir()
+	t.Setenv("NC_REDIS_PW", "hunter2") // a secret, as redis.password_env names one
+	allowed := map[string]string{
+		"HOME": "/home/syncd", "USER": "syncd", "LOGNAME": "syncd", "SHELL": "/bin/sh",
+		"TMPDIR": dir, "TZ": "Europe/Zurich", "LANG": "C.UTF-8", "LANGUAGE": "de",
+		"LC_ALL": "C.UTF-8", "LC_TIME": "C",
+	}
+	for k, v := range allowed {
+		t.Setenv(k, v)
+	}
+	allowed["PATH"] = os.Getenv("PATH")
 	out := filepath.Join(dir, "env")
 	s := newSink(t, execsink.Config{
 		Command: []string{"sh", "-c", `env > "$OUT"; pwd >> "$OUT"`},
-		Env:     []string{"OUT=" + out, "TEST_SYNCD_OVERRIDDEN=config", "EXTRA=a=b"},
+		Env:     []string{"OUT=" + out, "TEST_SYNCD_OVERRIDDEN=config", "EXTRA=a=b", "TZ=UTC"},
 		Dir:     dir,
 	})
 	env := func(it sinks.Item) map[string]string {
@@ -130,11 +143,12 @@ func TestEnvironment(t *testing.T) {
 		for line := range strings.Lines(string(data)) {
 			line = strings.TrimSuffix(line, "\n")
 			k, v, ok := strings.Cut(line, "=")
-			if !ok {
+			switch {
+			case !ok:
 				got["PWD()"] = line
-				continue
-			}
-			if strings.Contains(k, "SYNCD_") || k == "EXTRA" {
+			case k == "PWD" || k == "OLDPWD" || k == "SHLVL" || k == "_":
+				// set by sh itself
+			default:
 				got[k] = v
 			}
 		}
@@ -146,9 +160,13 @@ func TestEnvironment(t *testing.T) {
 	want := map[string]string{
 		"SYNCD_ID": "a b/ü", "SYNCD_FENCE": "9223372036854775813", "SYNCD_OWNER": "h/1/r/w3",
 		"SYNCD_ATTEMPT": "2", "SYNCD_LAST_SYNC_MS": strconv.FormatInt(last.UnixMilli(), 10),
-		"TEST_SYNCD_INHERITED": "inherited", "TEST_SYNCD_OVERRIDDEN": "config", "EXTRA": "a=b",
+		"TEST_SYNCD_OVERRIDDEN": "config", "EXTRA": "a=b", "OUT": out,
 		"PWD()": dir,
 	}
+	for k, v := range allowed {
+		want[k] = v
+	}
+	want["TZ"] = "UTC" // Config.Env overrides the allow-list
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("environment (-got +want):\n%s", diff)
 	}
@@ -156,6 +174,9 @@ func TestEnvironment(t *testing.T) {
 	got = env(sinks.Item{ID: "new", Fence: 1, Attempt: 1})
 	if v, ok := got["SYNCD_LAST_SYNC_MS"]; !ok || v != "" {
 		t.Errorf("SYNCD_LAST_SYNC_MS = %q (set %v), want set and empty for an item that never synced", v, ok)
+	}
+	if v, ok := got["NC_REDIS_PW"]; ok {
+		t.Errorf("the command saw NC_REDIS_PW=%q from syncd's environment", v)
 	}
 }
 
@@ -460,8 +481,10 @@ func TestTimeout(t *testing.T) {
 	if took < 100*time.Millisecond || took > 3*time.Second {
 		t.Errorf("Sync took %v", took)
 	}
-	// The timeout is per run: the next Sync gets its own.
-	s2 := newSink(t, execsink.Config{Command: []string{"true"}, Timeout: 100 * time.Millisecond})
+	// The timeout is per run: the next Sync gets its own. Three runs take
+	// longer than one timeout; the timeout leaves room for starting the
+	// supervisor on a busy machine.
+	s2 := newSink(t, execsink.Config{Command: []string{"sleep", "0.7"}, Timeout: 2 * time.Second})
 	for range 3 {
 		if err := s2.Sync(t.Context(), sinks.Item{ID: "b"}); err != nil {
 			t.Fatal(err)
@@ -565,4 +588,151 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%+v.Validate() = %v, want prefix %q", tt.cfg, err, tt.want)
 		}
 	}
+}
+
+func TestValidateEveryField(t *testing.T) {
+	err := execsink.Config{
+		Command:    []string{"", "a\x00"},
+		Env:        []string{"NOEQUALS", "SYNCD_FENCE=1", "OK=1"},
+		Timeout:    -1,
+		Grace:      -2,
+		StderrTail: -3,
+	}.Validate()
+	if err == nil {
+		t.Fatal("Validate = nil")
+	}
+	got := strings.Split(err.Error(), "\n")
+	want := []string{
+		"exec: command: must not be empty",
+		"exec: command: argument 1 contains NUL",
+		`exec: env: "NOEQUALS" is not KEY=value`,
+		"exec: env: SYNCD_FENCE is set by the sink",
+		"exec: timeout: must not be negative, got -1ns",
+		"exec: grace: must not be negative, got -2ns",
+		"exec: stderr_tail: must not be negative, got -3",
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("Validate (-got +want):\n%s", diff)
+	}
+}
+
+func TestWithDefaults(t *testing.T) {
+	got := execsink.Config{Command: []string{"true"}}.WithDefaults()
+	if got.Grace != execsink.GraceDefault || got.StderrTail != execsink.StderrTailDefault || got.Timeout != 0 {
+		t.Errorf("WithDefaults = %+v", got)
+	}
+	set := execsink.Config{Grace: time.Second, StderrTail: 10}
+	if got := set.WithDefaults(); got.Grace != time.Second || got.StderrTail != 10 {
+		t.Errorf("WithDefaults overrode set fields: %+v", got)
+	}
+}
+
+// TestStartError: a command that New found but that is gone when a sync
+// starts it is an ordinary error that says so.
+func TestStartError(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "hook.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := newSink(t, execsink.Config{Command: []string{script}})
+	if err := os.Remove(script); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Sync(t.Context(), sinks.Item{ID: "a"})
+	if !errors.Is(err, os.ErrNotExist) || !strings.HasPrefix(err.Error(), `exec: item "a": start: `) {
+		t.Fatalf("Sync = %v, want a start error wrapping os.ErrNotExist", err)
+	}
+	var se *execsink.StartError
+	if !errors.As(err, &se) || !strings.Contains(se.Text, script) {
+		t.Errorf("Sync = %v, want a StartError naming the program", err)
+	}
+	if sinks.IsPermanent(err) {
+		t.Errorf("a start error must be retryable: %v", err)
+	}
+}
+
+// TestKilledBySignal: the command's death by a signal reaches Sync as
+// such, through the supervisor, for signals Go's runtime would handle
+// otherwise.
+func TestKilledBySignal(t *testing.T) {
+	for _, tt := range []struct {
+		sig  string
+		want string
+	}{
+		{"TERM", "signal: terminated"},
+		{"USR1", "signal: user defined signal 1"},
+		{"SEGV", "signal: segmentation fault"},
+		{"QUIT", "signal: quit"},
+	} {
+		t.Run(tt.sig, func(t *testing.T) {
+			s := newSink(t, execsink.Config{Command: []string{"sh", "-c", "ulimit -c 0; kill -" + tt.sig + " $$"}})
+			err := s.Sync(t.Context(), sinks.Item{ID: "a"})
+			var ee *osexec.ExitError
+			if !errors.As(err, &ee) {
+				t.Fatalf("Sync = %v, want an ExitError", err)
+			}
+			if want := `exec: item "a": ` + tt.want; err.Error() != want {
+				t.Errorf("Sync = %q, want %q", err, want)
+			}
+		})
+	}
+}
+
+// TestSupervisorTerminated: SIGTERM to the supervisor stops the command's
+// group as the loss of syncd would: SIGTERM, the grace, SIGKILL.
+func TestSupervisorTerminated(t *testing.T) {
+	ready, lines := fifo(t, t.TempDir())
+	const grace = 300 * time.Millisecond
+	s := newSink(t, execsink.Config{
+		Command: []string{"sh", "-c", `trap '' TERM; sleep 30 & echo "$PPID $$ $!" > "$READY"; wait`},
+		Env:     []string{"READY=" + ready},
+		Grace:   grace,
+	})
+	done := make(chan error, 1)
+	go func() { done <- s.Sync(t.Context(), sinks.Item{ID: "a"}) }()
+	pids := awaitLine(t, lines)
+	start := time.Now()
+	if err := syscall.Kill(pids[0], syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		took := time.Since(start)
+		if err == nil || !strings.HasSuffix(err.Error(), "signal: killed") {
+			t.Errorf("Sync = %v, want the command killed", err)
+		}
+		if took < grace {
+			t.Errorf("Sync returned %v after SIGTERM to the supervisor, before the grace of %v", took, grace)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Sync did not return")
+	}
+	eventuallyDead(t, pids[2])
+	eventuallyGroupDead(t, pids[1])
+}
+
+// TestSupervisorKilled: if the supervisor itself is killed, the sink kills
+// the command's group, as it did before there was a supervisor.
+func TestSupervisorKilled(t *testing.T) {
+	ready, lines := fifo(t, t.TempDir())
+	s := newSink(t, execsink.Config{
+		Command: []string{"sh", "-c", `trap '' TERM; sleep 30 & echo "$PPID $$ $!" > "$READY"; wait`},
+		Env:     []string{"READY=" + ready},
+	})
+	done := make(chan error, 1)
+	go func() { done <- s.Sync(t.Context(), sinks.Item{ID: "a"}) }()
+	pids := awaitLine(t, lines)
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.HasSuffix(err.Error(), "signal: killed") {
+			t.Errorf("Sync = %v, want the supervisor's death", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Sync did not return")
+	}
+	eventuallyDead(t, pids[1], pids[2])
+	eventuallyGroupDead(t, pids[1])
 }

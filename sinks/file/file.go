@@ -60,8 +60,8 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Validate reports the first invalid field of c. It does not touch the file
-// system; New does.
+// Validate reports the invalid field of c, naming it; Path is the only one
+// that can be. It does not touch the file system; New does.
 func (c Config) Validate() error {
 	if c.Path == "" {
 		return fmt.Errorf("file: path: must not be empty")

@@ -19,21 +19,49 @@
 //	other 4xx                    sinks.Permanent: quarantined at once
 //	5xx, 3xx, network errors     ordinary error: retried with backoff
 //
-// Errors carry the start of the response body. Redirects are followed only
-// when they keep the method and body (307, 308); any other 3xx is reported
-// as an error rather than silently turned into a GET. The sink does not use
+// Errors carry the start of the response body. The sink does not use
 // proxies: it reads no environment variables.
+//
+// # Redirects
+//
+// Only redirects that keep the method and body (307, 308) are followed;
+// any other 3xx is reported as an error rather than silently turned into a
+// GET. Config.Redirects says where to:
+//
+//	same-origin  the default: only to the origin of Config.URL (its
+//	             scheme, host and port), so never to another host, and
+//	             never from https to plain http
+//	none         never
+//	any          anywhere, also from https to http; Config.Headers
+//	             (Authorization, Cookie, API keys) and the Referer are then
+//	             sent only to Config.URL's origin, never to another
+//
+// A redirect refused by this rule is an ordinary, retryable error wrapping
+// ErrRedirect.
+//
+// # Secrets
+//
+// The sink's errors are logged, and the engine stores them with the item,
+// where `syncd status` shows them; a target's response may echo a header or
+// the URL. So a URL in the sink's errors and logs has no userinfo and its
+// query values read xxxxx, and any text the sink quotes in an error (the
+// start of a response body, a transport error) has each configured header
+// value, the credentials in it, and the URL's userinfo and query values
+// replaced with [redacted]. Values shorter than 4 bytes are left alone.
 package http
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,8 +81,13 @@ const (
 	fieldTook      = "took"
 )
 
-// DefaultTimeout is the per-request timeout when Config.Timeout is zero.
-const DefaultTimeout = 30 * time.Second
+// TimeoutDefault is the per-request timeout when Config.Timeout is zero.
+const TimeoutDefault = 30 * time.Second
+
+// DefaultTimeout is the old name of TimeoutDefault.
+//
+// Deprecated: use TimeoutDefault.
+const DefaultTimeout = TimeoutDefault
 
 const (
 	// maxSnippet is how much of a response body an error quotes.
@@ -77,41 +110,103 @@ type Config struct {
 	Headers map[string]string
 
 	// Timeout bounds each request, from dialling to reading the response
-	// body. Default DefaultTimeout (30 s).
+	// body. Default TimeoutDefault (30 s).
 	Timeout time.Duration
+
+	// Redirects says which 307 and 308 redirects the sink follows:
+	// RedirectsSameOrigin, RedirectsNone or RedirectsAny (see the package
+	// documentation). Default RedirectsDefault (same-origin).
+	Redirects string
+
+	// TLS configures https connections, for instance the roots to trust
+	// (RootCAs). The sink uses a clone. Default nil: Go's defaults and the
+	// system's roots.
+	TLS *tls.Config
 }
 
-// Validate reports the first invalid field of c.
+// Values of Config.Redirects.
+const (
+	RedirectsSameOrigin = "same-origin"
+	RedirectsNone       = "none"
+	RedirectsAny        = "any"
+
+	// RedirectsDefault is Config.Redirects when it is empty.
+	RedirectsDefault = RedirectsSameOrigin
+)
+
+// ErrRedirect is wrapped by the error of a sync whose target redirected it
+// where Config.Redirects does not allow.
+var ErrRedirect = errors.New("http: redirect refused")
+
+// Validate reports every invalid field of c, each error naming its field,
+// joined with errors.Join.
 func (c Config) Validate() error {
-	if c.URL == "" {
+	var errs []error
+	if err := validateURL(c.URL); err != nil {
+		errs = append(errs, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Headers)) {
+		if err := validateHeader(name, c.Headers[name]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("http: timeout: must not be negative, got %v", c.Timeout))
+	}
+	switch c.Redirects {
+	case "", RedirectsSameOrigin, RedirectsNone, RedirectsAny:
+	default:
+		errs = append(errs, fmt.Errorf("http: redirects: must be %s, %s or %s, got %q",
+			RedirectsSameOrigin, RedirectsNone, RedirectsAny, c.Redirects))
+	}
+	return errors.Join(errs...)
+}
+
+func validateURL(raw string) error {
+	if raw == "" {
 		return errors.New("http: url: must not be empty")
 	}
-	u, err := url.Parse(c.URL)
+	u, err := url.Parse(raw)
 	if err != nil {
+		// url.Parse quotes the whole URL, password and all.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = &url.Error{Op: ue.Op, URL: configURL(raw), Err: ue.Err}
+		}
 		return fmt.Errorf("http: url: %w", err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fmt.Errorf("http: url: scheme must be http or https, got %q", u.Scheme)
 	}
 	if u.Hostname() == "" {
-		return fmt.Errorf("http: url: host must not be empty in %q", c.URL)
-	}
-	for name, value := range c.Headers {
-		if !validHeaderName(name) {
-			return fmt.Errorf("http: headers: invalid header name %q", name)
-		}
-		switch http.CanonicalHeaderKey(name) {
-		case "Content-Type", "Content-Length", "X-Syncd-Fence":
-			return fmt.Errorf("http: headers: %s is set by the sink", http.CanonicalHeaderKey(name))
-		}
-		if strings.ContainsAny(value, "\r\n\x00") {
-			return fmt.Errorf("http: headers: value of %s contains a line break or NUL", name)
-		}
-	}
-	if c.Timeout < 0 {
-		return fmt.Errorf("http: timeout: must not be negative, got %v", c.Timeout)
+		return fmt.Errorf("http: url: host must not be empty in %q", configURL(raw))
 	}
 	return nil
+}
+
+func validateHeader(name, value string) error {
+	if !validHeaderName(name) {
+		return fmt.Errorf("http: headers: invalid header name %q", name)
+	}
+	switch http.CanonicalHeaderKey(name) {
+	case "Content-Type", "Content-Length", "X-Syncd-Fence":
+		return fmt.Errorf("http: headers: %s is set by the sink", http.CanonicalHeaderKey(name))
+	}
+	if strings.ContainsAny(value, "\r\n\x00") {
+		return fmt.Errorf("http: headers: value of %s contains a line break or NUL", name)
+	}
+	return nil
+}
+
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Timeout == 0 {
+		c.Timeout = TimeoutDefault
+	}
+	if c.Redirects == "" {
+		c.Redirects = RedirectsDefault
+	}
+	return c
 }
 
 // validHeaderName reports whether name is an RFC 9110 token.
@@ -150,9 +245,13 @@ func (e *StatusError) Error() string {
 // Sink is a sink that POSTs items to a URL. It is safe for concurrent use.
 type Sink struct {
 	url       string
+	origin    *url.URL // of url: where Headers may go
 	header    http.Header
+	custom    []string // canonical names of Config.Headers, but Host
 	host      string
 	timeout   time.Duration
+	redirects string
+	red       *redactor
 	transport *http.Transport
 	client    *http.Client
 	logger    zerolog.Logger
@@ -166,14 +265,16 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
+	origin, _ := url.Parse(cfg.URL) // Validate parsed it
 	s := &Sink{
-		url:     cfg.URL,
-		header:  make(http.Header),
-		timeout: cfg.Timeout,
-		logger:  logger.With().Str(fieldComponent, "sink.http").Str(fieldURL, redact(cfg.URL)).Logger(),
-	}
-	if s.timeout == 0 {
-		s.timeout = DefaultTimeout
+		url:       cfg.URL,
+		origin:    origin,
+		header:    make(http.Header),
+		timeout:   cfg.Timeout,
+		redirects: cfg.Redirects,
+		red:       newRedactor(cfg.URL, cfg.Headers),
+		logger:    logger.With().Str(fieldComponent, "sink.http").Str(fieldURL, displayURL(cfg.URL)).Logger(),
 	}
 	s.header.Set("User-Agent", "syncd")
 	for name, value := range cfg.Headers {
@@ -182,6 +283,7 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 			continue
 		}
 		s.header.Set(name, value)
+		s.custom = append(s.custom, http.CanonicalHeaderKey(name))
 	}
 	s.header.Set("Content-Type", "application/json")
 
@@ -189,32 +291,64 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 	// without touching other users of http.DefaultTransport.
 	s.transport = http.DefaultTransport.(*http.Transport).Clone()
 	s.transport.Proxy = nil
-	s.client = &http.Client{
-		Transport: s.transport,
-		// The default policy turns a POST into a GET on 301, 302 and
-		// 303, and a target that answers that GET with 200 would look
-		// like a successful sync that never happened.
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			switch req.Response.StatusCode {
-			case http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-				if len(via) >= maxRedirects {
-					return fmt.Errorf("stopped after %d redirects", maxRedirects)
-				}
-				return nil
-			}
-			return http.ErrUseLastResponse
-		},
+	if cfg.TLS != nil {
+		s.transport.TLSClientConfig = cfg.TLS.Clone()
 	}
+	s.client = &http.Client{Transport: s.transport, CheckRedirect: s.checkRedirect}
 	return s, nil
 }
 
-// redact hides the password of a URL for logs.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
+// checkRedirect applies the redirect rules of the package documentation.
+// It is called with the next request, whose headers net/http copied from
+// the first one.
+func (s *Sink) checkRedirect(req *http.Request, via []*http.Request) error {
+	switch req.Response.StatusCode {
+	case http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+	default:
+		// The default policy turns a POST into a GET on 301, 302 and
+		// 303, and a target that answers that GET with 200 would look
+		// like a successful sync that never happened.
+		return http.ErrUseLastResponse
 	}
-	return u.Redacted()
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	same := sameOrigin(req.URL, s.origin)
+	switch {
+	case s.redirects == RedirectsNone:
+		return fmt.Errorf("%w: redirects: %s", ErrRedirect, RedirectsNone)
+	case !same && s.redirects != RedirectsAny:
+		return fmt.Errorf("%w: to another origin (redirects: %s)", ErrRedirect, s.redirects)
+	}
+	// net/http sets the Referer to the previous URL, query and all; no
+	// target needs it.
+	req.Header.Del("Referer")
+	if !same {
+		// net/http drops Authorization and Cookie only for another
+		// domain, not from https to http on the same host, and keeps
+		// every other header.
+		for _, name := range s.custom {
+			req.Header.Del(name)
+		}
+	}
+	return nil
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and port.
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) &&
+		strings.EqualFold(a.Hostname(), b.Hostname()) &&
+		port(a) == port(b)
+}
+
+func port(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
 }
 
 type payload struct {
@@ -254,6 +388,7 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 	start := time.Now()
 	resp, err := s.client.Do(req)
 	if err != nil {
+		err = s.red.cleanError(err)
 		switch {
 		case ctx.Err() != nil:
 			// Recent net/http already wraps the cause; do not say it twice.
@@ -266,7 +401,7 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 		}
 		return fmt.Errorf("http: item %q: %w", item.ID, err)
 	}
-	snippet := readSnippet(resp.Body)
+	snippet := s.snippet(resp.Body)
 	resp.Body.Close()
 	s.logger.Debug().Str(fieldID, item.ID).Int(fieldStatus, resp.StatusCode).
 		Dur(fieldTook, time.Since(start)).Msg("posted")
@@ -287,25 +422,28 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 	return fmt.Errorf("http: item %q: %w", item.ID, serr)
 }
 
-// readSnippet returns the start of body, trimmed and valid UTF-8, and
-// drains a bounded rest of it so the connection can be reused.
-func readSnippet(body io.Reader) string {
-	buf := make([]byte, maxSnippet+1)
+// snippet returns the start of body, trimmed, valid UTF-8 and cleaned of
+// secrets, and drains a bounded rest of it so the connection can be
+// reused.
+func (s *Sink) snippet(body io.Reader) string {
+	// Read enough to see whole any secret that starts in the snippet.
+	buf := make([]byte, maxSnippet+s.red.longest()+1)
 	n, _ := io.ReadFull(body, buf)
 	io.Copy(io.Discard, io.LimitReader(body, maxDrain))
-	cut := n > maxSnippet
-	b := buf[:min(n, maxSnippet)]
+	end := s.red.extend(buf[:n], min(n, maxSnippet))
+	cut := n > end
+	b := buf[:end]
 	if cut {
 		// Do not split the last rune.
 		for i := 0; i < utf8.UTFMax && len(b) > 0 && !utf8.Valid(b); i++ {
 			b = b[:len(b)-1]
 		}
 	}
-	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
+	text := strings.TrimSpace(s.red.clean(strings.ToValidUTF8(string(b), "\uFFFD")))
 	if cut {
-		s += "…"
+		text += "…"
 	}
-	return s
+	return text
 }
 
 // Close closes the sink's idle connections.

@@ -420,3 +420,59 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateEveryField(t *testing.T) {
+	err := httpsink.Config{
+		URL:     "ftp://example.com",
+		Headers: map[string]string{"X-Syncd-Fence": "1", "Bad Name": "x", "X-A": "a\nb"},
+		Timeout: -1,
+	}.Validate()
+	if err == nil {
+		t.Fatal("Validate = nil")
+	}
+	got := strings.Split(err.Error(), "\n")
+	want := []string{
+		`http: url: scheme must be http or https, got "ftp"`,
+		`http: headers: invalid header name "Bad Name"`,
+		"http: headers: value of X-A contains a line break or NUL",
+		"http: headers: X-Syncd-Fence is set by the sink",
+		"http: timeout: must not be negative, got -1ns",
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("Validate (-got +want):\n%s", diff)
+	}
+}
+
+func TestWithDefaults(t *testing.T) {
+	if got := (httpsink.Config{}).WithDefaults(); got.Timeout != httpsink.TimeoutDefault {
+		t.Errorf("WithDefaults().Timeout = %v, want %v", got.Timeout, httpsink.TimeoutDefault)
+	}
+	if got := (httpsink.Config{Timeout: time.Second}).WithDefaults(); got.Timeout != time.Second {
+		t.Errorf("WithDefaults overrode Timeout: %v", got.Timeout)
+	}
+}
+
+func TestValidateRedirects(t *testing.T) {
+	for _, r := range []string{"", "none", "same-origin", "any"} {
+		if err := (httpsink.Config{URL: "http://h", Redirects: r}).Validate(); err != nil {
+			t.Errorf("Redirects %q: %v", r, err)
+		}
+	}
+	err := httpsink.Config{URL: "http://h", Redirects: "all"}.Validate()
+	if want := `http: redirects: must be same-origin, none or any, got "all"`; err == nil || err.Error() != want {
+		t.Errorf("Validate = %v, want %q", err, want)
+	}
+	if got := (httpsink.Config{}).WithDefaults().Redirects; got != httpsink.RedirectsDefault || httpsink.RedirectsDefault != "same-origin" {
+		t.Errorf("WithDefaults().Redirects = %q", got)
+	}
+}
+
+// TestValidateHidesPassword: a URL that does not parse is quoted with its
+// password and query values masked.
+func TestValidateHidesPassword(t *testing.T) {
+	err := httpsink.Config{URL: "http://user:hunter2@host/%zz?token=abc"}.Validate()
+	want := `http: url: parse "http://user:xxxxx@host/%zz?token=xxxxx": invalid URL escape "%zz"`
+	if err == nil || err.Error() != want {
+		t.Errorf("Validate = %v, want %q", err, want)
+	}
+}

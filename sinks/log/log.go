@@ -41,15 +41,17 @@ type Config struct {
 	FailEvery int
 }
 
-// Validate reports the first invalid field of c.
+// Validate reports every invalid field of c, each error naming its field,
+// joined with errors.Join.
 func (c Config) Validate() error {
+	var errs []error
 	if c.Delay < 0 {
-		return fmt.Errorf("log: delay: must not be negative, got %v", c.Delay)
+		errs = append(errs, fmt.Errorf("log: delay: must not be negative, got %v", c.Delay))
 	}
 	if c.FailEvery < 0 {
-		return fmt.Errorf("log: fail_every: must not be negative, got %d", c.FailEvery)
+		errs = append(errs, fmt.Errorf("log: fail_every: must not be negative, got %d", c.FailEvery))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Sink is a sink that logs each sync. It is safe for concurrent use.

@@ -121,6 +121,14 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+func TestValidateEveryField(t *testing.T) {
+	err := logsink.Config{Delay: -1, FailEvery: -2}.Validate()
+	want := "log: delay: must not be negative, got -1ns\nlog: fail_every: must not be negative, got -2"
+	if got := errText(err); got != want {
+		t.Errorf("Validate = %q, want %q", got, want)
+	}
+}
+
 func errText(err error) string {
 	if err == nil {
 		return ""

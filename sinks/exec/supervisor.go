@@ -1,0 +1,259 @@
+//go:build unix
+
+package exec
+
+// The supervisor: why each command runs under a process of its own, and
+// how the sink talks to it.
+//
+// When syncd is killed with SIGKILL it runs no code, so it cannot stop the
+// commands it started, and they go on writing after the next owner of
+// their item started. The kernel offers nothing that covers a process
+// group: Pdeathsig signals only the direct child, and fires when the
+// thread that forked it exits rather than the process (golang/go#27505).
+// What survives syncd and notices its death is a pipe: the kernel closes
+// every descriptor of a dead process, so a reader sees end-of-file when
+// the last writer is gone, however it died.
+//
+// So the sink starts the command through a supervisor: syncd's own binary
+// (/proc/self/exe), started again with argv[0] supervisorArg0 and the
+// marker variable supervisorEnv, which the init function below recognises
+// before main runs, in the spirit of moby's pkg/reexec. The supervisor is
+// in a process group of its own, so that signals for syncd's group do not
+// reach it; it starts the command in another group, and obeys its stdin:
+//
+//	syncd (Sink.Sync)             supervisor                 command's group
+//	ctl, write end ──pipe──────►  stdin   'T': SIGTERM ─────► the group
+//	                                      'K': SIGKILL ─────► the group
+//	                                      EOF (syncd died, or closed it):
+//	                                      SIGTERM, the grace, SIGKILL
+//	hello, read end ◄──pipe─────  stdout  "pid N" or "error ERRNO TEXT"
+//	stderr tail ◄──────pipe─────  stderr (shared with the command)
+//	Wait ◄──────────────────────  exits as the command did, once the
+//	                              command is reaped and what it left in
+//	                              its group is killed
+//
+// Only syncd holds the write end of ctl (os.Pipe makes it close-on-exec,
+// so no other child keeps it), which is what makes its end-of-file mean
+// "syncd is gone". A SIGTERM sent to the supervisor itself is taken the
+// same way. The supervisor costs one more fork and exec of a Go program per
+// sync (see BenchmarkSyncNoop) and a few MiB of memory while the command
+// runs.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	// supervisorArg0 is the supervisor's argv[0], which ps shows:
+	// "syncd-exec-supervisor GRACE PATH ARGV...".
+	supervisorArg0 = "syncd-exec-supervisor"
+	// supervisorEnv marks a supervisor's environment, with the value "1".
+	// The supervisor removes it before it starts the command; a user
+	// cannot set it, as Config.Env rejects SYNCD_* names.
+	supervisorEnv = "SYNCD_EXEC_SUPERVISOR"
+)
+
+// Control bytes on the supervisor's stdin.
+const (
+	ctlTerm = 'T' // send SIGTERM to the command's group
+	ctlKill = 'K' // send SIGKILL to the command's group
+)
+
+// When syncd's binary runs as a supervisor, it does nothing else: both
+// argv[0] and the marker must match, so no ordinary start of a program
+// that imports this package can be taken for one.
+func init() {
+	if len(os.Args) > 0 && os.Args[0] == supervisorArg0 && os.Getenv(supervisorEnv) == "1" {
+		supervise(os.Args[1:])
+	}
+}
+
+// supervisorArgs returns the supervisor's argv for a command.
+func supervisorArgs(grace time.Duration, path string, argv []string) []string {
+	return append([]string{supervisorArg0, grace.String(), path}, argv...)
+}
+
+// selfExe is the program that runs the supervisor: this one. On Linux
+// /proc/self/exe names it even after its file was replaced or removed,
+// as happens during an upgrade.
+func selfExe() (string, error) {
+	if _, err := os.Stat("/proc/self/exe"); err == nil {
+		return "/proc/self/exe", nil
+	}
+	return os.Executable()
+}
+
+// supervise runs as the supervisor, with args GRACE PATH ARGV..., and exits
+// as the command did. It never returns.
+func supervise(args []string) {
+	if len(args) < 3 {
+		fmt.Fprintf(os.Stderr, "%s: want GRACE PATH ARGV..., got %q\n", supervisorArg0, args)
+		os.Exit(2)
+	}
+	grace, err := time.ParseDuration(args[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: grace: %v\n", supervisorArg0, err)
+		os.Exit(2)
+	}
+	os.Unsetenv(supervisorEnv)
+	// Catch SIGTERM, and SIGINT and SIGHUP unless syncd ignores them: an
+	// ignored disposition is inherited through exec, and the command
+	// should inherit syncd's as it always did.
+	sigs := make(chan os.Signal, 1)
+	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		if !signal.Ignored(sig) {
+			signal.Notify(sigs, sig)
+		}
+	}
+	// Without this, writing the hello to a syncd that just died would
+	// kill the supervisor with SIGPIPE, leaving the command unwatched.
+	if !signal.Ignored(syscall.SIGPIPE) {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	}
+
+	cmd := &osexec.Cmd{
+		Path:        args[1],
+		Args:        args[2:],
+		Stderr:      os.Stderr, // stdin and stdout are /dev/null
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		var errno syscall.Errno
+		errors.As(err, &errno)
+		fmt.Printf("error %d %s\n", errno, strings.ReplaceAll(err.Error(), "\n", " "))
+		exitNow(127)
+	}
+	g := &group{pgid: cmd.Process.Pid} // Setpgid with Pgid 0: the group is named after the leader
+	fmt.Printf("pid %d\n", g.pgid)
+
+	gone := make(chan struct{})
+	go func() {
+		obey(os.Stdin, g)
+		close(gone)
+	}()
+	go func() {
+		select {
+		case <-gone:
+		case <-sigs:
+		}
+		g.signal(syscall.SIGTERM)
+		time.Sleep(grace)
+		g.signal(syscall.SIGKILL)
+	}()
+
+	cmd.Wait()
+	g.reaped()
+	exitLike(cmd.ProcessState.Sys().(syscall.WaitStatus))
+}
+
+// obey carries out the control bytes read from ctl until it ends.
+func obey(ctl io.Reader, g *group) {
+	buf := make([]byte, 16)
+	for {
+		n, err := ctl.Read(buf)
+		for _, b := range buf[:n] {
+			switch b {
+			case ctlTerm:
+				g.signal(syscall.SIGTERM)
+			case ctlKill:
+				g.signal(syscall.SIGKILL)
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// group is the command's process group, seen from the supervisor.
+type group struct {
+	mu   sync.Mutex
+	pgid int
+	done bool // the leader was reaped and the group killed
+}
+
+// signal sends sig to the group unless the leader was reaped. Until then
+// the group's ID cannot be reused, so the signal cannot hit a stranger.
+func (g *group) signal(sig syscall.Signal) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.done {
+		_ = syscall.Kill(-g.pgid, sig) // ESRCH: nothing left to signal
+	}
+}
+
+// reaped kills what the leader left in its group, background children or
+// those that ignored SIGTERM, and stops all further signals. The leader
+// was just reaped: while any member lives the kernel does not reuse the
+// group's ID, and when none does, the kill fails with ESRCH.
+func (g *group) reaped() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
+	g.done = true
+}
+
+// exitLike exits the way ws says the command did, so that syncd sees the
+// command's exit status or signal as the supervisor's.
+func exitLike(ws syscall.WaitStatus) {
+	if ws.Signaled() {
+		dieBySignal(ws.Signal())
+	}
+	exitNow(ws.ExitStatus())
+}
+
+// hello is what the supervisor said first: the command's pid, or why it
+// could not start it.
+type hello struct {
+	ok  bool  // false when the supervisor ended without saying either
+	pid int   // the command's, which names its process group
+	err error // a *StartError
+}
+
+// readHello reads the supervisor's first line from r.
+func readHello(r io.Reader) hello {
+	line, err := bufio.NewReader(io.LimitReader(r, 4096)).ReadString('\n')
+	if err != nil {
+		return hello{}
+	}
+	kind, rest, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+	switch kind {
+	case "pid":
+		pid, err := strconv.Atoi(rest)
+		return hello{ok: err == nil && pid > 0, pid: pid}
+	case "error":
+		code, text, _ := strings.Cut(rest, " ")
+		n, err := strconv.Atoi(code)
+		return hello{ok: err == nil, err: &StartError{Text: text, Errno: syscall.Errno(n)}}
+	}
+	return hello{}
+}
+
+// StartError reports that the supervisor could not start the command, for
+// instance because its file was removed after New found it.
+type StartError struct {
+	Text  string        // "fork/exec /usr/local/bin/hook: no such file or directory"
+	Errno syscall.Errno // 0 when the error was not a system call's
+}
+
+func (e *StartError) Error() string { return e.Text }
+
+// Unwrap returns the Errno, so that errors.Is(err, fs.ErrNotExist) and
+// the like work, or nil.
+func (e *StartError) Unwrap() error {
+	if e.Errno == 0 {
+		return nil
+	}
+	return e.Errno
+}
