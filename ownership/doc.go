@@ -78,9 +78,44 @@
 // # Standalone locks
 //
 // Locker is the lock the blog posts behind syncd asked for, without their
-// pitfalls: TryLock makes one attempt, Lock waits with jittered backoff,
-// a watchdog renews the lock every Heartbeat until Unlock, Unlock is a
-// compare-and-delete that says whether the lock was released, not held,
-// or held by another owner, and a Locker with Reentrant set counts holds
-// of a lock it already has.
+// pitfalls, and with what bsm/redislock and go-redsync offer:
+//
+//	TryLock(ctx, name, opts...)   one attempt; ErrNotObtained if held
+//	Lock(ctx, name, opts...)      waits with jittered backoff, coming
+//	                              back just after the holder's lease
+//	                              ends; gives up when ctx ends or after
+//	                              LimitTries(n) attempts, with an error
+//	                              wrapping ErrNotObtained and the cause
+//	WithMetadata(md)              up to 128 bytes stored with the lock
+//	Lock.Unlock(ctx)              compare-and-delete: released, not
+//	                              held, or held by another owner
+//	Lock.Refresh(ctx, ttl)        renews now with a new TTL, which the
+//	                              watchdog keeps from then on
+//	Lock.TTL(ctx)                 Redis's time left, 0 once not held
+//	Lock.Fence, Context, Expiry   as for claims: pass the fence to what
+//	                              you write, stop when Context ends
+//	Locker.Inspect(ctx, name)     anyone: owner, fence, metadata, TTL
+//
+// A watchdog renews every lock every Heartbeat until Unlock, and a
+// Locker with Reentrant set counts holds of a lock it already has.
+// Unlock, Refresh and TTL accept the nil *Lock of a failed attempt and
+// return ErrNotHeld, so `defer l.Unlock(ctx)` may come before the error
+// check. The examples show job de-duplication and stock deduction, each
+// with its write guarded by the fence.
+//
+// Locks hold off after data loss as claims do. Each lock name's fence
+// counter, which outlives the lock by a week, is also its epoch marker:
+// when a lock attempt finds it gone (the name was idle for a week, or
+// Redis restarted without persistence and forgot every lock), the name
+// is not granted until Redis has been up for one TTL, unless the epoch
+// marker of the name's shard is there to say that nothing was lost
+// (Cluster: that marker is in another slot, so only the uptime counts).
+// So on a Redis younger than the TTL, names are held off until it is
+// older, unless the deployment was declared new with store.MarkEpoch
+// (…, 0) on every shard, as the engine's tests and benchmarks do. The
+// hold is the TTL of the Locker that finds the counter gone (with the
+// shard marker: of whoever set it first), so Lockers of one name and
+// the engine of one key prefix should use the same TTL; a TTL raised
+// with Refresh is not covered after a data loss. None of this costs a
+// round trip or a Redis command while the counter exists.
 package ownership

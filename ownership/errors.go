@@ -64,3 +64,7 @@ func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
 
 // Unwrap returns the Redis error, if any.
 func (e *LeaseLostError) Unwrap() error { return e.Err }
+
+// ErrNotHeld reports a call on a lock that is not held: a nil *Lock (from
+// a failed TryLock or Lock), one already unlocked, or one that was lost.
+var ErrNotHeld = errors.New("ownership: lock not held")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,19 +49,69 @@ type Locker struct {
 	log    zerolog.Logger
 	hb     *heartbeater
 
+	// extendMu orders renewals: a Refresh that changes a lock's TTL
+	// never interleaves with a watchdog renewal carrying the old one, so
+	// the last write Redis applied is always the one the trust window
+	// was computed from.
+	extendMu sync.Mutex
+
 	mu     sync.Mutex
 	held   map[string]*Lock
 	closed bool
 }
 
-// Lock is a held standalone lock.
+// Lock is a held standalone lock. Unlock, Refresh and TTL may be called
+// on a nil *Lock (what a failed TryLock or Lock returns): they report
+// ErrNotHeld, so `defer l.Unlock(ctx)` before the error check is safe.
 type Lock struct {
 	*Lease
-	lk     *Locker
-	name   string
-	mu     sync.Mutex
-	holds  int
-	stores []bool // which stores granted it
+	lk       *Locker
+	name     string
+	metadata string
+	mu       sync.Mutex
+	holds    int
+	stores   []bool // which stores granted it
+}
+
+// LockOption adjusts one TryLock or Lock call.
+type LockOption func(*lockOptions)
+
+type lockOptions struct {
+	tries    int
+	metadata string
+}
+
+// LimitTries makes Lock give up after n attempts, with an error wrapping
+// ErrNotObtained (redislock's LimitRetry, redsync's WithTries). n <= 0,
+// the default, means no limit: Lock tries until its context ends.
+// TryLock makes one attempt whatever the limit.
+func LimitTries(n int) LockOption {
+	return func(o *lockOptions) { o.tries = n }
+}
+
+// WithMetadata stores md with the lock, at most store.MaxMetadataLen
+// bytes: the holder reads it with Lock.Metadata, anyone with
+// Locker.Inspect. A re-entrant hold keeps the metadata of the first.
+func WithMetadata(md string) LockOption {
+	return func(o *lockOptions) { o.metadata = md }
+}
+
+// LockInfo is a lock as Redis holds it (see Locker.Inspect).
+type LockInfo struct {
+	Owner    store.Owner
+	Fence    uint64
+	Metadata string
+	// Since is when the lock was taken, on Redis's clock.
+	Since time.Time
+	// TTL is how long Redis keeps the lock if no renewal comes (with a
+	// quorum: how long a majority keeps it).
+	TTL time.Duration
+}
+
+// lockReader reads a lock back; *store.Store has it. Lock.TTL and
+// Locker.Inspect need it.
+type lockReader interface {
+	ReadLock(ctx context.Context, name string) (*store.Record, time.Duration, error)
 }
 
 // NewLocker returns a Locker over one store, or a quorum Locker over
@@ -98,58 +149,99 @@ func NewLocker(cfg LockerConfig, stores ...Store) (*Locker, error) {
 }
 
 // TryLock makes one attempt to take the lock name. It returns an error
-// wrapping ErrNotObtained when someone else holds it.
-func (lk *Locker) TryLock(ctx context.Context, name string) (*Lock, error) {
-	l, _, err := lk.try(ctx, name)
+// wrapping ErrNotObtained when someone else holds it. With a single
+// server, a Redis error is returned as it is; with a quorum, servers that
+// fail count against the majority, and their errors are wrapped with
+// ErrNotObtained.
+func (lk *Locker) TryLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	l, _, err := lk.try(ctx, name, options(opts))
 	return l, err
 }
 
 // Lock waits for the lock, retrying with jittered exponential backoff
-// (never sleeping past the holder's remaining lease), until it is taken
-// or ctx ends.
-func (lk *Locker) Lock(ctx context.Context, name string) (*Lock, error) {
+// (never sleeping past the holder's remaining lease), until it is taken,
+// ctx ends, or LimitTries attempts failed. Either way it gives up with an
+// error wrapping ErrNotObtained, and also ctx's cause or the last error.
+func (lk *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	o := options(opts)
 	backoff := lk.cfg.RetryMin
-	for {
-		l, wait, err := lk.try(ctx, name)
-		if err == nil || !errors.Is(err, ErrNotObtained) && !store.IsUnavailable(err) {
-			return l, err
+	for try := 1; ; try++ {
+		l, wait, err := lk.try(ctx, name, o)
+		switch {
+		case err == nil:
+			return l, nil
+		case ctx.Err() != nil:
+			return nil, notObtained(name, context.Cause(ctx))
+		case !errors.Is(err, ErrNotObtained) && !store.IsUnavailable(err):
+			return nil, err
+		case o.tries > 0 && try >= o.tries:
+			return nil, notObtained(name, fmt.Errorf("%d tries, the last: %w", try, err))
 		}
 		d := backoff/2 + rand.N(backoff/2+1)
-		if wait > 0 && wait < d {
-			d = wait
+		if wait >= 0 {
+			// Come back just after the holder's lease ends. Redis rounds
+			// its PTTL down: 0 means "within this millisecond", not
+			// "unknown" (issue #15).
+			d = min(d, wait+time.Millisecond)
 		}
 		backoff = min(2*backoff, lk.cfg.RetryMax)
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("ownership: lock %q: %w", name, context.Cause(ctx))
+			return nil, notObtained(name, context.Cause(ctx))
 		case <-t.C:
 		}
 	}
 }
 
-func (lk *Locker) try(ctx context.Context, name string) (*Lock, time.Duration, error) {
+func options(opts []LockOption) lockOptions {
+	var o lockOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// notObtained wraps ErrNotObtained and why Lock gave up, so that both
+// errors.Is(err, ErrNotObtained) and errors.Is(err, context.DeadlineExceeded)
+// (say) hold.
+func notObtained(name string, why error) error {
+	if errors.Is(why, ErrNotObtained) {
+		return fmt.Errorf("ownership: lock %q: %w", name, why)
+	}
+	return fmt.Errorf("%w: %q: %w", ErrNotObtained, name, why)
+}
+
+// try makes one attempt. The duration it returns is how long the holder
+// has left when someone holds the lock, -1 when that is not known.
+func (lk *Locker) try(ctx context.Context, name string, o lockOptions) (*Lock, time.Duration, error) {
 	if err := store.ValidateID(name); err != nil {
-		return nil, 0, err
+		return nil, -1, err
+	}
+	if len(o.metadata) > store.MaxMetadataLen {
+		return nil, -1, fmt.Errorf("ownership: lock %q: metadata of %d bytes, the limit is %d", name, len(o.metadata), store.MaxMetadataLen)
 	}
 	lk.mu.Lock()
 	if lk.closed {
 		lk.mu.Unlock()
-		return nil, 0, ErrClosed
+		return nil, -1, ErrClosed
 	}
 	cur := lk.held[name]
 	lk.mu.Unlock()
 	if cur != nil {
 		if !lk.cfg.Reentrant {
-			return nil, 0, fmt.Errorf("%w: %q is held by this locker", ErrNotObtained, name)
+			return nil, -1, fmt.Errorf("%w: %q is held by this locker", ErrNotObtained, name)
 		}
 		if ok, err := lk.reenter(ctx, cur); ok || err != nil {
-			return cur, 0, err
+			if err != nil {
+				return nil, -1, err
+			}
+			return cur, 0, nil
 		}
 	}
 	tok := store.NewToken()
-	rec := &store.Record{Version: store.RecordVersion, Token: tok, State: store.StateSyncing, Owner: lk.cfg.Owner}
+	rec := &store.Record{Version: store.RecordVersion, Token: tok, State: store.StateSyncing, Owner: lk.cfg.Owner, Metadata: o.metadata}
 	sent := time.Now()
 	type reply struct {
 		res store.LockResult
@@ -161,14 +253,13 @@ func (lk *Locker) try(ctx context.Context, name string) (*Lock, time.Duration, e
 		replies[i] = reply{res, err}
 	})
 	granted := make([]bool, len(lk.stores))
-	n, busy, fence, wait := 0, 0, uint64(0), time.Duration(0)
-	var firstErr error
+	n, busy, fence, wait := 0, 0, uint64(0), time.Duration(-1)
+	heldOff := false
+	var errs []error
 	for i, r := range replies {
 		switch {
 		case r.err != nil:
-			if firstErr == nil {
-				firstErr = r.err
-			}
+			errs = append(errs, r.err)
 		case r.res.Acquired:
 			granted[i] = true
 			n++
@@ -176,6 +267,7 @@ func (lk *Locker) try(ctx context.Context, name string) (*Lock, time.Duration, e
 		default:
 			busy++
 			wait = max(wait, r.res.Wait)
+			heldOff = heldOff || r.res.HeldOff
 		}
 	}
 	// Validity: TTL - elapsed - margin must be left, or it is not a lock.
@@ -184,18 +276,27 @@ func (lk *Locker) try(ctx context.Context, name string) (*Lock, time.Duration, e
 		if n > 0 {
 			lk.unlockOn(name, tok, granted)
 		}
-		if firstErr != nil && busy == 0 && n < lk.quorum && len(lk.stores)-busy >= lk.quorum {
-			// Nobody else holds it; too many servers did not answer.
-			return nil, 0, fmt.Errorf("ownership: lock %q: %w", name, firstErr)
+		if len(errs) > 0 && len(lk.stores) == 1 {
+			return nil, -1, fmt.Errorf("ownership: lock %q: %w", name, errs[0])
 		}
-		return nil, wait, fmt.Errorf("%w: %q (%d of %d servers granted it, %d needed)", ErrNotObtained, name, n, len(lk.stores), lk.quorum)
+		why := ""
+		if heldOff {
+			why = ", held off after Redis lost its data"
+		}
+		err := fmt.Errorf("%w: %q (%d of %d servers granted it, %d needed%s)", ErrNotObtained, name, n, len(lk.stores), lk.quorum, why)
+		if len(errs) > 0 {
+			// Keep the cause visible: servers that failed are why there
+			// is no majority.
+			err = fmt.Errorf("%w: %w", err, errors.Join(errs...))
+		}
+		return nil, wait, err
 	}
 	if lk.cfg.Settle > 0 {
 		if err := lk.settle(ctx, name, tok, granted); err != nil {
-			return nil, 0, err
+			return nil, -1, err
 		}
 	}
-	l := &Lock{lk: lk, name: name, holds: 1, stores: granted}
+	l := &Lock{lk: lk, name: name, metadata: o.metadata, holds: 1, stores: granted}
 	l.Lease = newLease(context.Background(), name, -1, lk.stores[0].Keys().Lock(name), tok, lk.cfg.Owner, fence, lk.cfg.TTL, lk.cfg.Margin, sent)
 	l.Lease.arm()
 	lk.mu.Lock()
@@ -203,7 +304,7 @@ func (lk *Locker) try(ctx context.Context, name string) (*Lock, time.Duration, e
 		lk.mu.Unlock()
 		lk.unlockOn(name, tok, granted)
 		l.end(ErrClosed)
-		return nil, 0, ErrClosed
+		return nil, -1, ErrClosed
 	}
 	lk.held[name] = l
 	lk.mu.Unlock()
@@ -316,31 +417,62 @@ func (lk *Locker) unlockOn(name string, tok store.Token, granted []bool) []store
 // extend renews locks on every store; a lock stays trusted only while a
 // majority renews it.
 func (lk *Locker) extend(ctx context.Context, leases []*Lease) []error {
-	reqs := make([]store.ExtendRequest, len(leases))
+	lk.extendMu.Lock()
+	defer lk.extendMu.Unlock()
+	return lk.extendLocked(ctx, leases)
+}
+
+// extendLocked is extend with extendMu held. Each lock is renewed with
+// its own TTL (see Refresh): one Extend call per distinct TTL, which is
+// one call unless Refresh changed some.
+func (lk *Locker) extendLocked(ctx context.Context, leases []*Lease) []error {
+	type group struct {
+		ttl  time.Duration
+		idx  []int
+		reqs []store.ExtendRequest
+	}
+	var groups []*group
 	for i, l := range leases {
-		reqs[i] = store.ExtendRequest{Key: l.key, Token: l.token}
+		l.mu.Lock()
+		ttl := l.ttl
+		l.mu.Unlock()
+		var g *group
+		for _, c := range groups {
+			if c.ttl == ttl {
+				g = c
+			}
+		}
+		if g == nil {
+			g = &group{ttl: ttl}
+			groups = append(groups, g)
+		}
+		g.idx = append(g.idx, i)
+		g.reqs = append(g.reqs, store.ExtendRequest{Key: l.key, Token: l.token})
 	}
 	type tally struct{ ok, missing, other int }
 	counts := make([]tally, len(leases))
 	errs := make([]error, len(lk.stores))
 	var mu sync.Mutex
 	lk.each(ctx, func(ctx context.Context, i int, st Store) {
-		res, err := st.Extend(ctx, lk.cfg.TTL, 0, reqs)
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			errs[i] = err
-			return
-		}
-		for j, r := range res {
-			switch r.Code {
-			case store.ExtendOK:
-				counts[j].ok++
-			case store.ExtendMissing:
-				counts[j].missing++
-			default:
-				counts[j].other++
+		for _, g := range groups {
+			res, err := st.Extend(ctx, g.ttl, 0, g.reqs)
+			mu.Lock()
+			if err != nil {
+				errs[i] = err
+				mu.Unlock()
+				return
 			}
+			for k, r := range res {
+				switch j := g.idx[k]; r.Code {
+				case store.ExtendOK:
+					counts[j].ok++
+				case store.ExtendMissing:
+					counts[j].missing++
+				default:
+					counts[j].other++
+				}
+			}
+			mu.Unlock()
 		}
 	})
 	var firstErr error
@@ -370,20 +502,192 @@ func (lk *Locker) extend(ctx context.Context, leases []*Lease) []error {
 
 // Holds returns how many times the lock is held (re-entry counts).
 func (l *Lock) Holds() int {
+	if l == nil {
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.holds
 }
 
-// Name returns the lock's name.
-func (l *Lock) Name() string { return l.name }
+// Name returns the lock's name ("" for a nil *Lock).
+func (l *Lock) Name() string {
+	if l == nil {
+		return ""
+	}
+	return l.name
+}
+
+// Metadata returns what the lock was taken with (WithMetadata; "" for a
+// nil *Lock).
+func (l *Lock) Metadata() string {
+	if l == nil {
+		return ""
+	}
+	return l.metadata
+}
+
+// Refresh renews the lock now, for ttl (0: the TTL it has), and the
+// watchdog renews it with that TTL from then on. ttl must exceed the
+// Locker's Heartbeat plus the margin for ttl (Margin scaled by ttl/TTL).
+// Refresh returns an error wrapping ErrNotHeld, with the
+// *LeaseLostError, when the lock is gone or someone else's (its Context
+// is then cancelled), and another error when Redis did not answer: the
+// lock is then trusted for what the last renewal covers, and for no more
+// than ttl if that is shorter.
+func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return fmt.Errorf("%w: refresh of a nil lock", ErrNotHeld)
+	}
+	lk := l.lk
+	l.Lease.mu.Lock()
+	if ttl == 0 {
+		ttl = l.ttl
+	}
+	l.Lease.mu.Unlock()
+	ttl = ttl.Truncate(time.Millisecond) // what Redis is sent
+	margin := lk.marginFor(ttl)
+	if ttl-margin <= lk.cfg.Heartbeat {
+		return fmt.Errorf("ownership: refresh %q: ttl %v leaves %v past the margin, not more than the heartbeat (%v)",
+			l.name, ttl, ttl-margin, lk.cfg.Heartbeat)
+	}
+	lk.extendMu.Lock()
+	defer lk.extendMu.Unlock()
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, err)
+	}
+	sent := time.Now()
+	l.Lease.mu.Lock()
+	l.ttl, l.margin = ttl, margin
+	// A shorter TTL shortens the trust window at once, whatever the
+	// outcome: Redis may apply it even if the reply is lost.
+	if until := sent.Add(ttl - margin); until.Before(l.until) && !l.ended {
+		l.until = until
+		l.timer.Reset(time.Until(until))
+	}
+	l.Lease.mu.Unlock()
+	switch err := lk.extendLocked(ctx, []*Lease{l.Lease})[0].(type) {
+	case nil:
+		l.extended(sent)
+		return nil
+	case *LeaseLostError:
+		l.lose(err.Reason, err.Err)
+		lk.forget(l)
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, err)
+	default:
+		l.noteErr(err)
+		return fmt.Errorf("ownership: refresh %q: %w", l.name, err)
+	}
+}
+
+// marginFor is the trust-window margin of a lock with this TTL: Margin
+// covers drift, which grows with the TTL, so it scales with it.
+func (lk *Locker) marginFor(ttl time.Duration) time.Duration {
+	if ttl == lk.cfg.TTL {
+		return lk.cfg.Margin
+	}
+	return time.Duration(float64(lk.cfg.Margin) * float64(ttl) / float64(lk.cfg.TTL))
+}
+
+// TTL returns how long Redis keeps the lock if no renewal comes: Redis's
+// PTTL of this lock's record (with a quorum, what a majority keeps), 0
+// when the lock is no longer held. It reads Redis; the local trust
+// window is Expiry.
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil {
+		return 0, fmt.Errorf("%w: ttl of a nil lock", ErrNotHeld)
+	}
+	ttls, err := l.lk.read(ctx, l.name)
+	if err != nil {
+		return 0, err
+	}
+	var mine []time.Duration
+	for _, r := range ttls {
+		if r.rec != nil && r.rec.Token == l.token {
+			mine = append(mine, max(r.ttl, 0))
+		}
+	}
+	return l.lk.majorityTTL(mine), nil
+}
+
+// majorityTTL is the longest time a majority of servers keeps a lock,
+// given what each server that has it reported: the quorum-th longest.
+func (lk *Locker) majorityTTL(ttls []time.Duration) time.Duration {
+	if len(ttls) < lk.quorum {
+		return 0
+	}
+	slices.Sort(ttls)
+	return ttls[len(ttls)-lk.quorum]
+}
+
+type readReply struct {
+	rec *store.Record
+	ttl time.Duration
+}
+
+// read reads the lock name on every server. It fails unless a majority
+// answered.
+func (lk *Locker) read(ctx context.Context, name string) ([]readReply, error) {
+	out := make([]readReply, len(lk.stores))
+	errs := make([]error, len(lk.stores))
+	lk.each(ctx, func(ctx context.Context, i int, st Store) {
+		r, ok := st.(lockReader)
+		if !ok {
+			errs[i] = fmt.Errorf("ownership: %T cannot read locks", st)
+			return
+		}
+		out[i].rec, out[i].ttl, errs[i] = r.ReadLock(ctx, name)
+	})
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
+	if len(lk.stores)-failed < lk.quorum {
+		return nil, fmt.Errorf("ownership: read lock %q: %w", name, errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// Inspect reads the lock name from Redis: who holds it, its fence, its
+// metadata, since when and for how long more. It returns nil and no
+// error when nobody holds it (with a quorum: no holder on a majority).
+func (lk *Locker) Inspect(ctx context.Context, name string) (*LockInfo, error) {
+	if err := store.ValidateID(name); err != nil {
+		return nil, err
+	}
+	replies, err := lk.read(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range replies {
+		if r.rec == nil {
+			continue
+		}
+		var ttls []time.Duration
+		for _, o := range replies {
+			if o.rec != nil && o.rec.Token == r.rec.Token {
+				ttls = append(ttls, max(o.ttl, 0))
+			}
+		}
+		if len(ttls) >= lk.quorum {
+			return &LockInfo{Owner: r.rec.Owner, Fence: r.rec.Fence, Metadata: r.rec.Metadata,
+				Since: r.rec.ClaimedAt, TTL: lk.majorityTTL(ttls)}, nil
+		}
+	}
+	return nil, nil
+}
 
 // Unlock gives back one hold; the last one deletes the lock (compare and
 // delete on the token) and stops its watchdog. It reports what Redis
 // said: Released, NotHeld (it had expired) or HeldByOther (someone else
 // holds it now; nothing was changed). With a quorum, Released needs a
-// majority.
+// majority. On a nil *Lock it returns NotHeld and ErrNotHeld.
 func (l *Lock) Unlock(ctx context.Context) (store.ReleaseCode, error) {
+	if l == nil {
+		return store.NotHeld, fmt.Errorf("%w: unlock of a nil lock", ErrNotHeld)
+	}
 	l.mu.Lock()
 	if l.holds > 1 {
 		l.holds--

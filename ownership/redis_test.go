@@ -308,7 +308,9 @@ func TestQuorumAgainstRedis(t *testing.T) {
 			for range tt.n {
 				s := redistest.Start(t, nil)
 				srvs = append(srvs, s)
-				stores = append(stores, openStore(t, s.Addr(), "q"))
+				st := openStore(t, s.Addr(), "q")
+				st.MarkEpoch(t.Context(), 0, 0) // a new deployment: no lock is held off
+				stores = append(stores, st)
 			}
 			cfg := ownership.LockerConfig{Config: ownership.Config{TTL: time.Second}}
 			lk, err := ownership.NewLocker(cfg, stores...)

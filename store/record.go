@@ -25,6 +25,10 @@ const (
 	maxRunLen  = 32
 )
 
+// MaxMetadataLen is the most bytes of Metadata a record carries. With the
+// owner limits it keeps every record well under MaxRecordSize.
+const MaxMetadataLen = 128
+
 // ErrBadRecord reports bytes under a record key that are not a record this
 // version understands: corrupt, oversized or written by someone else.
 var ErrBadRecord = errors.New("store: bad record")
@@ -93,8 +97,12 @@ func (o Owner) String() string {
 //	 47      1  state         positive fixint
 //	 48      5  attempt       uint32 (0xce + 4 bytes)
 //	 53      -  host str, pid uint, run str, worker uint
+//	  -      -  metadata str, only when not empty (standalone locks)
 //
-// A later version may append fields; this decoder ignores them.
+// A record with metadata is a fixarray of 12 (0x9c); one without keeps
+// the 11 fields, so item records and metadata-free locks are byte for
+// byte what earlier builds wrote, and decoders that stop at 11 fields
+// still read locks with metadata. Fields past the 12th are ignored.
 type Record struct {
 	Version     uint8
 	Token       Token
@@ -104,6 +112,9 @@ type Record struct {
 	State       State
 	Attempt     uint32
 	Owner       Owner
+	// Metadata is free text a standalone lock's holder stores with it,
+	// at most MaxMetadataLen bytes (longer is truncated).
+	Metadata string
 }
 
 // Offsets of the fixed header, shared with the scripts (1-based there).
@@ -115,20 +126,29 @@ const (
 	offState     = 47
 	offAttempt   = 49
 	headerLen    = 53
-	recordFields = 11
+	recordFields = 11 // 12 with metadata
 )
 
 // MarshalRecord encodes r. Host and run are truncated to their limits.
 func MarshalRecord(r *Record) []byte {
-	host, run := r.Owner.Host, r.Owner.Run
+	host, run, md := r.Owner.Host, r.Owner.Run, r.Metadata
 	if len(host) > maxHostLen {
 		host = host[:maxHostLen]
 	}
 	if len(run) > maxRunLen {
 		run = run[:maxRunLen]
 	}
-	b := make([]byte, headerLen, headerLen+len(host)+len(run)+16)
-	b[0] = msgpcode.FixedArrayLow | recordFields
+	if len(md) > MaxMetadataLen {
+		md = md[:MaxMetadataLen]
+	}
+	fields := byte(recordFields)
+	extra := 0
+	if md != "" {
+		fields++
+		extra = 2 + len(md)
+	}
+	b := make([]byte, headerLen, headerLen+len(host)+len(run)+16+extra)
+	b[0] = msgpcode.FixedArrayLow | fields
 	b[1] = r.Version
 	b[2], b[3] = msgpcode.Bin8, 16
 	copy(b[offToken:], r.Token[:])
@@ -142,6 +162,9 @@ func MarshalRecord(r *Record) []byte {
 	b = appendUint(b, uint64(max(r.Owner.PID, 0)))
 	b = appendStr(b, run)
 	b = appendUint(b, uint64(max(r.Owner.Worker, 0)))
+	if md != "" {
+		b = appendStr(b, md)
+	}
 	return b
 }
 
@@ -191,14 +214,22 @@ func UnmarshalRecord(b []byte) (*Record, error) {
 	if r.Owner.Run, rest, err = readStr(rest); err != nil {
 		return nil, bad("run: %v", err)
 	}
-	if worker, _, err = readUint(rest); err != nil {
+	if worker, rest, err = readUint(rest); err != nil {
 		return nil, bad("worker: %v", err)
+	}
+	if n > recordFields {
+		if r.Metadata, _, err = readStr(rest); err != nil {
+			return nil, bad("metadata: %v", err)
+		}
 	}
 	if pid > 1<<31 || worker > 1<<31 {
 		return nil, bad("pid or worker out of range")
 	}
 	if len(r.Owner.Host) > maxHostLen || len(r.Owner.Run) > maxRunLen {
 		return nil, bad("owner names too long")
+	}
+	if len(r.Metadata) > MaxMetadataLen {
+		return nil, bad("metadata of %d bytes, the limit is %d", len(r.Metadata), MaxMetadataLen)
 	}
 	r.Owner.PID, r.Owner.Worker = int(pid), int(worker)
 	return r, nil

@@ -256,6 +256,7 @@ func TestLockUnlock(t *testing.T) {
 	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
 		ctx := t.Context()
 		s := open(store.Config{})
+		s.MarkEpoch(ctx, s.Keys().Shard("job:{1}"), 0) // a new deployment: nothing to hold off
 		a, b := record("a"), record("b")
 		ra, err := s.Lock(ctx, "job:{1}", a, time.Minute)
 		if err != nil || !ra.Acquired || ra.Fence == 0 {

@@ -1,0 +1,152 @@
+package ownership_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/redistest"
+)
+
+func newLocker(t *testing.T, cfg ownership.LockerConfig, stores ...ownership.Store) *ownership.Locker {
+	t.Helper()
+	lk, err := ownership.NewLocker(cfg, stores...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lk.Close() })
+	return lk
+}
+
+// markNew declares a new deployment on st: no data was lost, so no
+// name is held off (see store.MarkEpoch).
+func markNew(t *testing.T, st *store.Store) {
+	t.Helper()
+	for sh := range st.Keys().Shards() {
+		if _, err := st.MarkEpoch(t.Context(), sh, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TTL reads Redis's remaining time, Refresh changes it, metadata is
+// stored with the lock and others read it with Inspect.
+func TestLockerTTLRefreshMetadata(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), "")
+	markNew(t, st)
+	const lockTTL = 2 * time.Second
+	cfg := ownership.LockerConfig{Config: ownership.Config{TTL: lockTTL, Owner: store.Owner{Host: "a", PID: 7, Run: "r"}}}
+	lk := newLocker(t, cfg, st)
+	other := newLocker(t, ownership.LockerConfig{Config: ownership.Config{TTL: lockTTL}}, st)
+	ctx := t.Context()
+
+	if _, err := lk.TryLock(ctx, "stock:42", ownership.WithMetadata(strings.Repeat("x", store.MaxMetadataLen+1))); err == nil {
+		t.Error("metadata over the limit was accepted")
+	}
+	l, err := lk.TryLock(ctx, "stock:42", ownership.WithMetadata("order 17"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Metadata() != "order 17" {
+		t.Errorf("Metadata = %q", l.Metadata())
+	}
+	if d, err := l.TTL(ctx); err != nil || d <= lockTTL-time.Second || d > lockTTL {
+		t.Errorf("TTL = %v, %v; want just under %v", d, err, lockTTL)
+	}
+	info, err := other.Inspect(ctx, "stock:42")
+	if err != nil || info == nil {
+		t.Fatalf("Inspect = %+v, %v", info, err)
+	}
+	if info.Metadata != "order 17" || info.Fence != l.Fence() || info.Owner != l.Owner() || info.TTL <= 0 || info.Since.IsZero() {
+		t.Errorf("Inspect = %+v; want the holder's metadata, fence %d and owner %v", info, l.Fence(), l.Owner())
+	}
+
+	// A longer TTL, kept by the watchdog.
+	if err := l.Refresh(ctx, 5*lockTTL); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(lockTTL) // past a renewal (every lockTTL/3)
+	if d, _ := l.TTL(ctx); d <= 4*lockTTL {
+		t.Errorf("TTL after Refresh(%v) and a renewal = %v", 5*lockTTL, d)
+	}
+	// A shorter one.
+	if err := l.Refresh(ctx, lockTTL); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := l.TTL(ctx); d > lockTTL {
+		t.Errorf("TTL after Refresh(%v) = %v", lockTTL, d)
+	}
+	if until := time.Until(l.Expiry()); until > lockTTL {
+		t.Errorf("trust window %v after Refresh(%v)", until, lockTTL)
+	}
+
+	if code, err := l.Unlock(ctx); code != store.Released || err != nil {
+		t.Fatalf("Unlock = %v, %v", code, err)
+	}
+	if d, err := l.TTL(ctx); d != 0 || err != nil {
+		t.Errorf("TTL after Unlock = %v, %v; want 0", d, err)
+	}
+	if info, err := other.Inspect(ctx, "stock:42"); info != nil || err != nil {
+		t.Errorf("Inspect after Unlock = %+v, %v; want nil", info, err)
+	}
+	if err := l.Refresh(ctx, 0); !errors.Is(err, ownership.ErrNotHeld) {
+		t.Errorf("Refresh after Unlock = %v, want ErrNotHeld", err)
+	}
+	// Someone else's lock under the name is not ours: TTL 0.
+	l2, err := other.TryLock(ctx, "stock:42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Unlock(ctx)
+	if d, err := l.TTL(ctx); d != 0 || err != nil {
+		t.Errorf("TTL of a lock now someone else's = %v, %v; want 0", d, err)
+	}
+	if info, _ := lk.Inspect(ctx, "stock:42"); info == nil || info.Metadata != "" || info.Fence != l2.Fence() {
+		t.Errorf("Inspect of a lock without metadata = %+v", info)
+	}
+}
+
+// A Redis that restarted without persistence forgot every lock. A Locker
+// holds a name off, as the engine holds claims off, until no lease
+// granted before the restart can still be trusted: another owner never
+// gets the lock while the first one's Context is still open. It used to
+// hand the lock over at once, 2.7 s before the first lease ended.
+func TestLockerHoldsOffAfterRedisLostData(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	stA, stB := openStore(t, srv.Addr(), "lost"), openStore(t, srv.Addr(), "lost")
+	markNew(t, stA)
+	const lockTTL = 2 * time.Second
+	// Renewals every second: the holder learns of the loss late, as a
+	// holder whose renewals fail would.
+	cfg := ownership.LockerConfig{Config: ownership.Config{TTL: lockTTL, Heartbeat: lockTTL / 2}}
+	a, b := newLocker(t, cfg, stA), newLocker(t, cfg, stB)
+	ctx := t.Context()
+	la, err := a.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill(t)
+	srv.Restart(t) // no persistence: the lock, its fence counter and the epoch markers are gone
+	restarted := time.Now()
+	lctx, cancel := context.WithTimeout(ctx, 4*lockTTL)
+	defer cancel()
+	lb, err := b.Lock(lctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Unlock(ctx)
+	if la.Err() == nil {
+		t.Fatalf("b got the lock %v after the restart while a's lease was still open (until %v from then)",
+			time.Since(restarted), la.Expiry().Sub(restarted))
+	}
+	if lb.Fence() <= la.Fence() {
+		t.Errorf("fence %d after %d", lb.Fence(), la.Fence())
+	}
+}
