@@ -3,6 +3,7 @@ package topology
 import (
 	"context"
 	"fmt"
+	"net"
 	"os/exec"
 	"sort"
 	"strconv"
@@ -202,13 +203,20 @@ func shardsOn(t *testing.T, c *redistest.Cluster, n *redistest.Server, prefix st
 // slotOwner returns the address of the master serving slot, as cl sees it.
 func slotOwner(t *testing.T, cl *redis.Client, slot int) string {
 	t.Helper()
-	slots, err := cl.ClusterSlots(t.Context()).Result()
+	shards, err := cl.ClusterShards(t.Context()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range slots {
-		if slot >= s.Start && slot <= s.End && len(s.Nodes) > 0 {
-			return s.Nodes[0].Addr
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if int64(slot) < r.Start || int64(slot) > r.End {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				if n.Role == "master" {
+					return net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+				}
+			}
 		}
 	}
 	return ""
