@@ -18,6 +18,7 @@ import (
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/redistest"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 // Redis Cluster under engine load: three masters with a replica each,
@@ -125,7 +126,7 @@ func TestClusterFaults(t *testing.T) {
 		"--cluster-yes", "--cluster-pipeline", "1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("reshard: %v\n%s", err, tail(string(out), 20))
+		t.Fatalf("reshard: %v\n%s", err, testutil.Tail(string(out), 20))
 	}
 	reshard := time.Since(reshardStart)
 	c.WaitHealthy(t, 30*time.Second)
@@ -285,12 +286,4 @@ func errorKinds(logs string) string {
 		return "none"
 	}
 	return strings.Join(out, ", ")
-}
-
-func tail(s string, n int) string {
-	l := strings.Split(s, "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
 }
