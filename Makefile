@@ -48,10 +48,18 @@ bench: deps ## run the benchmarks against the peers (own module in bench/) and w
 bench/quick: deps ## a one-minute smoke run of the benchmarks (BENCHMARKS.quick.md)
 	cd bench && $(GO) run ./cmd/benchall -quick -out ../BENCHMARKS.quick.md
 
+# staticcheck runs pinned with `go run pkg@version`, so the library's
+# go.mod carries no tool dependencies. 2026.2.2 supports Go 1.26 and 1.27.
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
 .PHONY: lint
-lint: ## go vet and gofmt
+lint: ## go vet, gofmt and staticcheck, over the module and bench/
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(STATICCHECK) ./...
+	cd bench && $(STATICCHECK) ./...
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME (default 10s) each

@@ -41,12 +41,6 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-func sortedCopy(d []time.Duration) []time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s
-}
-
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 

@@ -9,18 +9,18 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 	"go.uber.org/goleak"
+
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 // Labels on everything the tests create.
@@ -39,7 +39,6 @@ var (
 	poolOnce sync.Once
 	pool     *dockertest.Pool
 	poolErr  error
-	workDir  string // binaries and build contexts of this run
 )
 
 func TestMain(m *testing.M) {
@@ -49,11 +48,9 @@ func TestMain(m *testing.M) {
 		// goroutines) to the engine.
 		pool.Client.HTTPClient.CloseIdleConnections()
 	}
-	if workDir != "" {
-		os.RemoveAll(workDir)
-	}
+	staticSyncd.Remove()
 	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial")); err != nil {
+		if err := goleak.Find(testutil.IgnoreRedial); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}
@@ -96,10 +93,7 @@ func dockerPool(t *testing.T) *dockertest.Pool {
 // alive reports whether the process that labelled an object still runs.
 func alive(pidLabel string) bool {
 	pid, err := strconv.Atoi(pidLabel)
-	if err != nil || pid <= 0 {
-		return false
-	}
-	return syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM)
+	return err == nil && testutil.Alive(pid)
 }
 
 // sweep removes the containers, networks and per-run images of test
@@ -139,19 +133,6 @@ func sweep(p *dockertest.Pool) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// runDir returns this run's scratch directory.
-func runDir(t *testing.T) string {
-	t.Helper()
-	if workDir == "" {
-		d, err := os.MkdirTemp("", "syncd-containers")
-		if err != nil {
-			t.Fatal(err)
-		}
-		workDir = d
-	}
-	return workDir
 }
 
 // buildContext is a build context: files by their path in the image.
@@ -288,35 +269,16 @@ CMD ["--port", "6379", "--bind", "0.0.0.0", "--protected-mode", "no", "--save", 
 	return redisImage
 }
 
-var (
-	syncdOnce sync.Once
-	syncdBin  string
-	syncdErr  error
-)
-
-// staticSyncd builds cmd/syncd without cgo, once per run.
-func staticSyncd(t *testing.T) string {
-	t.Helper()
-	syncdOnce.Do(func() {
-		syncdBin = filepath.Join(runDir(t), "syncd")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", syncdBin, "../../cmd/syncd")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			syncdErr = fmt.Errorf("build static syncd: %v\n%s", err, out)
-		}
-	})
-	if syncdErr != nil {
-		t.Fatal(syncdErr)
-	}
-	return syncdBin
-}
+// staticSyncd builds cmd/syncd without cgo, once per run, for images
+// FROM scratch.
+var staticSyncd = testutil.Syncd{Flags: []string{"-trimpath"}, Env: []string{"CGO_ENABLED=0"}}
 
 // buildSyncdImage builds an image FROM scratch with a static syncd and
 // config as /config.yaml, tagged for this run (and removed with it).
 func buildSyncdImage(t *testing.T, p *dockertest.Pool, config string) (repo, tag string) {
 	t.Helper()
 	b := newContext()
-	b.addHostFile(t, staticSyncd(t), "/syncd")
+	b.addHostFile(t, staticSyncd.Path(t), "/syncd")
 	b.files["config.yaml"] = []byte(config)
 	b.modes["config.yaml"] = 0o644
 	repo, tag = "syncd-test/syncd", strconv.Itoa(os.Getpid())

@@ -275,7 +275,7 @@ log:
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, d := range ds {
-				t.Logf("--- %s\n%s", d.Container.Config.Hostname, tail(logs(t, p, d), 30))
+				t.Logf("--- %s\n%s", d.Container.Config.Hostname, testutil.Tail(logs(t, p, d), 30))
 			}
 		}
 	})
@@ -402,12 +402,4 @@ func since(t0, t1 time.Time) string {
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	testutil.WaitFor(t, within, 20*time.Millisecond, what, cond)
-}
-
-func tail(s string, n int) string {
-	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
 }

@@ -7,8 +7,8 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -25,67 +25,36 @@ import (
 	"github.com/syncd/syncd/tests/testutil"
 )
 
-var syncd string // path of the built binary
+// syncd builds the syncd binary, once, for the tests that run it.
+var syncd testutil.Syncd
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "syncd-e2e")
-	if err != nil {
-		panic(err)
-	}
-	syncd = filepath.Join(dir, "syncd")
-	out, err := exec.Command("go", "build", "-o", syncd, "../../cmd/syncd").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build syncd: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		syncd.Remove()
+		os.Exit(code)
+	}))
 }
 
 // writeConfig writes a config file and returns its path.
 func writeConfig(t *testing.T, body string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testutil.WriteFile(t, "config.yaml", body)
 }
 
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-func run(t *testing.T, args ...string) result {
+// run runs syncd with args and waits for it, for at most a minute.
+func run(t *testing.T, args ...string) testutil.Result {
 	t.Helper()
-	return runEnv(t, nil, args...)
+	return testutil.Run(t, nil, syncd.Path(t), args...)
 }
 
-// runEnv runs syncd with extra environment variables.
-func runEnv(t *testing.T, env []string, args ...string) result {
+// startDaemon starts `syncd run -c cfg`, with its stderr in the returned
+// buffer; it is killed in t's cleanup.
+func startDaemon(t *testing.T, cfg string) (*testutil.Process, *testutil.Buffer) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, syncd, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{code, out.String(), errb.String()}
+	cmd := exec.Command(syncd.Path(t), "run", "-c", cfg)
+	stderr := &testutil.Buffer{}
+	cmd.Stderr = stderr
+	return testutil.Start(t, cmd), stderr
 }
 
 func redisConfig(srv *redistest.Server, prefix, rest string) string {
@@ -137,13 +106,7 @@ http:
   listen: 127.0.0.1:0
 `, out)))
 	// http.listen :0 picks a port; find it in the log.
-	cmd := exec.Command(syncd, "run", "-c", cfg)
-	stderr := &testutil.Buffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	daemon, stderr := startDaemon(t, cfg)
 	waitFor(t, 15*time.Second, "4 syncs", func() bool { return len(lines(out)) >= 4 })
 	seen := map[string]bool{}
 	for _, l := range lines(out) {
@@ -177,16 +140,12 @@ http:
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v\n%s", err, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
+	daemon.Signal(syscall.SIGTERM)
+	switch err := daemon.Wait(10 * time.Second); {
+	case errors.Is(err, testutil.ErrRunning):
 		t.Fatal("no exit after SIGTERM")
+	case err != nil:
+		t.Errorf("exit after SIGTERM: %v\n%s", err, stderr.String())
 	}
 }
 
@@ -227,8 +186,8 @@ sink:
 `, items, syncs)))
 	report := filepath.Join(dir, "report.json")
 	r := run(t, "batch", "-c", ok, "--report", report)
-	if r.code != 0 {
-		t.Fatalf("batch exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("batch exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	var rep struct {
 		Items, Synced, Quarantined int
@@ -240,8 +199,8 @@ sink:
 	if n := len(lines(syncs)); n != 50 {
 		t.Errorf("file sink wrote %d lines, want 50", n)
 	}
-	if !strings.Contains(r.stdout, "synced here") {
-		t.Errorf("no summary table:\n%s", r.stdout)
+	if !strings.Contains(r.Stdout, "synced here") {
+		t.Errorf("no summary table:\n%s", r.Stdout)
 	}
 
 	bad := writeConfig(t, redisConfig(srv, "batchbad", `engine:
@@ -256,16 +215,16 @@ sink:
     command: ["sh", "-c", "test \"$SYNCD_ID\" != poison || { echo 'cannot sync poison' >&2; exit 3; }"]
 `))
 	r = run(t, "batch", "-c", bad)
-	if r.code != 1 || !strings.Contains(r.stdout, "poison") {
-		t.Errorf("batch with a poison item: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	if r.Code != 1 || !strings.Contains(r.Stdout, "poison") {
+		t.Errorf("batch with a poison item: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 
-	if r := run(t, "batch", "-c", writeConfig(t, "engine:\n  workers: -3\n")); r.code != 2 || !strings.Contains(r.stderr, ":2: engine.workers") {
-		t.Errorf("bad config: exit %d, stderr %q", r.code, r.stderr)
+	if r := run(t, "batch", "-c", writeConfig(t, "engine:\n  workers: -3\n")); r.Code != 2 || !strings.Contains(r.Stderr, ":2: engine.workers") {
+		t.Errorf("bad config: exit %d, stderr %q", r.Code, r.Stderr)
 	}
 	unreach := writeConfig(t, "redis:\n  addrs: [\"127.0.0.1:1\"]\n  dial_timeout: 200ms\n")
-	if r := run(t, "batch", "-c", unreach); r.code != 2 || !strings.Contains(r.stderr, "127.0.0.1:1") {
-		t.Errorf("unreachable redis: exit %d, stderr %q", r.code, r.stderr)
+	if r := run(t, "batch", "-c", unreach); r.Code != 2 || !strings.Contains(r.Stderr, "127.0.0.1:1") {
+		t.Errorf("unreachable redis: exit %d, stderr %q", r.Code, r.Stderr)
 	}
 }
 
@@ -283,15 +242,8 @@ sink:
   exec:
     command: ["sh", "-c", "sleep 30"]
 `))
-	cmd := exec.Command(syncd, "run", "-c", cfg)
-	daemonLog := &testutil.Buffer{}
-	cmd.Stderr = daemonLog
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	_, daemonLog := startDaemon(t, cfg)
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
 		if t.Failed() {
 			t.Logf("daemon log:\n%s", daemonLog.String())
 		}
@@ -310,11 +262,11 @@ sink:
 	}
 	waitFor(t, 15*time.Second, "an item in flight in status", func() bool {
 		r := run(t, "status", "-c", cfg, "--json")
-		if r.code != 0 {
-			t.Fatalf("status exit %d: %s", r.code, r.stderr)
+		if r.Code != 0 {
+			t.Fatalf("status exit %d: %s", r.Code, r.Stderr)
 		}
-		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
-			t.Fatalf("status --json: %v\n%s", err, r.stdout)
+		if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, r.Stdout)
 		}
 		return st.Summary.InFlight == 1
 	})
@@ -326,8 +278,8 @@ sink:
 			t.Errorf("in-flight item without owner or fence: %+v", it)
 		}
 	}
-	if r := run(t, "status", "-c", cfg); r.code != 0 || !strings.Contains(r.stdout, "1 in flight") {
-		t.Errorf("status table:\n%s", r.stdout)
+	if r := run(t, "status", "-c", cfg); r.Code != 0 || !strings.Contains(r.Stdout, "1 in flight") {
+		t.Errorf("status table:\n%s", r.Stdout)
 	}
 	// An admin release takes the claim away and raises the fence.
 	var fence uint64
@@ -335,8 +287,8 @@ sink:
 		if it.State == "syncing" {
 			fence = it.Fence
 			r := run(t, "release", "-c", cfg, "--force", it.ID)
-			if r.code != 0 || !strings.Contains(r.stdout, "fence raised") {
-				t.Errorf("release --force: %d %s %s", r.code, r.stdout, r.stderr)
+			if r.Code != 0 || !strings.Contains(r.Stdout, "fence raised") {
+				t.Errorf("release --force: %d %s %s", r.Code, r.Stdout, r.Stderr)
 			}
 		}
 	}
@@ -347,31 +299,31 @@ sink:
 
 func TestValidate(t *testing.T) {
 	t.Parallel()
-	if r := run(t, "validate", "-c", "../../config.yaml"); r.code != 0 || !strings.Contains(r.stdout, "key_prefix") {
-		t.Errorf("validate of the checked-in config: %d\n%s", r.code, r.stderr)
+	if r := run(t, "validate", "-c", "../../config.yaml"); r.Code != 0 || !strings.Contains(r.Stdout, "key_prefix") {
+		t.Errorf("validate of the checked-in config: %d\n%s", r.Code, r.Stderr)
 	}
 	broken := writeConfig(t, "redis:\n  shardz: 4\nownership:\n  ttl: 3x\n  heartbeat: 1m\n")
 	r := run(t, "validate", "-c", broken)
-	if r.code != 2 {
-		t.Errorf("exit %d", r.code)
+	if r.Code != 2 {
+		t.Errorf("exit %d", r.Code)
 	}
 	for _, want := range []string{":2: redis.shardz: unknown key", ":4: ownership.ttl"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
 		}
 	}
-	if r := run(t, "validate", "-c", "/nonexistent.yaml"); r.code != 2 || r.stderr == "" {
-		t.Errorf("missing file: %d %q", r.code, r.stderr)
+	if r := run(t, "validate", "-c", "/nonexistent.yaml"); r.Code != 2 || r.Stderr == "" {
+		t.Errorf("missing file: %d %q", r.Code, r.Stderr)
 	}
 	pw := writeConfig(t, "redis:\n  addrs: [\"127.0.0.1:1\"]\n  password_env: E2E_PW\n")
-	if r := runEnv(t, []string{"E2E_PW=hunter2-secret"}, "validate", "-c", pw); r.code != 0 || strings.Contains(r.stdout+r.stderr, "hunter2") {
-		t.Errorf("validate printed the password:\n%s%s", r.stdout, r.stderr)
+	if r := testutil.Run(t, []string{"E2E_PW=hunter2-secret"}, syncd.Path(t), "validate", "-c", pw); r.Code != 0 || strings.Contains(r.Stdout+r.Stderr, "hunter2") {
+		t.Errorf("validate printed the password:\n%s%s", r.Stdout, r.Stderr)
 	}
-	if r := run(t, "frobnicate"); r.code != 2 {
-		t.Errorf("unknown command: exit %d", r.code)
+	if r := run(t, "frobnicate"); r.Code != 2 {
+		t.Errorf("unknown command: exit %d", r.Code)
 	}
-	if r := run(t, "version"); r.code != 0 || !strings.HasPrefix(r.stdout, "syncd ") {
-		t.Errorf("version: %q", r.stdout)
+	if r := run(t, "version"); r.Code != 0 || !strings.HasPrefix(r.Stdout, "syncd ") {
+		t.Errorf("version: %q", r.Stdout)
 	}
 }
 
@@ -381,26 +333,26 @@ func TestItemsAdmin(t *testing.T) {
 	cfg := writeConfig(t, redisConfig(srv, "admin", ""))
 	f := filepath.Join(t.TempDir(), "ids")
 	os.WriteFile(f, []byte("x1\n\n# comment\nx2\n"), 0o644)
-	if r := run(t, "items", "add", "-c", cfg, "a", "b", "--file", f); r.code != 0 || !strings.Contains(r.stdout, "4 of 4") {
-		t.Errorf("items add: %d %s %s", r.code, r.stdout, r.stderr)
+	if r := run(t, "items", "add", "-c", cfg, "a", "b", "--file", f); r.Code != 0 || !strings.Contains(r.Stdout, "4 of 4") {
+		t.Errorf("items add: %d %s %s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := run(t, "items", "list", "-c", cfg); len(strings.Fields(r.stdout)) != 4 {
-		t.Errorf("items list: %q", r.stdout)
+	if r := run(t, "items", "list", "-c", cfg); len(strings.Fields(r.Stdout)) != 4 {
+		t.Errorf("items list: %q", r.Stdout)
 	}
-	if r := run(t, "items", "remove", "-c", cfg, "a"); r.code != 0 || !strings.Contains(r.stdout, "1 of 1") {
-		t.Errorf("items remove: %s", r.stdout)
+	if r := run(t, "items", "remove", "-c", cfg, "a"); r.Code != 0 || !strings.Contains(r.Stdout, "1 of 1") {
+		t.Errorf("items remove: %s", r.Stdout)
 	}
-	if r := run(t, "items", "add", "-c", cfg, "bad\x01id"); r.code != 2 || !strings.Contains(r.stderr, "control character") {
-		t.Errorf("bad id: %d %q", r.code, r.stderr)
+	if r := run(t, "items", "add", "-c", cfg, "bad\x01id"); r.Code != 2 || !strings.Contains(r.Stderr, "control character") {
+		t.Errorf("bad id: %d %q", r.Code, r.Stderr)
 	}
-	if r := run(t, "requeue", "-c", cfg, "b", "ghost"); r.code != 1 || !strings.Contains(r.stdout, "1 of 2") {
-		t.Errorf("requeue: %d %s %s", r.code, r.stdout, r.stderr)
+	if r := run(t, "requeue", "-c", cfg, "b", "ghost"); r.Code != 1 || !strings.Contains(r.Stdout, "1 of 2") {
+		t.Errorf("requeue: %d %s %s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := run(t, "release", "-c", cfg, "b"); r.code != 2 || !strings.Contains(r.stderr, "--force") {
-		t.Errorf("release without --force: %d %q", r.code, r.stderr)
+	if r := run(t, "release", "-c", cfg, "b"); r.Code != 2 || !strings.Contains(r.Stderr, "--force") {
+		t.Errorf("release without --force: %d %q", r.Code, r.Stderr)
 	}
-	if r := run(t, "release", "-c", cfg, "--force", "ghost"); r.code != 2 || !strings.Contains(r.stderr, "unknown item") {
-		t.Errorf("release of an unknown item: %d %q", r.code, r.stderr)
+	if r := run(t, "release", "-c", cfg, "--force", "ghost"); r.Code != 2 || !strings.Contains(r.Stderr, "unknown item") {
+		t.Errorf("release of an unknown item: %d %q", r.Code, r.Stderr)
 	}
 }
 
@@ -409,25 +361,18 @@ func TestItemsAdmin(t *testing.T) {
 func TestRunRetriesAndSignals(t *testing.T) {
 	t.Parallel()
 	cfg := writeConfig(t, "redis:\n  addrs: [\"127.0.0.1:1\"]\n  dial_timeout: 100ms\nlog:\n  format: json\n")
-	cmd := exec.Command(syncd, "run", "-c", cfg)
-	stderr := &testutil.Buffer{}
-	cmd.Stderr = stderr
-	cmd.Start()
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	daemon, stderr := startDaemon(t, cfg)
 	waitFor(t, 10*time.Second, "a retry log line", func() bool { return strings.Contains(stderr.String(), "retrying") })
 	if !strings.Contains(stderr.String(), "127.0.0.1:1") {
 		t.Errorf("retry line without the address:\n%s", stderr.String())
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
-			t.Errorf("exit after SIGTERM while unreachable: %v", err)
-		}
-	case <-time.After(5 * time.Second):
+	daemon.Signal(syscall.SIGTERM)
+	err := daemon.Wait(5 * time.Second)
+	if errors.Is(err, testutil.ErrRunning) {
 		t.Fatal("no exit after SIGTERM")
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Errorf("exit after SIGTERM while unreachable: %v", err)
 	}
 
 	// A second signal while draining exits at once.
@@ -442,18 +387,17 @@ sink:
     command: ["sh", "-c", "trap '' TERM; sleep 60"]
     grace: 1m
 `))
-	cmd2 := exec.Command(syncd, "run", "-c", slow)
-	cmd2.Start()
-	t.Cleanup(func() { cmd2.Process.Kill(); cmd2.Wait() })
+	daemon2, _ := startDaemon(t, slow)
 	waitFor(t, 15*time.Second, "the sync to start", func() bool {
 		r := run(t, "status", "-c", slow, "--json")
-		return strings.Contains(r.stdout, `"syncing"`)
+		return strings.Contains(r.Stdout, `"syncing"`)
 	})
-	cmd2.Process.Signal(syscall.SIGTERM)
+	daemon2.Signal(syscall.SIGTERM)
 	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
-	cmd2.Process.Signal(syscall.SIGINT)
-	err := cmd2.Wait()
+	daemon2.Signal(syscall.SIGINT)
+	<-daemon2.Done()
+	err = daemon2.Err()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || time.Since(start) > 3*time.Second {
 		t.Errorf("second signal: %v after %v", err, time.Since(start))
 	}

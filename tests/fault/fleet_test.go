@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/redistest"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 // fleetOpts sizes a fleet. Zero fields take the defaults in brackets.
@@ -250,8 +250,7 @@ type daemon struct {
 	slot int
 	host string // ownership.owner: d<slot>.<incarnation>
 	log  string
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *testutil.Process
 }
 
 // start starts a new incarnation of the daemon in slot.
@@ -267,24 +266,17 @@ func (f *fleet) start(slot int) *daemon {
 		addr = f.proxies[slot].Addr()
 	}
 	cfg := f.writeConfig(host, addr)
-	d := &daemon{slot: slot, host: host, log: filepath.Join(f.dir, host+".log"), done: make(chan struct{})}
+	d := &daemon{slot: slot, host: host, log: filepath.Join(f.dir, host+".log")}
 	out, err := os.Create(d.log)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	defer out.Close() // the child has its own copy
-	d.cmd = exec.Command(syncdBin, "run", "-c", cfg)
-	d.cmd.Stdout, d.cmd.Stderr = out, out
-	// Die with the test binary even if cleanup never runs; a group of
-	// its own keeps terminal signals away.
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := d.cmd.Start(); err != nil {
+	cmd := exec.Command(syncd.Path(f.t), "run", "-c", cfg)
+	cmd.Stdout, cmd.Stderr = out, out
+	if d.proc, err = testutil.Spawn(cmd); err != nil {
 		f.t.Fatal(err)
 	}
-	go func() {
-		d.cmd.Wait()
-		close(d.done)
-	}()
 	f.t.Cleanup(func() {
 		if err := d.kill(); err != nil {
 			f.t.Error(err)
@@ -302,70 +294,30 @@ func (f *fleet) daemon(slot int) *daemon {
 	return f.daemons[slot]
 }
 
-func (d *daemon) exited() bool {
-	select {
-	case <-d.done:
-		return true
-	default:
-		return false
-	}
-}
+func (d *daemon) exited() bool { return d.proc.Exited() }
 
 // kill sends SIGKILL (after SIGCONT, so nothing stays stopped) and reaps.
 func (d *daemon) kill() error {
-	if d.exited() {
-		return nil
+	if err := d.proc.Kill(); err != nil {
+		return fmt.Errorf("daemon %s: %w", d.host, err)
 	}
-	pid := d.cmd.Process.Pid
-	syscall.Kill(pid, syscall.SIGCONT)
-	syscall.Kill(pid, syscall.SIGKILL)
-	select {
-	case <-d.done:
-		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("daemon %s (pid %d) still running 10s after SIGKILL", d.host, pid)
-	}
+	return nil
 }
 
 // pause sends SIGSTOP and waits until the kernel shows it stopped.
-func (d *daemon) pause(t *testing.T) { d.signal(t, syscall.SIGSTOP, true) }
-
-// resume sends SIGCONT and waits until it runs again.
-func (d *daemon) resume(t *testing.T) { d.signal(t, syscall.SIGCONT, false) }
-
-func (d *daemon) signal(t *testing.T, sig syscall.Signal, stopped bool) {
+func (d *daemon) pause(t *testing.T) {
 	t.Helper()
-	pid := d.cmd.Process.Pid
-	if err := syscall.Kill(pid, sig); err != nil {
-		t.Fatalf("%v to %s: %v", sig, d.host, err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st, err := procState(pid)
-		if err != nil {
-			t.Fatalf("%v to %s: %v", sig, d.host, err)
-		}
-		if (st == 'T') == stopped {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%v to %s: state %q after 5s", sig, d.host, st)
-		}
-		time.Sleep(time.Millisecond)
+	if err := d.proc.Pause(); err != nil {
+		t.Fatalf("daemon %s: %v", d.host, err)
 	}
 }
 
-// procState returns the state letter of /proc/pid/stat ('T' = stopped).
-func procState(pid int) (byte, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
+// resume sends SIGCONT and waits until it runs again.
+func (d *daemon) resume(t *testing.T) {
+	t.Helper()
+	if err := d.proc.Resume(); err != nil {
+		t.Fatalf("daemon %s: %v", d.host, err)
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, fmt.Errorf("unexpected /proc/%d/stat: %q", pid, b)
-	}
-	return b[i+2], nil
 }
 
 // logSize is the current length of the daemon's log, to count from.
@@ -419,7 +371,7 @@ func (f *fleet) checkAlive() {
 	defer f.mu.Unlock()
 	for _, d := range f.daemons {
 		if d.exited() {
-			f.t.Errorf("daemon %s exited by itself (%v); log %s:\n%s", d.host, d.cmd.ProcessState, d.log, tail(d.log, 30))
+			f.t.Errorf("daemon %s exited by itself (%v); log %s:\n%s", d.host, d.proc.State(), d.log, tail(d.log, 30))
 		}
 	}
 }
@@ -432,13 +384,10 @@ func (f *fleet) dumpLogs() {
 	}
 }
 
+// tail returns the last n lines of the file at path.
 func tail(path string, n int) string {
 	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return testutil.Tail(string(b), n)
 }
 
 // cli runs a syncd admin command against Redis directly.
@@ -446,7 +395,7 @@ func (f *fleet) cli(args ...string) string {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, syncdBin, slices.Concat(args, []string{"-c", f.admin})...)
+	cmd := exec.CommandContext(ctx, syncd.Path(f.t), slices.Concat(args, []string{"-c", f.admin})...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		f.t.Fatalf("syncd %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -456,13 +405,7 @@ func (f *fleet) cli(args ...string) string {
 
 func (f *fleet) waitFor(within time.Duration, what string, cond func() bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(pollEvery)
-	}
+	testutil.WaitFor(f.t, within, pollEvery, what, cond)
 }
 
 // awaitSynced waits until every normal item has an accepted write that

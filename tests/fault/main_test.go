@@ -3,17 +3,18 @@ package fault
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 var (
-	// syncdBin is the syncd binary built by TestMain.
-	syncdBin string
+	// syncd builds the syncd binary, once, for the tests that run it;
+	// with -race when SYNCD_FAULT_RACE=1.
+	syncd testutil.Syncd
 	// trialsEnv is SYNCD_FAULT_TRIALS, 0 when unset.
 	trialsEnv int
 	// reportPath is SYNCD_FAULT_REPORT, "" when unset.
@@ -31,32 +32,14 @@ func TestMain(m *testing.M) {
 	}
 	reportPath = os.Getenv("SYNCD_FAULT_REPORT")
 
-	dir, err := os.MkdirTemp("", "syncd-fault")
-	if err != nil {
-		panic(err)
-	}
-	syncdBin = filepath.Join(dir, "syncd")
-	args := []string{"build", "-o", syncdBin}
 	if os.Getenv("SYNCD_FAULT_RACE") == "1" {
-		args = append(args, "-race")
+		syncd.Flags = []string{"-race"}
 	}
-	out, err := exec.Command("go", append(args, "../../cmd/syncd")...).CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build syncd: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		// go-redis keeps a dial-retry goroutine for up to a second after a
-		// server it talked to died; the scenarios kill servers on purpose.
-		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial")); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	// The scenarios kill servers on purpose.
+	goleak.VerifyTestMain(m, testutil.IgnoreRedial, goleak.Cleanup(func(code int) {
+		syncd.Remove()
+		os.Exit(code)
+	}))
 }
 
 // trials is how many trials a scenario variant runs: SYNCD_FAULT_TRIALS

@@ -10,22 +10,18 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 const (
 	// readyTimeout bounds how long a (re)started server may take to answer
 	// PING with its dataset loaded.
 	readyTimeout = 10 * time.Second
-	// exitTimeout bounds how long a killed server may take to be reaped.
-	exitTimeout = 10 * time.Second
-	// signalTimeout bounds how long Pause and Resume wait for the kernel to
-	// report the new process state.
-	signalTimeout = 5 * time.Second
 	// startTries is how many ports Start tries when another process takes
 	// the chosen port before redis-server binds it; restartTries is how
 	// often Restart retries the same port.
@@ -82,24 +78,8 @@ type Server struct {
 	sentinel bool
 
 	mu     sync.Mutex
-	proc   *process // the current or last process; nil before the first launch
+	proc   *testutil.Process // the current or last run; nil before the first launch
 	paused bool
-}
-
-// process is one run of a Server.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process has exited and been reaped
-	err  error         // cmd.Wait's result, set before done is closed
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // Start starts a redis-server on a free loopback port with a data directory
@@ -256,8 +236,8 @@ func (s *Server) launch() error {
 	}
 	deadline := time.Now().Add(readyTimeout)
 	for {
-		if p.exited() {
-			return s.failed(fmt.Errorf("exited during startup (%v)", p.err))
+		if p.Exited() {
+			return s.failed(fmt.Errorf("exited during startup (%v)", p.Err()))
 		}
 		if s.ready() {
 			return nil
@@ -270,17 +250,19 @@ func (s *Server) launch() error {
 			return s.failed(err)
 		}
 		select {
-		case <-p.done:
+		case <-p.Done():
 		case <-time.After(pollInterval):
 		}
 	}
 }
 
-// spawn starts the process and a goroutine that reaps it.
-func (s *Server) spawn() (*process, error) {
+// spawn starts the process, in a group of its own so that signals reach
+// the server together with its fork()ed children, and dying with the test
+// binary even if cleanup never runs (panic, go test -timeout).
+func (s *Server) spawn() (*testutil.Process, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc != nil && !s.proc.exited() {
+	if s.proc != nil && !s.proc.Exited() {
 		return nil, fmt.Errorf("redistest: %s is already running", s.Addr())
 	}
 	out, err := os.OpenFile(s.outFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -293,23 +275,10 @@ func (s *Server) spawn() (*process, error) {
 	// An *os.File, unlike a buffer, needs no copying goroutine, and
 	// cmd.Wait does not hang on a forked grandchild holding a pipe.
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		// Die with the test binary even if cleanup never runs (panic,
-		// go test -timeout). Pdeathsig follows the thread that forked the
-		// child; the Go runtime keeps its threads, so that is the binary.
-		Pdeathsig: syscall.SIGKILL,
-		// A group of its own keeps terminal signals away and lets us
-		// signal the server together with its fork()ed children.
-		Setpgid: true,
-	}
-	if err := cmd.Start(); err != nil {
+	p, err := testutil.Spawn(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("redistest: exec %s: %w", s.bin, err)
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
 	s.proc = p
 	s.paused = false
 	return p, nil
@@ -349,22 +318,14 @@ func (s *Server) stop() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.proc
-	if p == nil || p.exited() {
+	if p == nil || p.Exited() {
 		s.paused = false
 		return nil
 	}
-	// Signal the whole group: redis may have forked a child for a
-	// replication sync or an AOF rewrite. SIGKILL ends even a stopped
-	// process, but SIGCONT first leaves nothing stopped behind.
-	pid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pid, syscall.SIGCONT)
-	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("redistest: kill %s (pid %d): %w", s.Addr(), pid, err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(exitTimeout):
-		return fmt.Errorf("redistest: %s (pid %d) still running %v after SIGKILL", s.Addr(), pid, exitTimeout)
+	// Kill signals the whole group: redis may have forked a child for a
+	// replication sync or an AOF rewrite.
+	if err := p.Kill(); err != nil {
+		return fmt.Errorf("redistest: %s: %w", s.Addr(), err)
 	}
 	s.paused = false
 	return nil
@@ -404,7 +365,7 @@ func (s *Server) Kill(t testing.TB) {
 // kernel, but nothing is answered until Resume.
 func (s *Server) Pause(t testing.TB) {
 	t.Helper()
-	if err := s.signal(syscall.SIGSTOP, true); err != nil {
+	if err := s.signal(true); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -413,54 +374,30 @@ func (s *Server) Pause(t testing.TB) {
 // reports it running.
 func (s *Server) Resume(t testing.TB) {
 	t.Helper()
-	if err := s.signal(syscall.SIGCONT, false); err != nil {
+	if err := s.signal(false); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (s *Server) signal(sig syscall.Signal, stop bool) error {
+// signal pauses (stop) or resumes the server's process group.
+func (s *Server) signal(stop bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.proc
-	if p == nil || p.exited() {
-		return fmt.Errorf("redistest: %v %s: not running", sig, s.Addr())
+	if p == nil || p.Exited() {
+		return fmt.Errorf("redistest: %s: not running", s.Addr())
 	}
-	pid := p.cmd.Process.Pid
-	if err := syscall.Kill(-pid, sig); err != nil {
-		return fmt.Errorf("redistest: %v %s (pid %d): %w", sig, s.Addr(), pid, err)
+	var err error
+	if stop {
+		err = p.Pause()
+	} else {
+		err = p.Resume()
 	}
-	// Signals are delivered asynchronously; wait for the state to show so
-	// that a test's next step really sees a paused (or running) server.
-	deadline := time.Now().Add(signalTimeout)
-	for {
-		state, err := procState(pid)
-		if err != nil {
-			return fmt.Errorf("redistest: %v %s (pid %d): %w", sig, s.Addr(), pid, err)
-		}
-		if (state == 'T') == stop {
-			s.paused = stop
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redistest: %v %s (pid %d): state %q after %v", sig, s.Addr(), pid, state, signalTimeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// procState returns the state letter from /proc/pid/stat ('T' = stopped).
-func procState(pid int) (byte, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, err
+		return fmt.Errorf("redistest: %s: %w", s.Addr(), err)
 	}
-	// The command name in parentheses may contain spaces; the state
-	// follows the last ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, fmt.Errorf("unexpected /proc/%d/stat: %q", pid, b)
-	}
-	return b[i+2], nil
+	s.paused = stop
+	return nil
 }
 
 // Restart starts the server again on the same port and data directory,
@@ -491,14 +428,14 @@ func (s *Server) Restart(t testing.TB) {
 func (s *Server) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.proc != nil && !s.proc.exited()
+	return s.proc != nil && !s.proc.Exited()
 }
 
 // answering reports whether the server is alive and not paused.
 func (s *Server) answering() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.proc != nil && !s.proc.exited() && !s.paused
+	return s.proc != nil && !s.proc.Exited() && !s.paused
 }
 
 // LogTail returns the last n lines of the server's log file, or "" if it

@@ -1,14 +1,36 @@
-// Package testutil holds the small helpers that syncd's test packages
-// share: a buffer that several goroutines (or a child process's output)
-// write to while the test reads it, and a bounded wait for a condition.
+// Package testutil holds the helpers that syncd's test packages share:
+//
+//   - Syncd builds the syncd binary once per test binary; Run runs a
+//     command to completion and returns its exit code and output.
+//   - Process is a child process that dies with the test binary, is
+//     killed in the test's cleanup, and can be paused and resumed;
+//     ProcState and Alive read a process's state.
+//   - Buffer collects output that several goroutines (or a child
+//     process) write while the test reads it; WaitFor waits, bounded, for
+//     a condition; WriteFile and Tail handle config files and log tails.
+//   - IgnoreRedial is the goleak option for go-redis's redial goroutine.
+//
+// It needs Linux: processes die with the test binary through Pdeathsig,
+// and their state comes from /proc.
 package testutil
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+// IgnoreRedial is the goleak option for go-redis's dial-retry goroutine.
+// go-redis keeps redialling a server that died for up to about a second
+// after the last use of the client; that goroutine ends by itself. Test
+// binaries that kill servers on purpose pass it to their leak check.
+var IgnoreRedial = goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial")
 
 // Buffer is a bytes.Buffer safe for concurrent writers and readers:
 // zerolog loggers, a child process's stdout or stderr.
@@ -48,4 +70,26 @@ func WaitFor(t testing.TB, within, poll time.Duration, what string, cond func() 
 		}
 		time.Sleep(poll)
 	}
+}
+
+// WriteFile writes body to a new file called name in a directory from
+// t.TempDir, readable by the owner only, and returns its path. It fails
+// the test if it cannot.
+func WriteFile(t testing.TB, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Tail returns the last n lines of s, without its final newline: the
+// end of a log for a failure message.
+func Tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -2,9 +2,9 @@ package topology
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/redistest"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 // aclCommands is every command syncd sends, found by reading store (and
@@ -183,22 +184,22 @@ func TestACLMinimalUser(t *testing.T) {
 	t.Run("binary without zadd", func(t *testing.T) {
 		t.Parallel()
 		setUser(t, admin, aclSetUser("nozadd", "pw-nozadd", "nozadd", slices.DeleteFunc(slices.Clone(aclCommands), func(c string) bool { return c == "zadd" })))
-		cfg := writeFile(t, "config.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  username: nozadd\n  password_env: TOPO_PW\n  key_prefix: nozadd\n  shards: 4\n", primary.Addr()))
+		cfg := testutil.WriteFile(t, "config.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  username: nozadd\n  password_env: TOPO_PW\n  key_prefix: nozadd\n  shards: 4\n", primary.Addr()))
 		r := runSyncd(t, []string{"TOPO_PW=pw-nozadd"}, "items", "add", "-c", cfg, "x")
-		if r.code != 2 || !strings.Contains(r.stderr, "can't run this command") || !strings.Contains(r.stderr, "store: add") {
+		if r.Code != 2 || !strings.Contains(r.Stderr, "can't run this command") || !strings.Contains(r.Stderr, "store: add") {
 			t.Errorf("items add without zadd: want exit 2 and the ACL denial\n%s", r)
 		}
 		if d := aclDenials(ctx, admin, "nozadd"); !slices.Contains(d, "lua:zadd") {
 			t.Errorf("ACL LOG %v does not name zadd", d)
 		}
-		t.Logf("syncd items add without zadd: %s", strings.TrimSpace(r.stderr))
+		t.Logf("syncd items add without zadd: %s", strings.TrimSpace(r.Stderr))
 		// The daemon seeds its configured items at start and stops there.
-		cfg = writeFile(t, "config.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  username: nozadd\n  password_env: TOPO_PW\n  key_prefix: nozadd\n  shards: 4\nitems:\n  ids: [x]\n", primary.Addr()))
+		cfg = testutil.WriteFile(t, "config.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  username: nozadd\n  password_env: TOPO_PW\n  key_prefix: nozadd\n  shards: 4\nitems:\n  ids: [x]\n", primary.Addr()))
 		r = runSyncd(t, []string{"TOPO_PW=pw-nozadd"}, "run", "-c", cfg)
-		if r.code == 0 || !strings.Contains(r.stderr, "can't run this command") {
+		if r.Code == 0 || !strings.Contains(r.Stderr, "can't run this command") {
 			t.Errorf("run without zadd: want a failure with the ACL denial\n%s", r)
 		}
-		t.Logf("syncd run without zadd: exit %d: %s", r.code, lastLine(r.stderr))
+		t.Logf("syncd run without zadd: exit %d: %s", r.Code, lastLine(r.Stderr))
 	})
 }
 
@@ -259,7 +260,7 @@ func runCommandsAs(t *testing.T, addr, user, password, prefix, extra string) {
 	t.Helper()
 	dir := t.TempDir()
 	syncs := filepath.Join(dir, "syncs.jsonl")
-	cfg := writeFile(t, "config.yaml", fmt.Sprintf(`redis:
+	cfg := testutil.WriteFile(t, "config.yaml", fmt.Sprintf(`redis:
   addrs: [%q]
   username: %s
   password_env: TOPO_PW
@@ -280,53 +281,38 @@ log:
   format: json
 `, addr, user, prefix, extra, syncs))
 	env := []string{"TOPO_PW=" + password}
-	must := func(r result, what string) result {
+	must := func(r testutil.Result, what string) testutil.Result {
 		t.Helper()
-		if r.code != 0 {
+		if r.Code != 0 {
 			t.Fatalf("%s as an ACL user:\n%s", what, r)
 		}
 		return r
 	}
 	must(runSyncd(t, env, "items", "add", "-c", cfg, "d", "e"), "items add")
-	if r := must(runSyncd(t, env, "items", "remove", "-c", cfg, "e"), "items remove"); !strings.Contains(r.stdout, "1 of 1") {
+	if r := must(runSyncd(t, env, "items", "remove", "-c", cfg, "e"), "items remove"); !strings.Contains(r.Stdout, "1 of 1") {
 		t.Errorf("items remove: %s", r)
 	}
 
-	cmd := exec.Command(syncdBinary(t), "run", "-c", cfg)
-	cmd.Env = append(os.Environ(), env...)
-	var daemon logBuffer
-	cmd.Stdout, cmd.Stderr = &daemon, &daemon
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
-	})
+	proc, daemon := startDaemon(t, env, cfg)
 	waitFor(t, 20*time.Second, "the daemon to sync a, b, c and d", func() bool {
 		b, _ := os.ReadFile(syncs)
 		return strings.Count(string(b), "\n") >= 4
 	})
-	cmd.Process.Signal(os.Interrupt)
-	select {
-	case err := <-done:
-		done <- err
-		if err != nil {
-			t.Errorf("daemon: %v\n%s", err, daemon.String())
-		}
-	case <-time.After(10 * time.Second):
+	proc.Signal(os.Interrupt)
+	switch err := proc.Wait(10 * time.Second); {
+	case errors.Is(err, testutil.ErrRunning):
 		t.Fatalf("daemon did not stop\n%s", daemon.String())
+	case err != nil:
+		t.Errorf("daemon: %v\n%s", err, daemon.String())
 	}
 	if l := daemon.lines(`"level":"error"`); len(l) > 0 {
 		t.Errorf("daemon logged errors:\n%s", strings.Join(l, "\n"))
 	}
 
-	if r := must(runSyncd(t, env, "items", "list", "-c", cfg), "items list"); len(strings.Fields(r.stdout)) != 4 {
+	if r := must(runSyncd(t, env, "items", "list", "-c", cfg), "items list"); len(strings.Fields(r.Stdout)) != 4 {
 		t.Errorf("items list: %s", r)
 	}
-	if r := must(runSyncd(t, env, "status", "-c", cfg, "--json"), "status"); !strings.Contains(r.stdout, `"items": 4`) {
+	if r := must(runSyncd(t, env, "status", "-c", cfg, "--json"), "status"); !strings.Contains(r.Stdout, `"items": 4`) {
 		t.Errorf("status: %s", r)
 	}
 	must(runSyncd(t, env, "requeue", "-c", cfg, "a"), "requeue")

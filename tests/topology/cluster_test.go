@@ -3,6 +3,7 @@ package topology
 import (
 	"context"
 	"fmt"
+	"net"
 	"os/exec"
 	"sort"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/redistest"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 // Redis Cluster under engine load: three masters with a replica each,
@@ -124,7 +126,7 @@ func TestClusterFaults(t *testing.T) {
 		"--cluster-yes", "--cluster-pipeline", "1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("reshard: %v\n%s", err, tail(string(out), 20))
+		t.Fatalf("reshard: %v\n%s", err, testutil.Tail(string(out), 20))
 	}
 	reshard := time.Since(reshardStart)
 	c.WaitHealthy(t, 30*time.Second)
@@ -202,13 +204,20 @@ func shardsOn(t *testing.T, c *redistest.Cluster, n *redistest.Server, prefix st
 // slotOwner returns the address of the master serving slot, as cl sees it.
 func slotOwner(t *testing.T, cl *redis.Client, slot int) string {
 	t.Helper()
-	slots, err := cl.ClusterSlots(t.Context()).Result()
+	shards, err := cl.ClusterShards(t.Context()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range slots {
-		if slot >= s.Start && slot <= s.End && len(s.Nodes) > 0 {
-			return s.Nodes[0].Addr
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if int64(slot) < r.Start || int64(slot) > r.End {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				if n.Role == "master" {
+					return net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+				}
+			}
 		}
 	}
 	return ""
@@ -277,12 +286,4 @@ func errorKinds(logs string) string {
 		return "none"
 	}
 	return strings.Join(out, ", ")
-}
-
-func tail(s string, n int) string {
-	l := strings.Split(s, "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
 }

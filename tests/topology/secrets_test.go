@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/syncd/syncd/tests/redistest"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 // Secrets never show: not in syncd validate, not in any log line (at
@@ -34,12 +34,12 @@ func TestSecretsNeverShown(t *testing.T) {
 	)
 	secrets := []string{rightPW, wrongPW, filePW, sentinelPW, bearer, urlPW, execSecret}
 	srv := redistest.Start(t, &redistest.Options{Password: rightPW})
-	pwFile := writeFile(t, "pw", filePW+"\n")
+	pwFile := testutil.WriteFile(t, "pw", filePW+"\n")
 
 	var seen []string // every output, for the final grep
-	check := func(what string, r result) {
+	check := func(what string, r testutil.Result) {
 		t.Helper()
-		seen = append(seen, what+"\n"+r.stdout+r.stderr)
+		seen = append(seen, what+"\n"+r.Stdout+r.Stderr)
 	}
 	redisSection := func(pw string) string {
 		return fmt.Sprintf("redis:\n  addrs: [%q]\n  %s\n  key_prefix: sec\n  shards: 2\n  dial_timeout: 500ms\n", srv.Addr(), pw)
@@ -50,10 +50,10 @@ func TestSecretsNeverShown(t *testing.T) {
 	// Wrong passwords, from the environment and from a file: every
 	// command fails with a clear reason and no password.
 	for _, pw := range []string{"password_env: TOPO_PW", "password_file: " + pwFile} {
-		cfg := writeFile(t, "config.yaml", redisSection(pw)+"items:\n  ids: [a]\n"+logSection)
+		cfg := testutil.WriteFile(t, "config.yaml", redisSection(pw)+"items:\n  ids: [a]\n"+logSection)
 		r := runSyncd(t, env, "validate", "-c", cfg)
 		check("validate "+pw, r)
-		if r.code != 0 || !strings.Contains(r.stdout, strings.SplitN(pw, ": ", 2)[1]) {
+		if r.Code != 0 || !strings.Contains(r.Stdout, strings.SplitN(pw, ": ", 2)[1]) {
 			t.Errorf("validate with %s:\n%s", pw, r)
 		}
 		for _, args := range [][]string{
@@ -62,7 +62,7 @@ func TestSecretsNeverShown(t *testing.T) {
 		} {
 			r := runSyncd(t, env, append(args, "-c", cfg)...)
 			check(strings.Join(args, " ")+" "+pw, r)
-			if r.code != 2 || !strings.Contains(r.stderr, "WRONGPASS") {
+			if r.Code != 2 || !strings.Contains(r.Stderr, "WRONGPASS") {
 				t.Errorf("syncd %s with a wrong password (%s): want exit 2 and WRONGPASS\n%s", strings.Join(args, " "), pw, r)
 			}
 		}
@@ -83,26 +83,14 @@ func TestSecretsNeverShown(t *testing.T) {
 	defer target.Close()
 	u := strings.Replace(target.URL, "http://", "http://syncd:"+urlPW+"@", 1)
 	sinkSection := fmt.Sprintf("sink:\n  type: http\n  http:\n    url: %s/sync\n    headers:\n      Authorization: Bearer %s\n", u, bearer)
-	cfg := writeFile(t, "config.yaml", redisSection("password_env: TOPO_RIGHT")+
+	cfg := testutil.WriteFile(t, "config.yaml", redisSection("password_env: TOPO_RIGHT")+
 		"ownership:\n  ttl: 1s\nengine:\n  interval: 1h\n  poll: 20ms\nitems:\n  ids: [a, b]\n"+sinkSection+logSection)
 	r := runSyncd(t, env, "validate", "-c", cfg)
 	check("validate http sink", r)
-	if r.code != 0 || !strings.Contains(r.stdout, "[redacted]") {
+	if r.Code != 0 || !strings.Contains(r.Stdout, "[redacted]") {
 		t.Errorf("validate with sink secrets:\n%s", r)
 	}
-	cmd := exec.Command(syncdBinary(t), "run", "-c", cfg)
-	cmd.Env = append(os.Environ(), env...)
-	var daemon logBuffer
-	cmd.Stdout, cmd.Stderr = &daemon, &daemon
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
-	})
+	proc, daemon := startDaemon(t, env, cfg)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("daemon:\n%s", daemon.String())
@@ -112,9 +100,8 @@ func TestSecretsNeverShown(t *testing.T) {
 	if !authOK.Load() {
 		t.Error("the http sink did not send the Authorization header")
 	}
-	cmd.Process.Signal(os.Interrupt)
-	<-done
-	done <- nil
+	proc.Signal(os.Interrupt)
+	<-proc.Done()
 	seen = append(seen, "daemon with the right password\n"+daemon.String())
 	if !strings.Contains(daemon.String(), `"level":"debug"`) {
 		t.Errorf("the daemon logged nothing at debug level:\n%s", daemon.String())
@@ -128,32 +115,32 @@ func TestSecretsNeverShown(t *testing.T) {
 	closedURL := "http://syncd:" + urlPW + "@" + closed.Addr().String() + "/sync"
 	closed.Close()
 	badSink := fmt.Sprintf("sink:\n  type: http\n  http:\n    url: %s\n", closedURL)
-	cfg = writeFile(t, "config.yaml", redisSection("password_env: TOPO_RIGHT")+
+	cfg = testutil.WriteFile(t, "config.yaml", redisSection("password_env: TOPO_RIGHT")+
 		"ownership:\n  ttl: 1s\nengine:\n  max_attempts: 1\nitems:\n  ids: [c]\n"+badSink+logSection)
 	r = runSyncd(t, env, "batch", "-c", cfg)
 	check("batch with a failing http sink", r)
-	if r.code != 1 || !strings.Contains(r.stdout+r.stderr, "connection refused") {
+	if r.Code != 1 || !strings.Contains(r.Stdout+r.Stderr, "connection refused") {
 		t.Errorf("batch with an unreachable http sink: want exit 1 and the failure\n%s", r)
 	}
 
 	// exec sink environment with a secret name.
-	cfg = writeFile(t, "config.yaml", redisSection("password_env: TOPO_RIGHT")+
+	cfg = testutil.WriteFile(t, "config.yaml", redisSection("password_env: TOPO_RIGHT")+
 		fmt.Sprintf("sink:\n  type: exec\n  exec:\n    command: [\"false\"]\n    env: [\"API_TOKEN=%s\"]\n", execSecret)+logSection)
 	r = runSyncd(t, env, "validate", "-c", cfg)
 	check("validate exec env", r)
-	if r.code != 0 {
+	if r.Code != 0 {
 		t.Errorf("validate exec sink:\n%s", r)
 	}
 
 	// Sentinel: the Sentinels' password, sent to something that is not a
 	// Sentinel, and a wrong Redis password.
-	cfg = writeFile(t, "config.yaml", fmt.Sprintf(
+	cfg = testutil.WriteFile(t, "config.yaml", fmt.Sprintf(
 		"redis:\n  addrs: [%q]\n  master_name: mymaster\n  password_env: TOPO_PW\n  sentinel_password_env: TOPO_SENTINEL\n  dial_timeout: 500ms\n%s",
 		srv.Addr(), logSection))
 	for _, args := range [][]string{{"validate"}, {"status"}, {"batch"}} {
 		r := runSyncd(t, env, append(args, "-c", cfg)...)
 		check(args[0]+" sentinel", r)
-		if args[0] != "validate" && r.code != 2 {
+		if args[0] != "validate" && r.Code != 2 {
 			t.Errorf("syncd %s against a fake Sentinel: want exit 2\n%s", args[0], r)
 		}
 	}

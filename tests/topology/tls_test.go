@@ -18,13 +18,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 // testPKI is a CA with a server and a client certificate, as PEM files.
@@ -167,22 +167,12 @@ attempts:
 		if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(bin, confFile)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			<-done
-		})
+		proc := testutil.Start(t, exec.Command(bin, confFile))
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			select {
-			case <-done:
+			case <-proc.Done():
 				log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
 				if strings.Contains(string(log), "Address already in use") && attempt < 5 {
 					continue attempts // another process took the port
@@ -301,19 +291,19 @@ func TestTLS(t *testing.T) {
     key_file: %s
     server_name: %s
 `, addr, p.caFile, p.clientCertFile, p.clientKeyFile, p.serverName)
-		cfg := writeFile(t, "config.yaml", base)
-		if r := runSyncd(t, nil, "items", "add", "-c", cfg, "a", "b"); r.code != 0 {
+		cfg := testutil.WriteFile(t, "config.yaml", base)
+		if r := runSyncd(t, nil, "items", "add", "-c", cfg, "a", "b"); r.Code != 0 {
 			t.Fatalf("items add over TLS:\n%s", r)
 		}
-		if r := runSyncd(t, nil, "status", "-c", cfg); r.code != 0 || !strings.Contains(r.stdout, "2 items") {
+		if r := runSyncd(t, nil, "status", "-c", cfg); r.Code != 0 || !strings.Contains(r.Stdout, "2 items") {
 			t.Errorf("status over TLS:\n%s", r)
 		}
-		insecure := writeFile(t, "config.yaml", base+"    insecure_skip_verify: true\n")
+		insecure := testutil.WriteFile(t, "config.yaml", base+"    insecure_skip_verify: true\n")
 		r := runSyncd(t, nil, "validate", "-c", insecure)
-		if r.code != 2 || !strings.Contains(r.stderr, "insecure_skip_verify") {
+		if r.Code != 2 || !strings.Contains(r.Stderr, "insecure_skip_verify") {
 			t.Errorf("validate with insecure_skip_verify: true:\n%s", r)
 		}
-		t.Logf("validate with insecure_skip_verify: %s", strings.TrimSpace(r.stderr))
+		t.Logf("validate with insecure_skip_verify: %s", strings.TrimSpace(r.Stderr))
 	})
 
 	// A plaintext client on the TLS port gets its connection reset (or
