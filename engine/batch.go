@@ -169,7 +169,6 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 // in due order, with a cursor per shard; a full pass that finds nothing
 // pending ends the run.
 type pendingSource struct {
-	holds
 	e       *Engine
 	since   int64
 	keep    time.Duration
@@ -188,12 +187,17 @@ func (s *pendingSource) finished() bool { return s.done }
 
 // requests claims the next page of items the run still has to sync (at
 // most n of one shard).
-func (s *pendingSource) requests(ctx context.Context, n int) ([]ownership.ClaimRequest, error) {
+func (s *pendingSource) requests(ctx context.Context, n int) ([]claimReq, error) {
 	shard, ids, err := s.next(ctx, n)
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}
-	return []ownership.ClaimRequest{{Shard: shard, IDs: ids, Since: s.since}}, nil
+	return []claimReq{{shard: shard, ids: ids}}, nil
+}
+
+// claim claims the items for the run, one per worker.
+func (s *pendingSource) claim(ctx context.Context, req claimReq, workers []int) ([]*ownership.Lease, error) {
+	return s.e.own.ClaimBatch(ctx, ownership.ClaimBatchParams{Shard: req.shard, IDs: req.ids, Workers: workers, Since: s.since})
 }
 
 func (s *pendingSource) next(ctx context.Context, n int) (int, []string, error) {
@@ -205,7 +209,7 @@ func (s *pendingSource) next(ctx context.Context, n int) (int, []string, error) 
 	}
 	shards := len(s.cursor)
 	for visited := 0; visited <= shards; visited++ {
-		if s.cursor[s.shard] >= 0 && s.skip(s.shard) {
+		if s.cursor[s.shard] >= 0 && s.e.held(s.shard) {
 			s.passSeen++ // still to do: the pass cannot end the run
 			s.cursor[s.shard] = -1
 		}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
-	"github.com/syncd/syncd/store"
 )
 
 // work runs one sync under its lease and writes the outcome back.
@@ -112,7 +111,7 @@ const (
 
 // outcome decides what the release records.
 func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error) (ownership.Outcome, outcomeKind) {
-	handBack := ownership.Outcome{Kind: store.ReleaseHandBack}
+	handBack := ownership.Outcome{Kind: ownership.OutcomeHandBack}
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
 		switch {
@@ -124,13 +123,13 @@ func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error) (ow
 	}
 	switch {
 	case err == nil:
-		return ownership.Outcome{Kind: store.ReleaseSynced, Delay: e.cfg.Interval}, outcomeSynced
+		return ownership.Outcome{Kind: ownership.OutcomeSynced, Delay: e.cfg.Interval}, outcomeSynced
 	case errors.Is(err, sinks.ErrStaleFence):
 		return handBack, outcomeStale
 	case sinks.IsPermanent(err) || l.Attempt() >= e.cfg.MaxAttempts:
-		return ownership.Outcome{Kind: store.ReleaseQuarantine, Err: err}, outcomeQuarantined
+		return ownership.Outcome{Kind: ownership.OutcomeQuarantine, Err: err}, outcomeQuarantined
 	}
-	return ownership.Outcome{Kind: store.ReleaseFailed, Delay: e.backoff(l.Attempt()), Err: err}, outcomeFailed
+	return ownership.Outcome{Kind: ownership.OutcomeFailed, Delay: e.backoff(l.Attempt()), Err: err}, outcomeFailed
 }
 
 // backoff is BackoffMin doubled per failed attempt, capped at BackoffMax,
