@@ -84,6 +84,23 @@ func (b *batchRun) record(id string, what outcomeKind, recorded bool, took time.
 	}
 }
 
+// fill completes rep from the final tally t and what this process did.
+func (b *batchRun) fill(rep *Report, t tally) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rep.Finished = time.Now()
+	rep.Items = t.total
+	rep.Synced = len(b.synced)
+	rep.SyncedElsewhere = max(t.done-rep.Synced, 0)
+	rep.Failed, rep.Lost = b.failed, b.lost
+	rep.Quarantined, rep.QuarantinedIDs = t.quarantined, t.quarantinedIDs
+	rep.Unsynced = t.pending
+	slices.Sort(b.durations)
+	if n := len(b.durations); n > 0 {
+		rep.SyncP50, rep.SyncP99, rep.SyncMax = b.durations[n/2], b.durations[min(n-1, n*99/100)], b.durations[n-1]
+	}
+}
+
 func (e *Engine) currentBatch() *batchRun {
 	e.batchMu.Lock()
 	defer e.batchMu.Unlock()
@@ -146,19 +163,7 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 	if t.pending == 0 {
 		e.st.EndBatch(tctx, since)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	rep.Finished = time.Now()
-	rep.Items = t.total
-	rep.Synced = len(b.synced)
-	rep.SyncedElsewhere = max(t.done-rep.Synced, 0)
-	rep.Failed, rep.Lost = b.failed, b.lost
-	rep.Quarantined, rep.QuarantinedIDs = t.quarantined, t.quarantinedIDs
-	rep.Unsynced = t.pending
-	slices.Sort(b.durations)
-	if n := len(b.durations); n > 0 {
-		rep.SyncP50, rep.SyncP99, rep.SyncMax = b.durations[n/2], b.durations[min(n-1, n*99/100)], b.durations[n-1]
-	}
+	b.fill(rep, t)
 	e.log.Info().Int("items", rep.Items).Int("synced", rep.Synced).Int("synced_elsewhere", rep.SyncedElsewhere).
 		Int("quarantined", rep.Quarantined).Int("unsynced", rep.Unsynced).Dur("took", rep.Finished.Sub(rep.Started)).
 		Msg("batch run finished")

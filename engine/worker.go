@@ -54,8 +54,18 @@ func (e *Engine) work(l *ownership.Lease) {
 	free()
 	res := e.rel.release(l, out)
 
+	e.account(ctx, l, what, out, res, err, took)
+	if b := e.currentBatch(); b != nil {
+		b.record(l.ID(), what, res.Recorded, took)
+	}
+}
+
+// account counts and logs how a sync ended: what the sink did (what, err)
+// and what its release wrote (res).
+func (e *Engine) account(ctx context.Context, l *ownership.Lease, what outcomeKind, out ownership.Outcome,
+	res ownership.ReleaseResult, err error, took time.Duration) {
 	log := e.log.With().Str("id", l.ID()).Uint64("fence", l.Fence()).Int("attempt", l.Attempt()).
-		Int("worker", w).Dur("took", took).Logger()
+		Int("worker", l.Owner().Worker).Dur("took", took).Logger()
 	if res.Err != nil {
 		log.Warn().Err(res.Err).Msg("release failed; the claim expires by itself")
 	}
@@ -92,9 +102,6 @@ func (e *Engine) work(l *ownership.Lease) {
 	case outcomeShutdown:
 		e.m.HandedBack.Add(1)
 		log.Info().Msg("handed back at shutdown")
-	}
-	if b := e.currentBatch(); b != nil {
-		b.record(l.ID(), what, recorded, took)
 	}
 }
 
