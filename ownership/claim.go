@@ -57,14 +57,14 @@ func (m *Manager) ClaimPick(ctx context.Context, p ClaimPickParams) (*ClaimPickR
 	}
 	c := m.newClaim(p.Shard, nil, p.Workers, true)
 	var res *ClaimPickResult
-	leases, err := m.claim(ctx, c, func(ctx context.Context) (*claimReply, error) {
-		r, err := m.st.ClaimPick(ctx, store.ClaimPickParams{Shard: c.shard, Records: c.recs, TTL: m.cfg.TTL,
+	leases, err := m.claim(ctx, &c, func(ctx context.Context, recs []*store.Record) (claimReply, error) {
+		r, err := m.st.ClaimPick(ctx, store.ClaimPickParams{Shard: p.Shard, Records: recs, TTL: m.cfg.TTL,
 			MinReplicas: m.cfg.MinReplicas, ReplicaTimeout: m.cfg.ReplicaTimeout})
 		if err != nil {
-			return nil, err
+			return claimReply{}, err
 		}
 		res = &ClaimPickResult{Head: r.Head, HeadKnown: true}
-		return &claimReply{items: r.Items, replicas: r.Replicas}, nil
+		return claimReply{items: r.Items, replicas: r.Replicas}, nil
 	})
 	if res == nil && err == nil {
 		res = &ClaimPickResult{} // the reply was lost, the claim resolved
@@ -91,13 +91,13 @@ type ClaimIDsParams struct {
 // confirm read, never reported as not claimed while Redis holds it. It
 // returns a *HoldError while the shard is held off.
 func (m *Manager) ClaimIDs(ctx context.Context, p ClaimIDsParams) ([]*Lease, error) {
-	return m.claimNamed(ctx, p.Shard, p.IDs, p.Workers, func(ctx context.Context, c *claim) (*claimReply, error) {
-		r, err := m.st.ClaimIDs(ctx, store.ClaimIDsParams{Shard: c.shard, IDs: c.ids, Records: c.recs, TTL: m.cfg.TTL,
+	return m.claimNamed(ctx, p.Shard, p.IDs, p.Workers, func(ctx context.Context, recs []*store.Record) (claimReply, error) {
+		r, err := m.st.ClaimIDs(ctx, store.ClaimIDsParams{Shard: p.Shard, IDs: p.IDs, Records: recs, TTL: m.cfg.TTL,
 			MinReplicas: m.cfg.MinReplicas, ReplicaTimeout: m.cfg.ReplicaTimeout})
 		if err != nil {
-			return nil, err
+			return claimReply{}, err
 		}
-		return &claimReply{items: r.Items, replicas: r.Replicas}, nil
+		return claimReply{items: r.Items, replicas: r.Replicas}, nil
 	})
 }
 
@@ -114,19 +114,21 @@ type ClaimBatchParams struct {
 // ClaimBatch claims, for a batch run, the named items of one shard not
 // synced since the run started (store.ClaimBatch), as ClaimIDs does.
 func (m *Manager) ClaimBatch(ctx context.Context, p ClaimBatchParams) ([]*Lease, error) {
-	return m.claimNamed(ctx, p.Shard, p.IDs, p.Workers, func(ctx context.Context, c *claim) (*claimReply, error) {
-		r, err := m.st.ClaimBatch(ctx, store.ClaimBatchParams{Shard: c.shard, IDs: c.ids, Records: c.recs, Since: p.Since,
+	return m.claimNamed(ctx, p.Shard, p.IDs, p.Workers, func(ctx context.Context, recs []*store.Record) (claimReply, error) {
+		r, err := m.st.ClaimBatch(ctx, store.ClaimBatchParams{Shard: p.Shard, IDs: p.IDs, Records: recs, Since: p.Since,
 			TTL: m.cfg.TTL, MinReplicas: m.cfg.MinReplicas, ReplicaTimeout: m.cfg.ReplicaTimeout})
 		if err != nil {
-			return nil, err
+			return claimReply{}, err
 		}
-		return &claimReply{items: r.Items, replicas: r.Replicas}, nil
+		return claimReply{items: r.Items, replicas: r.Replicas}, nil
 	})
 }
 
+// claimCall is a claim's store call, given the record templates.
+type claimCall func(ctx context.Context, recs []*store.Record) (claimReply, error)
+
 // claimNamed is ClaimIDs and ClaimBatch around their store call.
-func (m *Manager) claimNamed(ctx context.Context, shard int, ids []string, workers []int,
-	call func(context.Context, *claim) (*claimReply, error)) ([]*Lease, error) {
+func (m *Manager) claimNamed(ctx context.Context, shard int, ids []string, workers []int, call claimCall) ([]*Lease, error) {
 	if err := m.checkHold(shard); err != nil {
 		return nil, err
 	}
@@ -137,7 +139,7 @@ func (m *Manager) claimNamed(ctx context.Context, shard int, ids []string, worke
 		return nil, fmt.Errorf("ownership: %d workers for %d items", len(workers), len(ids))
 	}
 	c := m.newClaim(shard, ids, workers, false)
-	return m.claim(ctx, c, func(ctx context.Context) (*claimReply, error) { return call(ctx, c) })
+	return m.claim(ctx, &c, call)
 }
 
 // claim is one claim on its way through the protocol.
@@ -163,8 +165,8 @@ type claimReply struct {
 // newClaim prepares a claim with a fresh token and its record templates:
 // one per slot (worker), or one for all when a claim by ids names no
 // workers.
-func (m *Manager) newClaim(shard int, ids []string, workers []int, pick bool) *claim {
-	c := &claim{shard: shard, pick: pick, tok: store.NewToken(), workers: workers, ids: ids}
+func (m *Manager) newClaim(shard int, ids []string, workers []int, pick bool) claim {
+	c := claim{shard: shard, pick: pick, tok: store.NewToken(), workers: workers, ids: ids}
 	state := store.StateSyncing
 	if m.cfg.Settle > 0 {
 		state = store.StateClaimed
@@ -188,7 +190,7 @@ func (m *Manager) newClaim(shard int, ids []string, workers []int, pick bool) *c
 // lost reply (resolveLost), keep what was won (keepWon), check the
 // replicas (checkReplicas), settle and confirm (settle, confirm, with
 // recover after a lost reply), and build the leases (leases).
-func (m *Manager) claim(ctx context.Context, c *claim, call func(context.Context) (*claimReply, error)) ([]*Lease, error) {
+func (m *Manager) claim(ctx context.Context, c *claim, call claimCall) ([]*Lease, error) {
 	reply, err := m.send(ctx, c, call)
 	if errors.Is(err, store.ErrEpochMissing) {
 		if err := m.markEpoch(ctx, c.shard); err != nil {
@@ -223,12 +225,14 @@ func (m *Manager) claim(ctx context.Context, c *claim, call func(context.Context
 }
 
 // send makes the claim call and remembers a hold-off that Redis reports.
-func (m *Manager) send(ctx context.Context, c *claim, call func(context.Context) (*claimReply, error)) (*claimReply, error) {
+func (m *Manager) send(ctx context.Context, c *claim, call claimCall) (claimReply, error) {
 	c.sent = time.Now()
-	reply, err := call(ctx)
-	var hold *store.HoldError
-	if errors.As(err, &hold) {
-		m.setHold(c.shard, hold.For)
+	reply, err := call(ctx, c.recs)
+	if errors.Is(err, store.ErrHeldOff) {
+		var hold *store.HoldError
+		if errors.As(err, &hold) {
+			m.setHold(c.shard, hold.For)
+		}
 	}
 	return reply, err
 }
@@ -243,19 +247,19 @@ func lostReply(ctx context.Context, err error) bool {
 // resolveLost makes a claim whose reply was lost a set of claims to
 // confirm: the ids it named or, for a pick, what its receipt lists (what
 // the script took, if it ran).
-func (m *Manager) resolveLost(ctx context.Context, c *claim, err error) (*claimReply, error) {
+func (m *Manager) resolveLost(ctx context.Context, c *claim, err error) (claimReply, error) {
 	c.unknown = true
 	maybe := c.ids
 	if c.pick {
 		var rerr error
 		if maybe, rerr = m.st.ClaimReceipt(ctx, c.shard, c.tok); rerr != nil {
 			// The records, if any, expire by themselves.
-			return nil, fmt.Errorf("ownership: pick claim of shard %d: reply lost (%w), receipt unreadable: %w", c.shard, err, rerr)
+			return claimReply{}, fmt.Errorf("ownership: pick claim of shard %d: reply lost (%w), receipt unreadable: %w", c.shard, err, rerr)
 		}
 	}
 	m.stats.ClaimsUnknown.Add(int64(len(maybe)))
 	m.log.Warn().Err(err).Int(keyShard, c.shard).Int("items", len(maybe)).Msg("claim reply lost; confirming")
-	reply := &claimReply{items: make([]store.ItemClaim, len(maybe))}
+	reply := claimReply{items: make([]store.ItemClaim, len(maybe))}
 	for i, id := range maybe {
 		reply.items[i] = store.ItemClaim{ID: id, Code: store.ClaimOK}
 	}
