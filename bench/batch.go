@@ -108,7 +108,7 @@ func addWindows(a *Window, b Window) {
 	}
 }
 
-// runClaims measures store.Claim with n IDs of one shard per call: every
+// runClaims measures store.ClaimIDs with n IDs of one shard per call: every
 // claim is a real one (SET NX PX, fence, meta, due index). Claim phases
 // take items until the pool is used up or the time is; untimed phases
 // hand them back in between.
@@ -150,14 +150,14 @@ func runClaims(ctx context.Context, srv *Server, n, perShard int, dur time.Durat
 					for i := 0; i < len(ids[sh]) && time.Now().Before(deadline); i += n {
 						chunk := ids[sh][i:min(i+n, len(ids[sh]))]
 						t := time.Now()
-						resp, err := st.Claim(ctx, store.ClaimRequest{Shard: sh, IDs: chunk, Records: recs[:len(chunk)], TTL: LockTTL})
+						resp, err := st.ClaimIDs(ctx, store.ClaimIDsParams{Shard: sh, IDs: chunk, Records: recs[:len(chunk)], TTL: LockTTL})
 						lat = append(lat, time.Since(t))
 						if err != nil {
 							firstErr.CompareAndSwap(nil, err)
 							return
 						}
 						calls.Add(1)
-						for _, r := range resp.Results {
+						for _, r := range resp.Items {
 							if r.Code == store.ClaimOK {
 								items.Add(1)
 								h.ids = append(h.ids, r.ID)
@@ -223,7 +223,7 @@ func runReleases(ctx context.Context, srv *Server, n, perShard int, dur time.Dur
 		for sh, shIDs := range ids {
 			for i := 0; i < len(shIDs); i += 500 {
 				chunk := shIDs[i:min(i+500, len(shIDs))]
-				if _, err := st.Claim(ctx, store.ClaimRequest{Shard: sh, IDs: chunk, Records: recs, TTL: LockTTL}); err != nil {
+				if _, err := st.ClaimIDs(ctx, store.ClaimIDsParams{Shard: sh, IDs: chunk, Records: recs, TTL: LockTTL}); err != nil {
 					return run, err
 				}
 			}
@@ -315,7 +315,7 @@ func runExtends(ctx context.Context, srv *Server, n, perShard int, mixed bool, w
 	for sh, shIDs := range ids {
 		for i := 0; i < len(shIDs); i += 500 {
 			chunk := shIDs[i:min(i+500, len(shIDs))]
-			if _, err := st.Claim(ctx, store.ClaimRequest{Shard: sh, IDs: chunk, Records: recs, TTL: LockTTL}); err != nil {
+			if _, err := st.ClaimIDs(ctx, store.ClaimIDsParams{Shard: sh, IDs: chunk, Records: recs, TTL: LockTTL}); err != nil {
 				return BatchRun{}, err
 			}
 		}

@@ -32,12 +32,10 @@ type E2ERun struct {
 // Rate is items per second.
 func (r E2ERun) Rate() float64 { return float64(r.Done) / r.W.Wall.Seconds() }
 
-// Rounds is the engine's scheduler rounds per second: each round reads
-// Store.Oldest, one ZRANGE per shard (16) in one pipeline. The monitor's
-// Store.Backlog sends a ZCOUNT and a ZRANGE per shard; those are taken
-// out.
+// Rounds is the engine's scheduler rounds per second, counted by their
+// pick claims (claim_pick.lua calls).
 func (r E2ERun) Rounds() float64 {
-	return float64(r.W.ByName["claim.lua"]) / r.W.Wall.Seconds()
+	return float64(r.W.ByName["claim_pick.lua"]) / r.W.Wall.Seconds()
 }
 
 // E2ERow is one system at one concurrency.

@@ -153,7 +153,7 @@ func setupManager(ctx context.Context, addr, prefix string, keys []string, g int
 		Worker: func(int) func(ctx context.Context, key string) (bool, error) {
 			out := []ownership.Outcome{{Kind: store.ReleaseSynced}}
 			return func(ctx context.Context, key string) (bool, error) {
-				leases, err := m.Claim(ctx, ownership.ClaimRequest{Shard: shard[key], IDs: []string{key}, OnlyDue: true})
+				leases, err := m.ClaimIDs(ctx, ownership.ClaimIDsParams{Shard: shard[key], IDs: []string{key}})
 				if err != nil {
 					return false, err
 				}

@@ -2,11 +2,8 @@ package bench
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
+	"maps"
 	"net"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -14,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/syncd/syncd/store"
 )
 
 // Counter is a go-redis hook that counts round trips (one per command or
@@ -35,29 +34,18 @@ var (
 	scriptNames []string
 )
 
-// setScriptNames loads the product's scripts from the checkout and
-// computes their SHA1s as the store loads them (prelude, newline, body).
-// Without the checkout, EVALSHAs are only counted as commands.
-func setScriptNames(repoDir string) {
-	dir := filepath.Join(repoDir, "store", "scripts")
-	prelude, err := os.ReadFile(filepath.Join(dir, "prelude.lua"))
-	if err != nil {
-		return
-	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.lua"))
+// setScriptNames names the product's scripts by the SHA1 they are loaded
+// as (store.ScriptSHAs: each carries only the prelude helpers it calls,
+// so the SHA cannot be computed from the files alone).
+func setScriptNames() {
+	shas := store.ScriptSHAs()
 	idx := map[string]int{}
 	var names []string
-	for _, f := range files {
-		name := filepath.Base(f)
-		if name == "prelude.lua" || len(names) == maxScripts {
-			continue
+	for _, name := range slices.Sorted(maps.Keys(shas)) {
+		if len(names) == maxScripts {
+			break
 		}
-		body, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		sum := sha1.Sum([]byte(string(prelude) + "\n" + string(body)))
-		idx[hex.EncodeToString(sum[:])] = len(names)
+		idx[shas[name]] = len(names)
 		names = append(names, name)
 	}
 	scriptIndex, scriptNames = idx, names
@@ -144,7 +132,7 @@ func (c *Counter) snapshot() counts {
 	}
 	for i, n := range scriptNames {
 		if v := c.byScript[i].Load(); v > 0 {
-			out.byName[n] = v // "claim.lua": never a command name
+			out.byName[n] = v // "claim_pick.lua": never a command name
 		}
 	}
 	return out

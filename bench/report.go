@@ -372,7 +372,7 @@ func locks(b *md, r *Results) {
 	b.nl()
 	b.p("- **syncd Locker (one shared, non-reentrant)**: `ownership.NewLocker` over one `store.Store`, `TryLock` + `Lock.Unlock`; one Locker (and one watchdog goroutine) for all goroutines, the way a process uses it. Each lock carries a fence, an owner record and a watchdog lease. On hot keys a shared non-reentrant Locker refuses a name it already holds *locally*, without a round trip.")
 	b.p("- **syncd Locker (one per goroutine)**: the same, one Locker (and watchdog) per goroutine, so every attempt goes to Redis like the peers'.")
-	b.p("- **syncd Manager Claim+Release (engine path)**: `ownership.Manager.Claim` of one item (OnlyDue) + `Manager.Release` with `store.ReleaseSynced`, delay 0, Settle 0; items pre-added with `store.Add`, epochs marked first.")
+	b.p("- **syncd Manager Claim+Release (engine path)**: `ownership.Manager.ClaimIDs` of one item + `Manager.Release` with `ownership.OutcomeSynced`, delay 0, Settle 0; items pre-added with `store.Add`, epochs marked first.")
 	b.p("- **hand-rolled**: `SET key token NX PX 30000`, then EVALSHA of the classic `if get == token then del`; 16 random bytes of token.")
 	b.p("- **bsm/redislock**: `Client.Obtain` (no retry) + `Lock.Release`. **go-redsync**: `redsync.New(goredis.NewPool(client))`, one Mutex per name reused, `WithTries(1)`, `TryLockContext` + `UnlockContext`.")
 	b.nl()
@@ -492,7 +492,7 @@ func sortedKeys[V any](m map[string]V) []string {
 func batches(b *md, bt *BatchResults) {
 	b.p("## 3. Batched claims and heartbeats")
 	b.nl()
-	b.p("`store.Claim` with N ids of one shard (one script call; per-item record templates, as the engine sends), every claim a real one: %d items per shard over 16 shards are claimed until the pool or the %v window runs out, then handed back untimed and claimed again. `store.Release` as synced (what the engine's worker does) with N ids of one shard, on a pool claimed untimed in between. `store.Extend` with N record keys of one shard (one script in one pipeline), on claimed items, for %v. %d goroutines at once, each on its own shards. Redis CPU comes from /proc, so unlike commandstats it does not count time Redis spent descheduled.", bt.PerShard, bt.Dur, bt.Dur, BatchGoroutines)
+	b.p("`store.ClaimIDs` with N ids of one shard (one script call; per-item record templates, as the engine sends), every claim a real one: %d items per shard over 16 shards are claimed until the pool or the %v window runs out, then handed back untimed and claimed again. `store.Release` as synced (what the engine's worker does) with N ids of one shard, on a pool claimed untimed in between. `store.Extend` with N record keys of one shard (one script in one pipeline), on claimed items, for %v. %d goroutines at once, each on its own shards. Redis CPU comes from /proc, so unlike commandstats it does not count time Redis spent descheduled.", bt.PerShard, bt.Dur, bt.Dur, BatchGoroutines)
 	b.nl()
 	var rows [][]string
 	for _, row := range bt.Rows {
@@ -545,7 +545,7 @@ func e2e(b *md, e *E2EResults) {
 		per := spreadOf(mapRuns(s0.Runs, func(x E2ERun) float64 { return float64(x.Done) / (x.Rounds() * x.W.Wall.Seconds()) })).Med
 		rows = append(rows, []string{fmt.Sprint(w), fmt.Sprintf("%.0f", rounds), fmt.Sprintf("%.1f", per), fmt.Sprintf("%.2f", 1000/rounds), use(s0), use(a)})
 	}
-	b.p("Where the time goes (medians). A claim round is one pick claim (`Manager.Claim`: `claim.lua` finds a shard's longest-waiting due items itself and claims them) from one of the engine's two claim loops (`Engine.schedule`); rounds are counted from the `claim.lua` calls. The loops read every shard's head with `Store.Oldest` (16 ZRANGEs, one pipeline) at most every 20 ms and learn each claimed shard's new head from the claim's reply. Cores: this process / Redis / other processes / idle, over the window.")
+	b.p("Where the time goes (medians). A claim round is one pick claim (`Manager.ClaimPick`: `claim_pick.lua` finds a shard's longest-waiting due items itself and claims them) from one of the engine's two claim loops (`Engine.schedule`); rounds are counted from the `claim_pick.lua` calls. The loops read every shard's head with `Store.Oldest` (16 ZRANGEs, one pipeline) at most every 20 ms and learn each claimed shard's new head from the claim's reply. Cores: this process / Redis / other processes / idle, over the window.")
 	b.nl()
 	b.table([]string{"workers", "syncd scheduler rounds/s", "items per round", "ms per round", "cores, syncd settle 0", "cores, asynq"}, rows)
 	b.p("With settle 50ms a claim round waits 50 ms before its confirm read; see the analysis for what that does to throughput.")
@@ -570,7 +570,7 @@ func scale(b *md, s *ScaleResults) {
 			idLen = runs[0].IDLen
 		}
 	}
-	b.p("A fresh deployment (16 shards) gets N items with `store.Add` (ids like `item-0000042`, %d bytes); memory is INFO `used_memory` after minus before. \"After Add\" holds only the due index; \"after one sync\" is after every item was claimed and released as synced once (the due index plus one entry per item in the shard's state hash: fence, lastSync and attempts in 14 bytes, store/meta.go), the steady state of a running deployment. A claim round is what the engine does per shard: `Claim(Pick 32)` (the script finds the 32 longest-waiting due items and claims them) + `Release(32, synced)` on one shard, sequential for %v on an otherwise idle Redis; with more than one shard the engine also calls `Oldest` (16 ZRANGEs in one pipeline) before each round, timed apart. Then 8 goroutines run rounds at once for %v.", idLen, s.Dur, s.Dur)
+	b.p("A fresh deployment (16 shards) gets N items with `store.Add` (ids like `item-0000042`, %d bytes); memory is INFO `used_memory` after minus before. \"After Add\" holds only the due index; \"after one sync\" is after every item was claimed and released as synced once (the due index plus one entry per item in the shard's state hash: fence, lastSync and attempts in 14 bytes, store/meta.go), the steady state of a running deployment. A claim round is what the engine does per shard: `ClaimPick` of 32 (the script finds the 32 longest-waiting due items and claims them) + `Release(32, synced)` on one shard, sequential for %v on an otherwise idle Redis; with more than one shard the engine also calls `Oldest` (16 ZRANGEs in one pipeline) before each round, timed apart. Then 8 goroutines run rounds at once for %v.", idLen, s.Dur, s.Dur)
 	b.nl()
 	var rows [][]string
 	for _, n := range s.Sizes {
@@ -800,11 +800,11 @@ func (r *Results) scriptCost(prefix string) float64 {
 // recordBuild says how the product's scripts build an owner record now,
 // and which probe of section 7 measures that way.
 func (r *Results) recordBuild() (desc, probe string) {
-	pre, claim := r.ScriptSrc["prelude.lua"], r.ScriptSrc["claim.lua"]
+	pre, claim := r.ScriptSrc["prelude.lua"], r.ScriptSrc["claim_pick.lua"]
 	switch {
 	case strings.Contains(pre, "unpack("):
 		return "patched into the template field by field, with a `be()` that fills a Lua table and calls `string.char(unpack(t))`", "prelude + building one record: 4 patches"
-	case strings.Contains(claim, "stamp("):
+	case strings.Contains(pre+claim, "stamp("):
 		return "stamped in one concatenation with a table-free `be8`/`be4` (`stamp` in prelude.lua)", "prelude + the same record: one concatenation"
 	}
 	return "built in Lua", "prelude + the same record: one concatenation"
@@ -938,7 +938,7 @@ func Findings(r *Results) string {
 			if idle < 0.2 {
 				verdict = fmt.Sprintf("in this run the CPU ran out as well (other processes took %.2f cores, %.2f were idle), so both limits were close", other, idle)
 			}
-			b.p("- **Claims come from two claim loops.** With settle 0, each of the engine's two `Engine.schedule` loops waits for its pick claim (`claim.lua` on up to 32 items, queued in Redis behind the other traffic) before its next round. At 64 workers they ran %.0f rounds per second together, of %.1f items: at most %s items/s at 32 per round, against %s measured; %s.",
+			b.p("- **Claims come from two claim loops.** With settle 0, each of the engine's two `Engine.schedule` loops waits for its pick claim (`claim_pick.lua` on up to 32 items, queued in Redis behind the other traffic) before its next round. At 64 workers they ran %.0f rounds per second together, of %.1f items: at most %s items/s at 32 per round, against %s measured; %s.",
 				rounds, perRound, fmtRate(32*rounds), fmtRate(per(row, E2ERun.Rate)), verdict)
 			if rel := perScript(x.W, x.Done, "release.lua"); rel > 0 {
 				relRow := func(n int) string {
@@ -961,8 +961,8 @@ func Findings(r *Results) string {
 				}
 			}
 			b.p("- Per item at 64 workers, client side: %s. Redis ran %s.", perCycleNames(x.W.ByName, x.Done), perCycleRedis(x.W.Redis, x.Done))
-			b.p("- **`claim.lua` costs %.1f µs of Redis per item** picking 32 (section 7), running %s per item; the record is %s (%s µs in the probe) and the state value built by `meta_value` (%s µs). The batched claim rate (section 3) stops rising past about 8–32 ids per call: the per-item script work, not the round trip, is the limit.",
-				r.scriptCost("claim.lua pick, 32")/32, perItemInner(r.innerOf("claim.lua pick, 32"), 32), recDesc, sc(recProbe), sc("prelude + building a state value"))
+			b.p("- **`claim_pick.lua` costs %.1f µs of Redis per item** picking 32 (section 7), running %s per item; the record is %s (%s µs in the probe) and the state value built by `meta_value` (%s µs). The batched claim rate (section 3) stops rising past about 8–32 ids per call: the per-item script work, not the round trip, is the limit.",
+				r.scriptCost("claim_pick.lua, 32")/32, perItemInner(r.innerOf("claim_pick.lua, 32"), 32), recDesc, sc(recProbe), sc("prelude + building a state value"))
 			if one := e.row("syncd", 1, 0); one != nil && len(one.Runs) > 0 {
 				y := one.Runs[len(one.Runs)/2]
 				b.p("- **At one worker every item is a full scheduler round**: %.2f round trips per item (%s), each waiting on the previous: the pick claim, then the release (with `Store.Oldest` at most every 20 ms). asynq needs 2 (dequeue, done).",
@@ -972,7 +972,7 @@ func Findings(r *Results) string {
 				r50 := spreadOf(mapRuns(s50.Runs, E2ERun.Rate)).Med
 				r0 := spreadOf(mapRuns(row.Runs, E2ERun.Rate)).Med
 				if r50 <= 1.1*32/0.05 {
-					b.p("- **Settle serialises the claims.** With settle 50ms, 64 workers sync %s items/s (settle 0: %s): at most one batch of ≤ 32 items per 50 ms settle window (≤ 640 items/s), so `Manager.Claim`'s settle wait is taken inside the scheduler loop.", fmtRate(r50), fmtRate(r0))
+					b.p("- **Settle serialises the claims.** With settle 50ms, 64 workers sync %s items/s (settle 0: %s): at most one batch of ≤ 32 items per 50 ms settle window (≤ 640 items/s), so `Manager.ClaimPick`'s settle wait is taken inside the scheduler loop.", fmtRate(r50), fmtRate(r0))
 				} else {
 					b.p("- **Settle windows overlap**: with settle 50ms, 64 workers sync %s items/s (settle 0: %s), above the 640 items/s that one 32-item batch per 50 ms window would allow.", fmtRate(r50), fmtRate(r0))
 				}
@@ -1023,9 +1023,9 @@ func Findings(r *Results) string {
 			b.nl()
 			base := r.scriptCost("EVALSHA syncd prelude")
 			luaWork := (r.scriptCost(recProbe) - base) + (r.scriptCost("prelude + building a state value") - base)
-			claimItem := r.scriptCost("claim.lua pick, 32") / 32
-			b.p("- p50 %.2f ms, p99 %.2f ms. The round is mostly Redis executing two scripts: `claim.lua` picking and claiming 32 items (%s µs per call) and `release.lua` for 32 (%s µs); the sorted set's size barely matters (ZRANGEBYSCORE and ZADD are O(log n): compare the rows for 10k, 100k and 1M). With a p50 that high, a stall of Redis's single thread or of this process (other load on the VM: see the Environment table; GC) pushes a round past 2 ms, so the p99 moves with the machine. Lua-side string work is part of it: building the record and formatting the state value take ≈ %.1f µs of the %.1f µs `claim.lua` spends per item (%.0f%%), before any Redis command.",
-				p50, p99, sc("claim.lua pick, 32"), sc("release.lua synced, 32"), luaWork, claimItem, 100*luaWork/claimItem)
+			claimItem := r.scriptCost("claim_pick.lua, 32") / 32
+			b.p("- p50 %.2f ms, p99 %.2f ms. The round is mostly Redis executing two scripts: `claim_pick.lua` picking and claiming 32 items (%s µs per call) and `release.lua` for 32 (%s µs); the sorted set's size barely matters (ZRANGEBYSCORE and ZADD are O(log n): compare the rows for 10k, 100k and 1M). With a p50 that high, a stall of Redis's single thread or of this process (other load on the VM: see the Environment table; GC) pushes a round past 2 ms, so the p99 moves with the machine. Lua-side string work is part of it: building the record and formatting the state value take ≈ %.1f µs of the %.1f µs `claim_pick.lua` spends per item (%.0f%%), before any Redis command.",
+				p50, p99, sc("claim_pick.lua, 32"), sc("release.lua synced, 32"), luaWork, claimItem, 100*luaWork/claimItem)
 			b.nl()
 		}
 	}
@@ -1081,7 +1081,7 @@ func e2eByConcurrency(b *md, e *E2EResults) {
 	if len(rows) == 0 {
 		return
 	}
-	b.p("Per concurrency (medians; a claim call is one `claim.lua` pick):")
+	b.p("Per concurrency (medians; a claim call is one `claim_pick.lua` call):")
 	b.nl()
 	b.table([]string{"workers", "syncd / asynq", "4x", "round trips per item", "items per claim call", "Redis CPU µs/item", "cores: Redis busy / idle"}, rows)
 	for _, w := range missed {

@@ -130,7 +130,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	defer srv.Close()
 	o.Logf("redis-server on %s", srv.Addr())
 	res.Env = ReadEnv(ctx, srv, o.RepoDir)
-	setScriptNames(o.RepoDir)
+	setScriptNames()
 	res.ScriptSrc = map[string]string{}
 	if files, err := filepath.Glob(filepath.Join(o.RepoDir, "store", "scripts", "*.lua")); err == nil {
 		for _, f := range files {

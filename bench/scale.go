@@ -106,12 +106,12 @@ func buildSchedule(ctx context.Context, srv *Server, st *store.Store, n int, run
 		ids := byShard[sh]
 		for i := 0; i < len(ids); i += 500 {
 			chunk := ids[i:min(i+500, len(ids))]
-			resp, err := st.Claim(ctx, store.ClaimRequest{Shard: sh, IDs: chunk, Records: recs, TTL: LockTTL})
+			resp, err := st.ClaimIDs(ctx, store.ClaimIDsParams{Shard: sh, IDs: chunk, Records: recs, TTL: LockTTL})
 			if err != nil {
 				return err
 			}
 			reqs := make([]store.ReleaseRequest, 0, len(chunk))
-			for _, r := range resp.Results {
+			for _, r := range resp.Items {
 				if r.Code == store.ClaimOK {
 					reqs = append(reqs, store.ReleaseRequest{ID: r.ID, Token: tok, Kind: store.ReleaseSynced})
 				}
@@ -156,15 +156,15 @@ func buildSchedule(ctx context.Context, srv *Server, st *store.Store, n int, run
 // of the ScaleRound longest-waiting due items (the script finds them),
 // then their release as synced.
 func claimRound(ctx context.Context, st *store.Store, sh int, recs []*store.Record) (int, error) {
-	resp, err := st.Claim(ctx, store.ClaimRequest{Shard: sh, Pick: true, Records: recs, TTL: LockTTL})
+	resp, err := st.ClaimPick(ctx, store.ClaimPickParams{Shard: sh, Records: recs, TTL: LockTTL})
 	if err != nil {
 		return 0, err
 	}
-	if len(resp.Results) == 0 {
+	if len(resp.Items) == 0 {
 		return 0, fmt.Errorf("shard %d: nothing due", sh)
 	}
-	reqs := make([]store.ReleaseRequest, 0, len(resp.Results))
-	for _, r := range resp.Results {
+	reqs := make([]store.ReleaseRequest, 0, len(resp.Items))
+	for _, r := range resp.Items {
 		reqs = append(reqs, store.ReleaseRequest{ID: r.ID, Token: recs[0].Token, Kind: store.ReleaseSynced})
 	}
 	if _, err := st.Release(ctx, sh, reqs); err != nil {

@@ -84,6 +84,23 @@ func (b *batchRun) record(id string, what outcomeKind, recorded bool, took time.
 	}
 }
 
+// fill completes rep from the final tally t and what this process did.
+func (b *batchRun) fill(rep *Report, t tally) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rep.Finished = time.Now()
+	rep.Items = t.total
+	rep.Synced = len(b.synced)
+	rep.SyncedElsewhere = max(t.done-rep.Synced, 0)
+	rep.Failed, rep.Lost = b.failed, b.lost
+	rep.Quarantined, rep.QuarantinedIDs = t.quarantined, t.quarantinedIDs
+	rep.Unsynced = t.pending
+	slices.Sort(b.durations)
+	if n := len(b.durations); n > 0 {
+		rep.SyncP50, rep.SyncP99, rep.SyncMax = b.durations[n/2], b.durations[min(n-1, n*99/100)], b.durations[n-1]
+	}
+}
+
 func (e *Engine) currentBatch() *batchRun {
 	e.batchMu.Lock()
 	defer e.batchMu.Unlock()
@@ -146,19 +163,7 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 	if t.pending == 0 {
 		e.st.EndBatch(tctx, since)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	rep.Finished = time.Now()
-	rep.Items = t.total
-	rep.Synced = len(b.synced)
-	rep.SyncedElsewhere = max(t.done-rep.Synced, 0)
-	rep.Failed, rep.Lost = b.failed, b.lost
-	rep.Quarantined, rep.QuarantinedIDs = t.quarantined, t.quarantinedIDs
-	rep.Unsynced = t.pending
-	slices.Sort(b.durations)
-	if n := len(b.durations); n > 0 {
-		rep.SyncP50, rep.SyncP99, rep.SyncMax = b.durations[n/2], b.durations[min(n-1, n*99/100)], b.durations[n-1]
-	}
+	b.fill(rep, t)
 	e.log.Info().Int("items", rep.Items).Int("synced", rep.Synced).Int("synced_elsewhere", rep.SyncedElsewhere).
 		Int("quarantined", rep.Quarantined).Int("unsynced", rep.Unsynced).Dur("took", rep.Finished.Sub(rep.Started)).
 		Msg("batch run finished")
@@ -169,7 +174,6 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 // in due order, with a cursor per shard; a full pass that finds nothing
 // pending ends the run.
 type pendingSource struct {
-	holds
 	e       *Engine
 	since   int64
 	keep    time.Duration
@@ -188,12 +192,17 @@ func (s *pendingSource) finished() bool { return s.done }
 
 // requests claims the next page of items the run still has to sync (at
 // most n of one shard).
-func (s *pendingSource) requests(ctx context.Context, n int) ([]ownership.ClaimRequest, error) {
+func (s *pendingSource) requests(ctx context.Context, n int) ([]claimReq, error) {
 	shard, ids, err := s.next(ctx, n)
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}
-	return []ownership.ClaimRequest{{Shard: shard, IDs: ids, Since: s.since}}, nil
+	return []claimReq{{shard: shard, ids: ids}}, nil
+}
+
+// claim claims the items for the run, one per worker.
+func (s *pendingSource) claim(ctx context.Context, req claimReq, workers []int) ([]*ownership.Lease, error) {
+	return s.e.own.ClaimBatch(ctx, ownership.ClaimBatchParams{Shard: req.shard, IDs: req.ids, Workers: workers, Since: s.since})
 }
 
 func (s *pendingSource) next(ctx context.Context, n int) (int, []string, error) {
@@ -205,7 +214,7 @@ func (s *pendingSource) next(ctx context.Context, n int) (int, []string, error) 
 	}
 	shards := len(s.cursor)
 	for visited := 0; visited <= shards; visited++ {
-		if s.cursor[s.shard] >= 0 && s.skip(s.shard) {
+		if s.cursor[s.shard] >= 0 && s.e.held(s.shard) {
 			s.passSeen++ // still to do: the pass cannot end the run
 			s.cursor[s.shard] = -1
 		}

@@ -6,7 +6,7 @@
 //	          ┌──────────── Redis (per shard {s<k>}) ─────────────┐
 //	          │ due ZSET (score = due time)   meta HASH   records │
 //	          └───▲──────────────┬──────────────▲───────────▲─────┘
-//	 Oldest, Due  │   claim.lua  │   extend.lua │ release.lua
+//	 Oldest       │  claim_pick  │   extend.lua │ release.lua
 //	 (oldest      │   (batch of  │   (batched   │ (lastSync = Redis TIME,
 //	 shard first) │   up to      │   heartbeat) │  backoff, quarantine,
 //	              │   free       │              │  hand-back)
@@ -25,7 +25,9 @@
 // that many of the longest-waiting due items of the shard whose head has
 // waited longest, going on to the next shard while workers are left (one
 // script call per shard: the script picks, claims and returns the items,
-// so concurrent claimers never collide on an item). A claimed item's score becomes its lease
+// so concurrent claimers never collide on an item). Shards that ownership
+// holds off after Redis lost its data (Manager.Held) are skipped until
+// the hold ends. A claimed item's score becomes its lease
 // expiry, so it leaves the due range and comes back by itself when its
 // owner dies: no reaper is needed for correctness.
 //

@@ -22,15 +22,51 @@ var ErrShutdown = errors.New("engine: shutting down")
 // ErrStarted reports a second Start, or a batch run on a running engine.
 var ErrStarted = errors.New("engine: already started")
 
+// claimer is what the engine needs from ownership; *ownership.Manager
+// implements it. The engine claims through it, releases through it and
+// asks it which shards are held off: ownership alone tracks hold-offs.
+type claimer interface {
+	Config() ownership.Config
+	Owner(worker int) store.Owner
+	Stats() *ownership.Stats
+	// Held returns how long claims of shard stay held off, 0 when they
+	// may go on.
+	Held(shard int) time.Duration
+	ClaimPick(ctx context.Context, p ownership.ClaimPickParams) (*ownership.ClaimPickResult, error)
+	ClaimBatch(ctx context.Context, p ownership.ClaimBatchParams) ([]*ownership.Lease, error)
+	Release(ctx context.Context, leases []*ownership.Lease, outs []ownership.Outcome) []ownership.ReleaseResult
+	Close() error
+}
+
+// dueIndex is what the scheduler and the monitor read from the store;
+// *store.Store implements it.
+type dueIndex interface {
+	Keys() store.Keys
+	// Oldest returns the lowest due score of each shard (ms, Redis
+	// clock; 0 when the shard has nothing claimable).
+	Oldest(ctx context.Context) ([]int64, error)
+	// Now returns Redis's clock, in ms.
+	Now(ctx context.Context) (int64, error)
+	// Backlog returns how many items are due and the oldest due time.
+	Backlog(ctx context.Context) (due int64, oldest int64, err error)
+}
+
+var (
+	_ claimer  = (*ownership.Manager)(nil)
+	_ dueIndex = (*store.Store)(nil)
+)
+
 // Engine runs the sync loop of one process: it claims the longest-waiting
 // due items, runs the sink for each under its lease, and writes the
 // outcome back. It is safe for concurrent use.
 type Engine struct {
-	st   *store.Store
+	st   *store.Store // batch runs and admin calls
+	idx  dueIndex     // the scheduler's and the monitor's reads
+	addr string       // the store's address, for logs
 	sink sinks.Sink
 	cfg  Config
 	log  zerolog.Logger
-	own  *ownership.Manager
+	own  claimer
 	rel  *releaser
 	m    *Metrics
 
@@ -69,7 +105,15 @@ func New(st *store.Store, sink sinks.Sink, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{st: st, sink: sink, cfg: c, own: own, log: c.Logger.With().Str("component", "engine").Logger(),
+	e := newEngine(st, own, sink, c)
+	e.st, e.addr = st, st.Addr()
+	return e, nil
+}
+
+// newEngine returns an engine over idx and own with c resolved; New adds
+// the store for batch runs and admin calls.
+func newEngine(idx dueIndex, own claimer, sink sinks.Sink, c Config) *Engine {
+	e := &Engine{idx: idx, sink: sink, cfg: c, own: own, log: c.Logger.With().Str("component", "engine").Logger(),
 		sem: semaphore.NewWeighted(int64(c.Workers)), stopCh: make(chan struct{}), done: make(chan struct{}),
 		inflight: map[*ownership.Lease]context.CancelCauseFunc{}}
 	e.m = newMetrics(own.Stats())
@@ -77,7 +121,7 @@ func New(st *store.Store, sink sinks.Sink, cfg Config) (*Engine, error) {
 	for w := c.Workers - 1; w >= 0; w-- {
 		e.ids = append(e.ids, w)
 	}
-	return e, nil
+	return e
 }
 
 // Config returns the configuration in force, defaults applied.
@@ -107,7 +151,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.log.Warn().Err(err).Msg("read redis clock; retrying in the loop")
 	}
 	e.log.Info().Int("workers", e.cfg.Workers).Dur("interval", e.cfg.Interval).Int("batch", e.cfg.Batch).
-		Str("owner", e.own.Owner(0).String()).Str("redis", e.st.Addr()).Msg("engine started")
+		Str("owner", e.own.Owner(0).String()).Str("redis", e.addr).Msg("engine started")
 	e.looping.Store(true)
 	go e.runLoops(e.dueSource())
 	return nil
@@ -221,7 +265,7 @@ func (e *Engine) Run(ctx context.Context) error {
 // to decide how long to sleep when nothing is due.
 func (e *Engine) syncClock(ctx context.Context) error {
 	before := time.Now()
-	now, err := e.st.Now(ctx)
+	now, err := e.idx.Now(ctx)
 	if err != nil {
 		return err
 	}
@@ -252,7 +296,7 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 	failing := false
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		due, oldest, err := e.st.Backlog(ctx)
+		due, oldest, err := e.idx.Backlog(ctx)
 		if err == nil {
 			err = e.syncClock(ctx)
 		}

@@ -14,7 +14,7 @@ import (
 // the batches grow by themselves, and Redis runs one script for many
 // items instead of one per item.
 type releaser struct {
-	own     *ownership.Manager
+	own     claimer
 	timeout time.Duration
 	ch      chan releaseReq
 	done    chan struct{}
@@ -28,7 +28,7 @@ type releaseReq struct {
 
 const maxReleaseBatch = 256
 
-func newReleaser(own *ownership.Manager, timeout time.Duration) *releaser {
+func newReleaser(own claimer, timeout time.Duration) *releaser {
 	r := &releaser{own: own, timeout: timeout, ch: make(chan releaseReq, maxReleaseBatch), done: make(chan struct{})}
 	go r.run()
 	return r

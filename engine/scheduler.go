@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/ownership"
-	"github.com/syncd/syncd/store"
 )
 
 // source says what a claim round claims: the daemon's lets Redis pick the
@@ -17,45 +16,28 @@ import (
 type source interface {
 	// requests returns the claims to try, in order, for up to n free
 	// workers; none when there is nothing to claim now.
-	requests(ctx context.Context, n int) ([]ownership.ClaimRequest, error)
+	requests(ctx context.Context, n int) ([]claimReq, error)
+	// claim makes one of them for the given workers, one per slot.
+	claim(ctx context.Context, req claimReq, workers []int) ([]*ownership.Lease, error)
 	// finished reports whether the scheduler should stop (batch: all
 	// done).
 	finished() bool
-	// held marks a shard held off for d; it reports whether the shard
-	// was not held before.
-	held(shard int, d time.Duration) bool
 }
 
-// holds remembers shards held off after Redis lost data, so the sources
-// skip them instead of asking again every poll. Claims running in their
-// settle window mark shards from other goroutines, hence the lock.
-type holds struct {
-	mu sync.Mutex
-	m  map[int]time.Time
+// claimReq is one claim a source asks for: up to n of a shard's due
+// items, or the named items of a batch run.
+type claimReq struct {
+	shard int
+	n     int      // a pick: how many at most
+	ids   []string // a batch run's items
 }
 
-func (h *holds) held(shard int, d time.Duration) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.m == nil {
-		h.m = map[int]time.Time{}
-	}
-	_, was := h.m[shard]
-	h.m[shard] = time.Now().Add(d)
-	return !was
-}
+// slots is how many workers the claim can use.
+func (r claimReq) slots() int { return max(r.n, len(r.ids)) }
 
-// skip reports whether a shard is still held off.
-func (h *holds) skip(shard int) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	until, ok := h.m[shard]
-	if ok && time.Now().After(until) {
-		delete(h.m, shard)
-		return false
-	}
-	return ok
-}
+// held reports whether ownership holds shard off (after Redis lost its
+// data): the sources skip it instead of asking again every poll.
+func (e *Engine) held(shard int) bool { return e.own.Held(shard) > 0 }
 
 // schedule is a claim loop (the daemon runs two). Each round it waits for
 // a free worker, takes up to Batch free workers, claims that many of the
@@ -122,7 +104,7 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, error) {
 	}
 	if e.own.Config().Settle > 0 {
 		req := reqs[0]
-		slots := max(req.Pick, len(req.IDs))
+		slots := req.slots()
 		e.settling.Add(1)
 		go func() {
 			defer e.settling.Done()
@@ -130,7 +112,7 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, error) {
 			e.sem.Release(int64(n - started))
 			if err != nil && ctx.Err() == nil {
 				e.ready.Store(false)
-				e.log.Warn().Err(err).Int("shard", req.Shard).Msg("claim failed")
+				e.log.Warn().Err(err).Int("shard", req.shard).Msg("claim failed")
 			}
 		}()
 		return n, nil
@@ -144,10 +126,10 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, error) {
 		if left == 0 {
 			break
 		}
-		if req.Pick > 0 {
-			req.Pick = left
+		if req.n > 0 {
+			req.n = left
 		}
-		started, err := e.claim(ctx, src, req, min(left, max(req.Pick, len(req.IDs))))
+		started, err := e.claim(ctx, src, req, min(left, req.slots()))
 		used += started
 		if err != nil {
 			return used, err
@@ -157,11 +139,11 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, error) {
 }
 
 // claim claims for slots free workers and starts a sync for each lease;
-// it returns how many it started.
-func (e *Engine) claim(ctx context.Context, src source, req ownership.ClaimRequest, slots int) (int, error) {
+// it returns how many it started. A shard held off is no error: ownership
+// logged it and the sources skip it until the hold ends.
+func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int) (int, error) {
 	workers := e.takeIDs(slots)
-	req.Workers = workers
-	leases, err := e.own.Claim(ctx, req)
+	leases, err := src.claim(ctx, req, workers)
 	used := map[int]bool{}
 	for _, l := range leases {
 		used[l.Owner().Worker] = true
@@ -171,11 +153,7 @@ func (e *Engine) claim(ctx context.Context, src source, req ownership.ClaimReque
 			e.giveID(w)
 		}
 	}
-	var hold *store.HoldError
-	if errors.As(err, &hold) {
-		if src.held(hold.Shard, hold.For) {
-			e.log.Warn().Int("shard", hold.Shard).Dur("for", hold.For).Msg("shard held off: no claims until every lease from before redis lost its data has expired")
-		}
+	if errors.Is(err, ownership.ErrHeldOff) {
 		return 0, nil
 	}
 	if err != nil {
@@ -200,7 +178,6 @@ func (e *Engine) claim(ctx context.Context, src source, req ownership.ClaimReque
 // never missed, since a head is a due time, compared with the clock.
 type dueSource struct {
 	e *Engine
-	holds
 
 	mu    sync.Mutex
 	heads []int64   // lowest due score per shard, ms; 0 = nothing
@@ -216,18 +193,30 @@ func (e *Engine) dueSource() *dueSource { return &dueSource{e: e} }
 func (s *dueSource) finished() bool { return false }
 
 // requests returns a pick claim for each shard with due items, the one
-// with the longest-waiting item first; each reports its shard's new head
-// into the cache.
-func (s *dueSource) requests(ctx context.Context, n int) ([]ownership.ClaimRequest, error) {
+// with the longest-waiting item first.
+func (s *dueSource) requests(ctx context.Context, n int) ([]claimReq, error) {
 	shards, err := s.order(ctx)
 	if err != nil {
 		return nil, err
 	}
-	reqs := make([]ownership.ClaimRequest, len(shards))
+	reqs := make([]claimReq, len(shards))
 	for i, sh := range shards {
-		reqs[i] = ownership.ClaimRequest{Shard: sh, Pick: n, OnHead: func(ms int64) { s.setHead(sh, ms) }}
+		reqs[i] = claimReq{shard: sh, n: n}
 	}
 	return reqs, nil
+}
+
+// claim picks the shard's longest-waiting due items, one per worker, and
+// keeps the shard's new head, which the reply carries, in the cache.
+func (s *dueSource) claim(ctx context.Context, req claimReq, workers []int) ([]*ownership.Lease, error) {
+	res, err := s.e.own.ClaimPick(ctx, ownership.ClaimPickParams{Shard: req.shard, Workers: workers})
+	if res == nil {
+		return nil, err
+	}
+	if res.HeadKnown {
+		s.setHead(req.shard, res.Head)
+	}
+	return res.Leases, err
 }
 
 func (s *dueSource) setHead(shard int, ms int64) {
@@ -242,9 +231,9 @@ func (s *dueSource) setHead(shard int, ms int64) {
 // longest-waiting item first (none with a single shard, which the claim
 // itself checks).
 func (s *dueSource) order(ctx context.Context) ([]int, error) {
-	shards := s.e.st.Keys().Shards()
+	shards := s.e.idx.Keys().Shards()
 	if shards == 1 {
-		if s.skip(0) {
+		if s.e.held(0) {
 			return nil, nil
 		}
 		return []int{0}, nil
@@ -259,7 +248,7 @@ func (s *dueSource) order(ctx context.Context) ([]int, error) {
 	}
 	s.mu.Unlock()
 	if stale {
-		oldest, err := s.e.st.Oldest(ctx)
+		oldest, err := s.e.idx.Oldest(ctx)
 		s.mu.Lock()
 		if err != nil {
 			s.read = time.Time{} // the next round reads them again
@@ -277,7 +266,7 @@ func (s *dueSource) order(ctx context.Context) ([]int, error) {
 	s.mu.Unlock()
 	var order []int
 	for sh, o := range heads {
-		if o > 0 && o <= now && !s.skip(sh) {
+		if o > 0 && o <= now && !s.e.held(sh) {
 			order = append(order, sh)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
-	"github.com/syncd/syncd/store"
 )
 
 // work runs one sync under its lease and writes the outcome back.
@@ -61,8 +60,18 @@ func (e *Engine) work(l *ownership.Lease) {
 	}
 	res := e.rel.release(l, out)
 
+	e.account(ctx, l, what, out, res, err, took)
+	if b := e.currentBatch(); b != nil {
+		b.record(l.ID(), what, res.Recorded, took)
+	}
+}
+
+// account counts and logs how a sync ended: what the sink did (what, err)
+// and what its release wrote (res).
+func (e *Engine) account(ctx context.Context, l *ownership.Lease, what outcomeKind, out ownership.Outcome,
+	res ownership.ReleaseResult, err error, took time.Duration) {
 	log := e.log.With().Str("id", l.ID()).Uint64("fence", l.Fence()).Int("attempt", l.Attempt()).
-		Int("worker", w).Dur("took", took).Logger()
+		Int("worker", l.Owner().Worker).Dur("took", took).Logger()
 	if res.Err != nil {
 		log.Warn().Err(res.Err).Msg("release failed; the claim expires by itself")
 	}
@@ -103,9 +112,6 @@ func (e *Engine) work(l *ownership.Lease) {
 		e.m.HandedBack.Add(1)
 		log.Info().Msg("handed back at shutdown")
 	}
-	if b := e.currentBatch(); b != nil {
-		b.record(l.ID(), what, recorded, took)
-	}
 }
 
 type outcomeKind int
@@ -122,7 +128,7 @@ const (
 
 // outcome decides what the release records.
 func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error) (ownership.Outcome, outcomeKind) {
-	handBack := ownership.Outcome{Kind: store.ReleaseHandBack}
+	handBack := ownership.Outcome{Kind: ownership.OutcomeHandBack}
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
 		switch {
@@ -134,15 +140,15 @@ func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error) (ow
 	}
 	switch {
 	case err == nil:
-		return ownership.Outcome{Kind: store.ReleaseSynced, Delay: e.cfg.Interval}, outcomeSynced
+		return ownership.Outcome{Kind: ownership.OutcomeSynced, Delay: e.cfg.Interval}, outcomeSynced
 	case errors.Is(err, sinks.ErrStaleFence):
 		return handBack, outcomeStale
 	case isResourceErr(err):
 		return handBack, outcomeResource
 	case sinks.IsPermanent(err) || l.Attempt() >= e.cfg.MaxAttempts:
-		return ownership.Outcome{Kind: store.ReleaseQuarantine, Err: err}, outcomeQuarantined
+		return ownership.Outcome{Kind: ownership.OutcomeQuarantine, Err: err}, outcomeQuarantined
 	}
-	return ownership.Outcome{Kind: store.ReleaseFailed, Delay: e.backoff(l.Attempt()), Err: err}, outcomeFailed
+	return ownership.Outcome{Kind: ownership.OutcomeFailed, Delay: e.backoff(l.Attempt()), Err: err}, outcomeFailed
 }
 
 // failed logs and counts a failed sync. Only a failure whose release

@@ -16,13 +16,17 @@
 //	       gone or someone else's: Context cancelled with a
 //	       *LeaseLostError; the outcome of that attempt is never recorded
 //
-// Claim writes the owner/state record with SET NX PX inside a script that
-// also issues the item's fencing token. With Settle > 0 it waits, then
-// re-reads the record and compares the random token before trusting the
-// claim; with MinReplicas > 0 it first WAITs for replicas to acknowledge
-// it. A claim whose reply was lost (a timeout) is not reported as "not
-// claimed": the confirm read resolves it, and scripts treat a retried
-// call carrying the same token as the same claim.
+// A claim writes the owner/state record with SET NX PX inside a script
+// that also issues the item's fencing token. There is one method per
+// intent, each over its own store operation and script: ClaimPick (Redis
+// picks a shard's longest-waiting due items; the daemon), ClaimIDs (named
+// items; also how a lost reply is read back) and ClaimBatch (a batch run's
+// items). With Settle > 0 it waits, then re-reads the record and compares
+// the random token before trusting the claim; with MinReplicas > 0 it
+// first WAITs for replicas to acknowledge it. A claim whose reply was lost
+// (a timeout) is not reported as "not claimed": the confirm read resolves
+// it, and scripts treat a retried call carrying the same token as the same
+// claim.
 //
 // # The trust window
 //
@@ -58,7 +62,8 @@
 //	single Redis,      a restart forgets every claim. The next claim of a
 //	  no persistence   shard finds its epoch marker gone and holds the
 //	                   shard off until TTL after Redis started, so no
-//	                   earlier lease can still be running. Fences keep
+//	                   earlier lease can still be running (the Manager
+//	                   remembers the hold: Manager.Held). Fences keep
 //	                   rising thanks to the TIME floor.
 //	single Redis, AOF  claims survive a crash of Redis (everysec: up to a
 //	  everysec         second of writes can be lost; fences still rise).

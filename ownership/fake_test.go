@@ -44,6 +44,8 @@ type view struct {
 	extendDelay time.Duration // Extend applies at once, replies late
 	blockExtend bool          // Extend hangs until its context ends
 	loseClaims  int           // the next n Claims apply, then lose their reply
+	holdOff     time.Duration // the next claim finds the shard held off for this long
+	claimCalls  int
 	extendCalls []time.Time
 }
 
@@ -68,25 +70,52 @@ func (f *fakeStore) live(key string) (fakeRec, bool) {
 
 func (f *fakeStore) Keys() store.Keys { return f.keys }
 
-func (v *view) Claim(ctx context.Context, req store.ClaimRequest) (*store.ClaimResponse, error) {
+func (v *view) ClaimPick(ctx context.Context, p store.ClaimPickParams) (*store.ClaimPickResult, error) {
 	v.fakeStore.mu.Lock()
-	resp := &store.ClaimResponse{}
-	tok := req.Records[0].Token
-	ids := req.IDs
-	if req.Pick {
-		// The fake's due order is id order; items held are skipped.
-		for _, id := range slices.Sorted(maps.Keys(v.items)) {
-			if _, held := v.live(v.keys.Record(req.Shard, id)); !held && len(ids) < len(req.Records) {
-				ids = append(ids, id)
-			}
+	tok := p.Records[0].Token
+	// The fake's due order is id order; items held are skipped.
+	var ids []string
+	for _, id := range slices.Sorted(maps.Keys(v.items)) {
+		if _, held := v.live(v.keys.Record(p.Shard, id)); !held && len(ids) < len(p.Records) {
+			ids = append(ids, id)
 		}
-		v.rcpts[tok] = ids
 	}
+	v.rcpts[tok] = ids
+	items := v.claimLocked(p.Shard, ids, tok, p.TTL)
+	v.fakeStore.mu.Unlock()
+	if v.loseReply() {
+		return nil, context.DeadlineExceeded
+	}
+	return &store.ClaimPickResult{Items: items}, nil
+}
+
+func (v *view) ClaimIDs(ctx context.Context, p store.ClaimIDsParams) (*store.ClaimIDsResult, error) {
+	if err := v.held(p.Shard); err != nil {
+		return nil, err
+	}
+	v.fakeStore.mu.Lock()
+	items := v.claimLocked(p.Shard, p.IDs, p.Records[0].Token, p.TTL)
+	v.fakeStore.mu.Unlock()
+	if v.loseReply() {
+		return nil, context.DeadlineExceeded
+	}
+	return &store.ClaimIDsResult{Items: items}, nil
+}
+
+// ClaimBatch is not modelled: the fake keeps no lastSync.
+func (v *view) ClaimBatch(context.Context, store.ClaimBatchParams) (*store.ClaimBatchResult, error) {
+	return nil, errors.New("fake: batch claims are not modelled")
+}
+
+// claimLocked claims ids as the scripts do: a fresh fence for a free item,
+// the claim again for one already ours with this token.
+func (v *view) claimLocked(shard int, ids []string, tok store.Token, ttl time.Duration) []store.ItemClaim {
+	var out []store.ItemClaim
 	for _, id := range ids {
-		r := store.ClaimResult{ID: id}
-		key := v.keys.Record(req.Shard, id)
+		r := store.ItemClaim{ID: id}
+		key := v.keys.Record(shard, id)
 		if !v.items[id] {
-			resp.Results = append(resp.Results, r)
+			out = append(out, r)
 			continue
 		}
 		if cur, ok := v.live(key); ok {
@@ -97,22 +126,36 @@ func (v *view) Claim(ctx context.Context, req store.ClaimRequest) (*store.ClaimR
 			}
 		} else {
 			v.fences[id]++
-			v.recs[key] = fakeRec{tok: tok, fence: v.fences[id], expires: time.Now().Add(req.TTL)}
+			v.recs[key] = fakeRec{tok: tok, fence: v.fences[id], expires: time.Now().Add(ttl)}
 			r.Code, r.Fence, r.Attempt = store.ClaimOK, v.fences[id], 1
 		}
-		resp.Results = append(resp.Results, r)
+		out = append(out, r)
 	}
-	v.fakeStore.mu.Unlock()
+	return out
+}
+
+// held counts a claim call and returns the hold-off it was told to
+// report, once.
+func (v *view) held(shard int) error {
 	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.claimCalls++
+	if d := v.holdOff; d > 0 {
+		v.holdOff = 0
+		return &store.HoldError{Shard: shard, For: d}
+	}
+	return nil
+}
+
+// loseReply reports whether this claim's reply is lost (see loseClaims).
+func (v *view) loseReply() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	lose := v.loseClaims > 0
 	if lose {
 		v.loseClaims--
 	}
-	v.mu.Unlock()
-	if lose {
-		return nil, context.DeadlineExceeded
-	}
-	return resp, nil
+	return lose
 }
 
 func (v *view) ClaimReceipt(_ context.Context, _ int, tok store.Token) ([]string, error) {

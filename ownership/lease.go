@@ -49,6 +49,30 @@ func newLease(parent context.Context, id string, shard int, key string, tok stor
 	return l
 }
 
+// LeaseParams describe a lease made by NewLease.
+type LeaseParams struct {
+	ID       string
+	Shard    int
+	Owner    store.Owner
+	Fence    uint64
+	Attempt  int
+	LastSync time.Time
+	// TTL is how long the lease is trusted from now.
+	TTL time.Duration
+}
+
+// NewLease returns a lease that no Manager holds: nothing renews it, it
+// is trusted for p.TTL from now (then lost with ReasonExpired), and it
+// ends when parent ends, with parent's cause. It is for fakes of the
+// Manager in other packages' tests, such as the engine's scheduler tests;
+// a Manager cannot release it.
+func NewLease(parent context.Context, p LeaseParams) *Lease {
+	l := newLease(parent, p.ID, p.Shard, "", store.Token{}, p.Owner, p.Fence, p.TTL, 0, time.Now())
+	l.attempt, l.last = max(p.Attempt, 1), p.LastSync
+	l.arm()
+	return l
+}
+
 // arm starts the trust-window timer; call it once the lease is set up.
 func (l *Lease) arm() {
 	l.mu.Lock()

@@ -52,8 +52,8 @@ func claimUntil(t *testing.T, m *ownership.Manager, id string, within time.Durat
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		leases, err := m.Claim(context.Background(), ownership.ClaimRequest{IDs: []string{id}})
-		var hold *store.HoldError
+		leases, err := m.ClaimIDs(context.Background(), ownership.ClaimIDsParams{IDs: []string{id}})
+		var hold *ownership.HoldError
 		switch {
 		case errors.As(err, &hold):
 			time.Sleep(hold.For)
@@ -118,7 +118,7 @@ func TestRaceExactlyOneWinner(t *testing.T) {
 				} else if !errors.Is(err, ownership.ErrNotObtained) {
 					t.Error(err)
 				}
-				ls, err := managers[i].Claim(ctx, ownership.ClaimRequest{IDs: []string{name}})
+				ls, err := managers[i].ClaimIDs(ctx, ownership.ClaimIDsParams{IDs: []string{name}})
 				if err != nil {
 					t.Error(err)
 				}
@@ -372,8 +372,8 @@ func TestForeignRecordLoggedOnce(t *testing.T) {
 	st.Client().Set(ctx, st.Keys().Record(0, "a-corrupt"), "\x9bcorrupt", 0)
 	var got []string
 	for range 3 {
-		leases, err := m.Claim(ctx, ownership.ClaimRequest{Pick: 4, Workers: []int{0, 1, 2, 3}})
-		var hold *store.HoldError
+		res, err := m.ClaimPick(ctx, ownership.ClaimPickParams{Workers: []int{0, 1, 2, 3}})
+		var hold *ownership.HoldError
 		if errors.As(err, &hold) {
 			time.Sleep(hold.For)
 			continue
@@ -381,7 +381,10 @@ func TestForeignRecordLoggedOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, l := range leases {
+		if !res.HeadKnown {
+			t.Error("the pick's reply carried no head")
+		}
+		for _, l := range res.Leases {
 			got = append(got, l.ID())
 			if l.Owner().Worker != 0 {
 				t.Errorf("%s went to worker %d, want the first slot's", l.ID(), l.Owner().Worker)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,7 +40,7 @@ func newTestManager(t *testing.T, st Store, settle time.Duration) *Manager {
 
 func claimOne(t *testing.T, m *Manager, id string) *Lease {
 	t.Helper()
-	leases, err := m.Claim(t.Context(), ClaimRequest{IDs: []string{id}})
+	leases, err := m.ClaimIDs(t.Context(), ClaimIDsParams{IDs: []string{id}})
 	if err != nil || len(leases) != 1 {
 		t.Fatalf("Claim(%q) = %v, %v", id, leases, err)
 	}
@@ -144,7 +146,7 @@ func TestPausedHolderStopsBeforeNextClaim(t *testing.T) {
 		var aDone time.Time
 		go func() { <-la.Done(); aDone = time.Now() }()
 		for {
-			leases, err := b.Claim(t.Context(), ClaimRequest{IDs: []string{"a"}})
+			leases, err := b.ClaimIDs(t.Context(), ClaimIDsParams{IDs: []string{"a"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -250,7 +252,7 @@ func TestLostClaimUnreadableIsHandedBack(t *testing.T) {
 		v := f.view()
 		v.loseClaims = 2 // the claim and its read-back
 		m := newTestManager(t, v, 0)
-		leases, err := m.Claim(t.Context(), ClaimRequest{IDs: []string{"a"}})
+		leases, err := m.ClaimIDs(t.Context(), ClaimIDsParams{IDs: []string{"a"}})
 		if err != nil || len(leases) != 0 {
 			t.Fatalf("Claim = %v, %v; want no lease", leases, err)
 		}
@@ -272,10 +274,14 @@ func TestLostPickReplyResolved(t *testing.T) {
 		v := f.view()
 		v.loseClaims = 1
 		m := newTestManager(t, v, 0)
-		leases, err := m.Claim(t.Context(), ClaimRequest{Pick: 2, Workers: []int{7, 9}})
+		res, err := m.ClaimPick(t.Context(), ClaimPickParams{Workers: []int{7, 9}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if res.HeadKnown {
+			t.Error("a pick whose reply was lost knows the shard's head")
+		}
+		leases := res.Leases
 		if len(leases) != 2 || leases[0].ID() != "a" || leases[1].ID() != "b" {
 			t.Fatalf("leases %v, want a and b", leases)
 		}
@@ -290,8 +296,53 @@ func TestLostPickReplyResolved(t *testing.T) {
 				t.Error(r.Err)
 			}
 		}
-		if _, err := m.Claim(t.Context(), ClaimRequest{Pick: 1, IDs: []string{"a"}}); err == nil {
-			t.Error("a pick claim with ids was accepted")
+		if _, err := m.ClaimIDs(t.Context(), ClaimIDsParams{IDs: []string{"a"}, Workers: []int{1, 2}}); err == nil {
+			t.Error("a claim with more workers than ids was accepted")
+		}
+	})
+}
+
+// A hold-off that Redis reports is remembered: Held says how long is
+// left, claims of the shard fail at once without asking Redis again, the
+// hold is logged once, and claims go on when it ends.
+func TestHoldOffRemembered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore()
+		f.add("a")
+		v := f.view()
+		v.holdOff = 2 * time.Second
+		var logs testutil.Buffer
+		m, err := New(v, Config{TTL: ttl, Margin: margin, Heartbeat: beat, Logger: zerolog.New(&logs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if d := m.Held(0); d != 0 {
+			t.Fatalf("Held before any claim = %v", d)
+		}
+		for range 3 {
+			_, err := m.ClaimIDs(t.Context(), ClaimIDsParams{IDs: []string{"a"}})
+			var hold *HoldError
+			if !errors.As(err, &hold) || !errors.Is(err, ErrHeldOff) || hold.For != 2*time.Second {
+				t.Fatalf("claim of a held shard = %v, want a 2s *HoldError", err)
+			}
+		}
+		if v.claimCalls != 1 {
+			t.Errorf("%d claim calls reached the store, want 1: the hold is remembered", v.claimCalls)
+		}
+		if n := strings.Count(logs.String(), "shard held off"); n != 1 {
+			t.Errorf("hold logged %d times, want once:\n%s", n, logs.String())
+		}
+		time.Sleep(1500 * time.Millisecond)
+		if d := m.Held(0); d != 500*time.Millisecond {
+			t.Errorf("Held after 1.5s = %v, want 500ms", d)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if d := m.Held(0); d != 0 {
+			t.Errorf("Held after the hold = %v, want 0", d)
+		}
+		if l := claimOne(t, m, "a"); l.ID() != "a" {
+			t.Errorf("claim after the hold: %v", l)
 		}
 	})
 }
@@ -309,7 +360,7 @@ func TestSettleConfirmDropsLostClaims(t *testing.T) {
 			f.steal("a")
 		}()
 		start := time.Now()
-		leases, err := m.Claim(t.Context(), ClaimRequest{IDs: []string{"a", "b"}})
+		leases, err := m.ClaimIDs(t.Context(), ClaimIDsParams{IDs: []string{"a", "b"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,22 +7,6 @@ import (
 	"time"
 )
 
-// Due returns up to limit due items of a shard, longest waiting first.
-func (s *Store) Due(ctx context.Context, shard, limit int) ([]string, error) {
-	v, err := s.runScript(ctx, s.rdb, scriptDue, []string{s.keys.Due(shard)}, limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: due of shard %d: %w", shard, err)
-	}
-	arr, _ := v.([]any)
-	ids := make([]string, 0, len(arr))
-	for _, x := range arr {
-		if id, ok := x.(string); ok {
-			ids = append(ids, id)
-		}
-	}
-	return ids, nil
-}
-
 // PendingPage is one page of Pending.
 type PendingPage struct {
 	IDs         []string // not quarantined, lastSync before the run

@@ -19,45 +19,16 @@ import (
 // is out of the due range until the record is gone.
 type ClaimCode int8
 
-// Claim outcomes.
+// Claim outcomes of one item.
 const (
-	ClaimForeign ClaimCode = -2 // held by a record syncd did not write (see below)
+	ClaimForeign ClaimCode = -2 // held by a record syncd did not write (see above)
 	ClaimTaken   ClaimCode = -1 // another owner holds it
 	ClaimSkipped ClaimCode = 0  // not due, unknown or quarantined
 	ClaimOK      ClaimCode = 1  // claimed (or already ours with this token)
 )
 
-// ClaimRequest claims items of one shard.
-type ClaimRequest struct {
-	Shard int
-	IDs   []string
-	// Records are the templates written for the items, one per ID or a
-	// single one for all: Token, Owner and State are taken from them;
-	// fence, times and attempt are set by the script.
-	Records []*Record
-	TTL     time.Duration
-	// OnlyDue claims only items whose due time has come.
-	OnlyDue bool
-	// Pick claims the shard's longest-waiting due items, as many as
-	// there are Records, found by the script itself in the same call (IDs
-	// must be empty): one round trip from the due index to the claims,
-	// and concurrent picks never collide. Results list the items claimed,
-	// in due order, Records[i] written for the i-th of them, and items
-	// found held by a foreign record (ClaimForeign), which take no record.
-	// The ids claimed are also kept under Keys.Receipt(Shard, token) for
-	// TTL, for a caller whose reply was lost (see ClaimReceipt).
-	Pick bool
-	// Since > 0 selects batch mode: claim items whose lastSync is before
-	// Since (ms, Redis clock), at once unless they are backing off after a
-	// failure. OnlyDue is then ignored.
-	Since int64
-	// MinReplicas > 0 sends WAIT on the same connection after the claim.
-	MinReplicas    int
-	ReplicaTimeout time.Duration
-}
-
-// ClaimResult is the outcome for one item, in request order.
-type ClaimResult struct {
+// ItemClaim is the outcome of claiming one item.
+type ItemClaim struct {
 	ID       string
 	Code     ClaimCode
 	Fence    uint64
@@ -68,113 +39,243 @@ type ClaimResult struct {
 	PrevDue int64
 }
 
-// ClaimResponse is the outcome of a ClaimRequest.
-type ClaimResponse struct {
-	Results []ClaimResult
-	// Replicas is what WAIT reported, when MinReplicas > 0.
-	Replicas int
-	// Head, after a pick claim, is the lowest due score left in the
-	// shard (ms, Redis clock; in the future when nothing is due), 0 when
-	// the shard holds nothing but quarantined items.
-	Head int64
+// ClaimPickParams are the parameters of ClaimPick.
+type ClaimPickParams struct {
+	Shard int
+	// Records are the templates written for the items claimed, one per
+	// slot, all with the same token: Records[i] for the i-th item
+	// claimed. Token, Owner and State are taken from them; fence, times
+	// and attempt are set by the script.
+	Records []*Record
+	TTL     time.Duration
+	// MinReplicas > 0 sends WAIT on the same connection after the claim,
+	// waiting at most ReplicaTimeout.
+	MinReplicas    int
+	ReplicaTimeout time.Duration
 }
 
-// Claim claims the given items of one shard in one script call. It
-// returns ErrEpochMissing when Redis lost the shard's data (see
-// MarkEpoch) and a *HoldError while the shard is held off.
-func (s *Store) Claim(ctx context.Context, req ClaimRequest) (*ClaimResponse, error) {
-	if req.MinReplicas > 0 && s.mini != nil {
-		return nil, ErrNoReplicas
+// ClaimPickResult is the outcome of ClaimPick.
+type ClaimPickResult struct {
+	// Items are the items claimed (ClaimOK), in due order, and items
+	// found held by a foreign record (ClaimForeign), which take no
+	// record template.
+	Items []ItemClaim
+	// Head is the lowest due score left in the shard (ms, Redis clock;
+	// in the future when nothing is due), 0 when the shard holds nothing
+	// but quarantined items.
+	Head int64
+	// Replicas is what WAIT reported, when MinReplicas > 0.
+	Replicas int
+}
+
+// ClaimPick claims the shard's longest-waiting due items, as many as
+// there are Records, found by Redis in the same call: one round trip from
+// the due index to the claims, and concurrent picks never collide. The
+// ids claimed are also kept under Keys.Receipt(Shard, token) for TTL, for
+// a caller whose reply was lost (see ClaimReceipt). It returns
+// ErrEpochMissing when Redis lost the shard's data (see MarkEpoch) and a
+// *HoldError while the shard is held off.
+func (s *Store) ClaimPick(ctx context.Context, p ClaimPickParams) (*ClaimPickResult, error) {
+	if len(p.Records) == 0 {
+		return nil, fmt.Errorf("store: pick claim of shard %d with no records", p.Shard)
 	}
 	k := s.keys
-	keys := make([]string, 0, 4+len(req.IDs))
-	keys = append(keys, k.Due(req.Shard), k.Meta(req.Shard), k.Epoch(req.Shard))
-	var args []any
-	if req.Pick {
-		if len(req.IDs) > 0 || len(req.Records) == 0 {
-			return nil, fmt.Errorf("store: pick claim with %d ids and %d records", len(req.IDs), len(req.Records))
-		}
-		keys = append(keys, k.Receipt(req.Shard, req.Records[0].Token))
-		args = make([]any, 0, 3+len(req.Records))
-		args = append(args, req.TTL.Milliseconds(), "pick", 0)
-		for _, r := range req.Records {
-			args = append(args, MarshalRecord(r))
-		}
-	} else {
-		if len(req.Records) != 1 && len(req.Records) != len(req.IDs) {
-			return nil, fmt.Errorf("store: claim: %d records for %d ids", len(req.Records), len(req.IDs))
-		}
-		args = make([]any, 0, 3+2*len(req.IDs))
-		mode := "any"
-		switch {
-		case req.Since > 0:
-			mode = "batch"
-		case req.OnlyDue:
-			mode = "due"
-		}
-		args = append(args, req.TTL.Milliseconds(), mode, req.Since)
-		var one []byte
-		if len(req.Records) == 1 {
-			one = MarshalRecord(req.Records[0])
-		}
-		for i, id := range req.IDs {
-			keys = append(keys, k.Record(req.Shard, id))
-			rec := one
-			if rec == nil {
-				rec = MarshalRecord(req.Records[i])
-			}
-			args = append(args, id, rec)
-		}
+	keys := []string{k.Due(p.Shard), k.Meta(p.Shard), k.Epoch(p.Shard), k.Receipt(p.Shard, p.Records[0].Token)}
+	args := make([]any, 0, 2+len(p.Records))
+	args = append(args, "pick", p.TTL.Milliseconds())
+	for _, r := range p.Records {
+		args = append(args, MarshalRecord(r))
 	}
-	resp := &ClaimResponse{}
+	reply, replicas, err := s.claim(ctx, scriptClaimPick, p.Shard, keys, args, replicaWait{p.MinReplicas, p.ReplicaTimeout})
+	if err != nil {
+		return nil, err
+	}
+	items, head, err := pickResults(reply)
+	if err != nil {
+		return nil, err
+	}
+	return &ClaimPickResult{Items: items, Head: head, Replicas: replicas}, nil
+}
+
+// ClaimIDsParams are the parameters of ClaimIDs.
+type ClaimIDsParams struct {
+	Shard int
+	IDs   []string
+	// Records are the templates written for the items, one per ID or a
+	// single one for all (see ClaimPickParams.Records).
+	Records []*Record
+	TTL     time.Duration
+	// MinReplicas and ReplicaTimeout: see ClaimPickParams.
+	MinReplicas    int
+	ReplicaTimeout time.Duration
+}
+
+// ClaimIDsResult is the outcome of ClaimIDs.
+type ClaimIDsResult struct {
+	// Items are the outcomes in IDs order.
+	Items []ItemClaim
+	// Replicas is what WAIT reported, when MinReplicas > 0.
+	Replicas int
+}
+
+// ClaimIDs claims the named items of one shard that are in the due index
+// and not quarantined, due or not. It is idempotent for a retried call
+// with the same token: an item already claimed with it comes back as
+// ClaimOK with its fence, attempt and lastSync, which is how a caller
+// whose reply was lost learns them. Errors as ClaimPick.
+func (s *Store) ClaimIDs(ctx context.Context, p ClaimIDsParams) (*ClaimIDsResult, error) {
+	items, replicas, err := s.claimNamed(ctx, scriptClaimIDs, p.Shard, p.IDs, p.Records,
+		[]any{"ids", p.TTL.Milliseconds()}, replicaWait{p.MinReplicas, p.ReplicaTimeout})
+	if err != nil {
+		return nil, err
+	}
+	return &ClaimIDsResult{Items: items, Replicas: replicas}, nil
+}
+
+// ClaimBatchParams are the parameters of ClaimBatch.
+type ClaimBatchParams struct {
+	Shard int
+	IDs   []string
+	// Records: see ClaimIDsParams.Records.
+	Records []*Record
+	// Since is the batch run's start (ms, Redis clock).
+	Since int64
+	TTL   time.Duration
+	// MinReplicas and ReplicaTimeout: see ClaimPickParams.
+	MinReplicas    int
+	ReplicaTimeout time.Duration
+}
+
+// ClaimBatchResult is the outcome of ClaimBatch.
+type ClaimBatchResult struct {
+	// Items are the outcomes in IDs order.
+	Items []ItemClaim
+	// Replicas is what WAIT reported, when MinReplicas > 0.
+	Replicas int
+}
+
+// ClaimBatch claims, for a batch run, the named items of one shard whose
+// lastSync is before Since: at once, unless they are backing off after a
+// failure and not due yet; quarantined items never. Idempotent for a
+// retried call like ClaimIDs. Errors as ClaimPick.
+func (s *Store) ClaimBatch(ctx context.Context, p ClaimBatchParams) (*ClaimBatchResult, error) {
+	items, replicas, err := s.claimNamed(ctx, scriptClaimBatch, p.Shard, p.IDs, p.Records,
+		[]any{"batch", p.TTL.Milliseconds(), p.Since}, replicaWait{p.MinReplicas, p.ReplicaTimeout})
+	if err != nil {
+		return nil, err
+	}
+	return &ClaimBatchResult{Items: items, Replicas: replicas}, nil
+}
+
+// claimNamed runs a claim script over named items: KEYS due, meta, epoch
+// and the items' record keys; ARGV head, then id and record template per
+// item. It returns one outcome per id, in order.
+func (s *Store) claimNamed(ctx context.Context, sc *redis.Script, shard int, ids []string, recs []*Record,
+	head []any, w replicaWait) ([]ItemClaim, int, error) {
+	if len(recs) != 1 && len(recs) != len(ids) {
+		return nil, 0, fmt.Errorf("store: claim: %d records for %d ids", len(recs), len(ids))
+	}
+	k := s.keys
+	keys := make([]string, 0, 3+len(ids))
+	keys = append(keys, k.Due(shard), k.Meta(shard), k.Epoch(shard))
+	args := make([]any, 0, len(head)+2*len(ids))
+	args = append(args, head...)
+	var one []byte
+	if len(recs) == 1 {
+		one = MarshalRecord(recs[0])
+	}
+	for i, id := range ids {
+		keys = append(keys, k.Record(shard, id))
+		rec := one
+		if rec == nil {
+			rec = MarshalRecord(recs[i])
+		}
+		args = append(args, id, rec)
+	}
+	reply, replicas, err := s.claim(ctx, sc, shard, keys, args, w)
+	if err != nil {
+		return nil, 0, err
+	}
+	items, err := namedResults(reply, ids)
+	return items, replicas, err
+}
+
+// replicaWait asks a claim to WAIT for min replicas, at most timeout.
+type replicaWait struct {
+	min     int
+	timeout time.Duration
+}
+
+// claim runs one claim script call, followed by WAIT when w asks for
+// replicas, and turns the replies that refuse the whole shard into
+// errors: ErrEpochMissing and *HoldError (see claim_gate in prelude.lua).
+func (s *Store) claim(ctx context.Context, sc *redis.Script, shard int, keys []string, args []any, w replicaWait) (any, int, error) {
+	if w.min > 0 && s.mini != nil {
+		return nil, 0, ErrNoReplicas
+	}
 	var reply any
+	var replicas int
 	var err error
-	if req.MinReplicas > 0 {
-		reply, resp.Replicas, err = s.claimWait(ctx, keys, args, req)
+	if w.min > 0 {
+		reply, replicas, err = s.claimWait(ctx, sc, keys, args, w)
 	} else {
-		reply, err = s.runScript(ctx, s.rdb, scriptClaim, keys, args...)
+		reply, err = s.runScript(ctx, s.rdb, sc, keys, args...)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: claim shard %d: %w", req.Shard, err)
+		return nil, 0, fmt.Errorf("store: claim shard %d: %w", shard, err)
 	}
+	if err := gateError(reply, shard); err != nil {
+		return nil, 0, err
+	}
+	return reply, replicas, nil
+}
+
+// gateError decodes a claim script's refusal of the whole shard: {-1},
+// the epoch marker is missing; {-2, ms}, the shard is held off. Any other
+// reply is the claim's and gives nil.
+func gateError(reply any, shard int) error {
 	arr, _ := reply.([]any)
-	if len(arr) > 0 {
-		if c, ok := arr[0].(int64); ok && c < 0 {
-			v, err := ints(reply, -1)
-			switch {
-			case err != nil:
-				return nil, err
-			case len(v) == 1 && v[0] == -1:
-				return nil, fmt.Errorf("%w: shard %d", ErrEpochMissing, req.Shard)
-			case len(v) == 2 && v[0] == -2:
-				return nil, &HoldError{Shard: req.Shard, For: time.Duration(v[1]) * time.Millisecond}
-			}
-		}
+	if len(arr) == 0 || len(arr) > 2 {
+		return nil
 	}
-	if req.Pick {
-		resp.Results, resp.Head, err = pickResults(reply)
-		return resp, err
+	if c, ok := arr[0].(int64); !ok || c >= 0 {
+		return nil
 	}
+	v, err := ints(reply, -1)
+	switch {
+	case err != nil:
+		return err
+	case len(v) == 1 && v[0] == -1:
+		return fmt.Errorf("%w: shard %d", ErrEpochMissing, shard)
+	case len(v) == 2 && v[0] == -2:
+		return &HoldError{Shard: shard, For: time.Duration(v[1]) * time.Millisecond}
+	}
+	return nil
+}
+
+// namedResults decodes the reply of a claim of named items: 5 integers
+// per item, code, fence, attempt, lastSyncMs and previous score.
+func namedResults(reply any, ids []string) ([]ItemClaim, error) {
 	v, err := ints(reply, -1)
 	if err != nil {
 		return nil, err
 	}
-	if len(v) != 5*len(req.IDs) {
-		return nil, fmt.Errorf("store: claim replied %d values for %d items", len(v), len(req.IDs))
+	if len(v) != 5*len(ids) {
+		return nil, fmt.Errorf("store: claim replied %d values for %d items", len(v), len(ids))
 	}
-	resp.Results = make([]ClaimResult, len(req.IDs))
-	for i, id := range req.IDs {
+	out := make([]ItemClaim, len(ids))
+	for i, id := range ids {
 		r := v[5*i : 5*i+5]
-		resp.Results[i] = ClaimResult{ID: id, Code: ClaimCode(r[0]), Fence: uint64(r[1]),
+		out[i] = ItemClaim{ID: id, Code: ClaimCode(r[0]), Fence: uint64(r[1]),
 			Attempt: int(r[2]), LastSync: fromMs(r[3]), PrevDue: r[4]}
 	}
-	return resp, nil
+	return out, nil
 }
 
 // pickResults decodes a pick claim's reply: id, fence, attempt,
 // lastSyncMs, previous score per item claimed; a fence of -1 marks an
-// item held by a foreign record.
-func pickResults(reply any) ([]ClaimResult, int64, error) {
+// item held by a foreign record. The shard's new head ends it.
+func pickResults(reply any) ([]ItemClaim, int64, error) {
 	arr, ok := reply.([]any)
 	if !ok || len(arr)%5 != 1 {
 		return nil, 0, fmt.Errorf("store: unexpected pick claim reply %T of %d values", reply, len(arr))
@@ -183,7 +284,7 @@ func pickResults(reply any) ([]ClaimResult, int64, error) {
 	if !ok {
 		return nil, 0, fmt.Errorf("store: unexpected pick claim head %T", arr[len(arr)-1])
 	}
-	out := make([]ClaimResult, len(arr)/5)
+	out := make([]ItemClaim, len(arr)/5)
 	for i := range out {
 		r := arr[5*i : 5*i+5]
 		id, ok := r[0].(string)
@@ -197,10 +298,10 @@ func pickResults(reply any) ([]ClaimResult, int64, error) {
 			}
 		}
 		if n[0] < 0 {
-			out[i] = ClaimResult{ID: id, Code: ClaimForeign}
+			out[i] = ItemClaim{ID: id, Code: ClaimForeign}
 			continue
 		}
-		out[i] = ClaimResult{ID: id, Code: ClaimOK, Fence: uint64(n[0]), Attempt: int(n[1]),
+		out[i] = ItemClaim{ID: id, Code: ClaimOK, Fence: uint64(n[0]), Attempt: int(n[1]),
 			LastSync: fromMs(n[2]), PrevDue: n[3]}
 	}
 	return out, head, nil
@@ -223,7 +324,7 @@ func (s *Store) ClaimReceipt(ctx context.Context, shard int, tok Token) ([]strin
 
 // claimWait pipelines the claim with WAIT on one connection of the master
 // that serves the shard, so WAIT counts the replicas that have the claim.
-func (s *Store) claimWait(ctx context.Context, keys []string, args []any, req ClaimRequest) (any, int, error) {
+func (s *Store) claimWait(ctx context.Context, sc *redis.Script, keys []string, args []any, w replicaWait) (any, int, error) {
 	node, err := s.nodeFor(ctx, keys[0])
 	if err != nil {
 		return nil, 0, err
@@ -233,8 +334,8 @@ func (s *Store) claimWait(ctx context.Context, keys []string, args []any, req Cl
 	_, err = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		// EVAL, not EVALSHA: a pipeline cannot fall back on NOSCRIPT, and
 		// this path waits for replicas anyway.
-		eval = scriptClaim.Eval(ctx, p, keys, args...)
-		wait = p.Do(ctx, "wait", req.MinReplicas, req.ReplicaTimeout.Milliseconds())
+		eval = sc.Eval(ctx, p, keys, args...)
+		wait = p.Do(ctx, "wait", w.min, w.timeout.Milliseconds())
 		return nil
 	})
 	if err := eval.Err(); err != nil {
@@ -250,7 +351,7 @@ func (s *Store) claimWait(ctx context.Context, keys []string, args []any, req Cl
 	return eval.Val(), n, nil
 }
 
-// MarkEpoch sets a shard's data-loss marker after Claim returned
+// MarkEpoch sets a shard's data-loss marker after a claim returned
 // ErrEpochMissing and returns how long the shard stays held off: the part
 // of ttl that the serving Redis has not been up for. An owner that claimed
 // before Redis lost its data cannot hold a lease past that. A new

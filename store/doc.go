@@ -9,7 +9,7 @@
 // and number operations only, so they run the same on Redis and on the
 // embedded store. Every key a script touches shares one Cluster hash slot
 // (the shard's hash tag); all are passed in KEYS except the record keys of
-// a pick claim, which claim.lua builds from the shard's own due key and
+// a pick claim, which claim_pick.lua builds from the shard's own due key and
 // the ids it found (the one place a script builds key names, so Redis
 // Cluster checks them against the slot of the declared keys).
 //

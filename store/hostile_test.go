@@ -10,9 +10,15 @@ import (
 	"github.com/syncd/syncd/store"
 )
 
-// pickAll pick-claims up to n items of shard 0 with one token, setting
+// pickAll pick-claims up to n items of shard 0 with one token.
+func pickAll(t *testing.T, s *store.Store, n int, ttl time.Duration) ([]store.ItemClaim, store.Token) {
+	t.Helper()
+	return pickShard(t, s, 0, n, ttl)
+}
+
+// pickShard pick-claims up to n items of a shard with one token, setting
 // the epoch marker first when needed.
-func pickAll(t *testing.T, s *store.Store, n int, ttl time.Duration) ([]store.ClaimResult, store.Token) {
+func pickShard(t *testing.T, s *store.Store, shard, n int, ttl time.Duration) ([]store.ItemClaim, store.Token) {
 	t.Helper()
 	tok := store.NewToken()
 	recs := make([]*store.Record, n)
@@ -20,18 +26,18 @@ func pickAll(t *testing.T, s *store.Store, n int, ttl time.Duration) ([]store.Cl
 		recs[i] = record("w")
 		recs[i].Token = tok
 	}
-	req := store.ClaimRequest{Shard: 0, Pick: true, Records: recs, TTL: ttl}
-	resp, err := s.Claim(t.Context(), req)
+	p := store.ClaimPickParams{Shard: shard, Records: recs, TTL: ttl}
+	res, err := s.ClaimPick(t.Context(), p)
 	if errors.Is(err, store.ErrEpochMissing) {
-		if _, err := s.MarkEpoch(t.Context(), 0, 0); err != nil {
+		if _, err := s.MarkEpoch(t.Context(), shard, 0); err != nil {
 			t.Fatal(err)
 		}
-		resp, err = s.Claim(t.Context(), req)
+		res, err = s.ClaimPick(t.Context(), p)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.Results, tok
+	return res.Items, tok
 }
 
 // TestForeignRecords: records syncd did not write (garbage, oversized,

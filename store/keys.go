@@ -170,7 +170,7 @@ func (k Keys) Record(shard int, id string) string {
 	return k.tags[shard] + "rec:" + EncodeID(id)
 }
 
-// Receipt lists what a pick claim with token tok took (see Store.Claim).
+// Receipt lists what a pick claim with token tok took (see Store.ClaimPick).
 func (k Keys) Receipt(shard int, tok Token) string {
 	return k.tags[shard] + "claim:" + hex.EncodeToString(tok[:])
 }

@@ -108,26 +108,3 @@ func TestVersionAtLeast(t *testing.T) {
 		}
 	}
 }
-
-// TestTrimPrelude: each script gets the helpers it calls, and the helpers
-// those call, and no others.
-func TestTrimPrelude(t *testing.T) {
-	prelude, err := scriptFS.ReadFile("scripts/prelude.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := trimPrelude(string(prelude), "local x = stamp(t, 1, 2, 3)\nreturn is_inf(x)")
-	for _, want := range []string{"local function stamp(", "local function be8(", "local function be4(", "local function is_inf("} {
-		if !strings.Contains(got, want) {
-			t.Errorf("trimmed prelude lacks %q:\n%s", want, got)
-		}
-	}
-	for _, not := range []string{"local function now(", "local function meta_get(", "local function enc(", "local function unbe("} {
-		if strings.Contains(got, not) {
-			t.Errorf("trimmed prelude keeps %q, which nothing calls", not)
-		}
-	}
-	if all := trimPrelude(string(prelude), "return {now(), meta_get(), meta_set(), enc(), get_rec(), is_record(), token_of(), fence_of(), attempt_of(), num(), patch(), stamp(), is_inf()}"); strings.Count(all, "local function ") != strings.Count(string(prelude), "local function ") {
-		t.Errorf("a body calling every helper lost some:\n%s", all)
-	}
-}

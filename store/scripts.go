@@ -11,110 +11,123 @@ import (
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-func loadScript(name string) *redis.Script {
-	prelude, err := scriptFS.ReadFile("scripts/prelude.lua")
-	if err != nil {
-		panic(err) // embedded at build time
-	}
-	body, err := scriptFS.ReadFile("scripts/" + name + ".lua")
-	if err != nil {
-		panic(err)
-	}
-	return redis.NewScript(trimPrelude(string(prelude), string(body)) + "\n" + string(body))
+// scriptDef is a script as loaded: its file, its body, the prelude
+// helpers it lists, and the script (those helpers, then the body).
+type scriptDef struct {
+	name    string
+	body    string
+	helpers []string
+	script  *redis.Script
 }
 
-// trimPrelude keeps the prelude's helpers that body uses, directly or
-// through another helper, in their order. Redis compiles a script once
-// but runs its top level on every call, and each `local function` there
-// makes a closure: the whole prelude cost about 1 µs per call
-// (BENCHMARKS.md, section 7) whether a script used a helper or not.
-func trimPrelude(prelude, body string) string {
-	type helper struct {
-		name string
-		text string
+// scriptDefs lists every script loaded, for loadScripts and the tests.
+var scriptDefs []scriptDef
+
+// loadScript returns scripts/<name>.lua with the prelude helpers it
+// calls, directly or through another helper, named in helpers. They are
+// written in the prelude's order (a helper follows those it calls) and
+// no others: Redis compiles a script once but runs its top level on every
+// call, and each `local function` there makes a closure, so the whole
+// prelude cost about 1 µs per call (BENCHMARKS.md, section 7) whether a
+// script used a helper or not. A helper listed but not in the prelude is
+// left out; TestScriptHelpers fails on it, and on a helper called but not
+// listed.
+func loadScript(name string, helpers ...string) *redis.Script {
+	body, err := scriptFS.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		panic(err) // embedded at build time: a misspelt name
 	}
+	listed := map[string]bool{}
+	for _, h := range helpers {
+		listed[h] = true
+	}
+	var src strings.Builder
+	for _, h := range prelude {
+		if listed[h.name] {
+			src.WriteString(h.text)
+		}
+	}
+	src.WriteString("\n")
+	src.Write(body)
+	sc := redis.NewScript(src.String())
+	scriptDefs = append(scriptDefs, scriptDef{name: name, body: string(body), helpers: helpers, script: sc})
+	return sc
+}
+
+// prelude is prelude.lua's helpers, in order.
+var prelude = splitPrelude(preludeText)
+
+//go:embed scripts/prelude.lua
+var preludeText string
+
+// helper is one `local function` of the prelude with the comment above it.
+type helper struct {
+	name string
+	text string
+}
+
+// splitPrelude splits the prelude into its helpers, in order. A helper
+// starts at a line `local function <name>(` and takes the unindented
+// comment lines just above it; whatever comes before the first helper
+// (the comment that opens the file) goes with it.
+func splitPrelude(text string) []helper {
 	var helpers []helper
-	var pending strings.Builder // comment lines above the next helper
-	for _, line := range strings.SplitAfter(prelude, "\n") {
+	var pending strings.Builder // comment and blank lines not yet placed
+	for _, line := range strings.SplitAfter(text, "\n") {
 		name, ok := strings.CutPrefix(line, "local function ")
 		switch {
 		case ok:
 			name, _, _ = strings.Cut(name, "(")
 			helpers = append(helpers, helper{name: name, text: pending.String() + line})
 			pending.Reset()
-		case strings.HasPrefix(line, "--") || strings.TrimSpace(line) == "":
+		case strings.HasPrefix(line, "--") || strings.TrimSpace(line) == "" || len(helpers) == 0:
 			pending.WriteString(line)
-		case len(helpers) > 0:
-			helpers[len(helpers)-1].text += line // the helper's body
 		default:
-			panic("store: prelude.lua: code outside a helper: " + line)
+			helpers[len(helpers)-1].text += pending.String() + line
+			pending.Reset()
 		}
 	}
-	uses := func(text, name string) bool {
-		for i := strings.Index(text, name+"("); i >= 0; {
-			if i == 0 || !isIdent(text[i-1]) {
-				return true
-			}
-			j := strings.Index(text[i+1:], name+"(")
-			if j < 0 {
-				return false
-			}
-			i += 1 + j
-		}
-		return false
+	if len(helpers) > 0 {
+		helpers[len(helpers)-1].text += pending.String()
 	}
-	keep := make([]bool, len(helpers))
-	for changed := true; changed; {
-		changed = false
-		for i, h := range helpers {
-			if keep[i] {
-				continue
-			}
-			if uses(body, h.name) {
-				keep[i], changed = true, true
-				continue
-			}
-			for j, k := range helpers {
-				if keep[j] && j != i && uses(k.text[strings.Index(k.text, "local function "):], h.name) {
-					keep[i], changed = true, true
-					break
-				}
-			}
-		}
-	}
-	var out strings.Builder
-	for i, h := range helpers {
-		if keep[i] {
-			out.WriteString(h.text)
-		}
-	}
-	return out.String()
+	return helpers
 }
 
-func isIdent(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-}
-
-// The scripts, each documented in its .lua file.
+// The scripts, each documented in its .lua file, with the prelude helpers
+// each calls.
 var (
-	scriptClaim   = loadScript("claim")
-	scriptExtend  = loadScript("extend")
-	scriptRelease = loadScript("release")
-	scriptDue     = loadScript("due")
-	scriptAdd     = loadScript("add")
+	scriptClaimPick = loadScript("claim_pick", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "is_record",
+		"meta_get", "meta_value", "enc", "is_inf", "claim_gate", "held", "take")
+	scriptClaimIDs = loadScript("claim_ids", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "get_rec",
+		"is_record", "token_of", "fence_of", "attempt_of", "meta_get", "meta_value", "is_inf", "claim_gate",
+		"held", "take", "claim_named")
+	scriptClaimBatch = loadScript("claim_batch", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "get_rec",
+		"is_record", "token_of", "fence_of", "attempt_of", "meta_get", "meta_value", "is_inf", "claim_gate",
+		"held", "take", "claim_named")
+	scriptExtend = loadScript("extend", "now", "be4", "be8", "unbe", "patch", "wrongtype", "get_rec",
+		"token_of", "fence_of")
+	scriptRelease = loadScript("release", "now", "be4", "unbe", "wrongtype", "get_rec", "token_of", "fence_of",
+		"attempt_of", "meta_get", "meta_value", "meta_set")
+	scriptAdd     = loadScript("add", "now")
 	scriptRemove  = loadScript("remove")
-	scriptRequeue = loadScript("requeue")
-	scriptForce   = loadScript("force")
-	scriptLock    = loadScript("lock")
-	scriptUnlock  = loadScript("unlock")
-	scriptEpoch   = loadScript("epoch")
-	scriptPending = loadScript("pending")
-	scriptBatch   = loadScript("batch")
+	scriptRequeue = loadScript("requeue", "now", "be4", "unbe", "meta_get", "meta_value", "meta_set", "is_inf")
+	scriptForce   = loadScript("force", "now", "be4", "unbe", "meta_get", "meta_value", "meta_set")
+	scriptLock    = loadScript("lock", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "token_of", "fence_of", "num")
+	scriptUnlock  = loadScript("unlock", "wrongtype", "get_rec", "token_of")
+	scriptEpoch   = loadScript("epoch", "now", "num")
+	scriptPending = loadScript("pending", "now", "unbe", "meta_get", "is_inf")
+	scriptBatch   = loadScript("batch", "now", "num")
 )
 
-var allScripts = []*redis.Script{
-	scriptClaim, scriptExtend, scriptRelease, scriptDue, scriptAdd, scriptRemove,
-	scriptRequeue, scriptForce, scriptLock, scriptUnlock, scriptEpoch, scriptPending, scriptBatch,
+// ScriptSHAs maps each script's file name ("claim_pick.lua") to the SHA1
+// of the text it is loaded as, for tools that count EVALSHA calls per
+// script (bench).
+func ScriptSHAs() map[string]string {
+	out := make(map[string]string, len(scriptDefs))
+	for _, d := range scriptDefs {
+		out[d.name+".lua"] = d.script.Hash()
+	}
+	return out
 }
 
 // isNoScript reports a NOSCRIPT reply: the server lost its script cache
@@ -127,8 +140,8 @@ func isNoScript(err error) bool {
 // pipelines finds them.
 func loadScripts(ctx context.Context, rdb redis.UniversalClient) error {
 	load := func(ctx context.Context, c *redis.Client) error {
-		for _, s := range allScripts {
-			if err := s.Load(ctx, c).Err(); err != nil {
+		for _, d := range scriptDefs {
+			if err := d.script.Load(ctx, c).Err(); err != nil {
 				return err
 			}
 		}
@@ -137,8 +150,8 @@ func loadScripts(ctx context.Context, rdb redis.UniversalClient) error {
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, load)
 	}
-	for _, s := range allScripts {
-		if err := s.Load(ctx, rdb).Err(); err != nil {
+	for _, d := range scriptDefs {
+		if err := d.script.Load(ctx, rdb).Err(); err != nil {
 			return err
 		}
 	}

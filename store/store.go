@@ -33,7 +33,8 @@ var (
 	ErrNoReplicas = errors.New("store: replica acknowledgement needs a Redis with replicas")
 )
 
-// HoldError is returned by Claim while a shard is held off.
+// HoldError is returned by the claim operations while a shard is held
+// off.
 type HoldError struct {
 	Shard int
 	For   time.Duration

@@ -59,22 +59,37 @@ func record(owner string) *store.Record {
 		Owner: store.Owner{Host: owner, PID: 1, Run: "run", Worker: 0}}
 }
 
-// claim claims ids, setting the epoch marker first when needed.
-func claim(t *testing.T, s *store.Store, rec *store.Record, ttl time.Duration, onlyDue bool, ids ...string) []store.ClaimResult {
+// claim claims ids by name, setting the epoch marker first when needed.
+func claim(t *testing.T, s *store.Store, rec *store.Record, ttl time.Duration, ids ...string) []store.ItemClaim {
 	t.Helper()
 	sh := s.Keys().Shard(ids[0])
-	req := store.ClaimRequest{Shard: sh, IDs: ids, Records: []*store.Record{rec}, TTL: ttl, OnlyDue: onlyDue}
-	resp, err := s.Claim(t.Context(), req)
+	p := store.ClaimIDsParams{Shard: sh, IDs: ids, Records: []*store.Record{rec}, TTL: ttl}
+	res, err := s.ClaimIDs(t.Context(), p)
 	if errors.Is(err, store.ErrEpochMissing) {
 		if _, err := s.MarkEpoch(t.Context(), sh, 0); err != nil {
 			t.Fatal(err)
 		}
-		resp, err = s.Claim(t.Context(), req)
+		res, err = s.ClaimIDs(t.Context(), p)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.Results
+	return res.Items
+}
+
+// due returns the due items of a shard (score <= Redis's now), longest
+// waiting first.
+func due(t *testing.T, s *store.Store, shard int) []string {
+	t.Helper()
+	now, err := s.Now(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := s.Client().ZRangeByScore(t.Context(), s.Keys().Due(shard), &redis.ZRangeBy{Min: "-inf", Max: fmt.Sprint(now)}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }
 
 func TestClaimReleaseCycle(t *testing.T) {
@@ -87,13 +102,12 @@ func TestClaimReleaseCycle(t *testing.T) {
 		if n, _ := s.Add(ctx, "a"); n != 0 {
 			t.Errorf("adding an existing item counted %d", n)
 		}
-		due, err := s.Due(ctx, 0, 10)
-		if err != nil || len(due) != 3 {
-			t.Fatalf("Due = %v, %v", due, err)
+		if d := due(t, s, 0); len(d) != 3 {
+			t.Fatalf("due = %v", d)
 		}
 
 		a := record("a")
-		res := claim(t, s, a, time.Minute, true, "a", "zzz")
+		res := claim(t, s, a, time.Minute, "a", "zzz")
 		if res[0].Code != store.ClaimOK || res[0].Fence == 0 || res[0].Attempt != 1 || !res[0].LastSync.IsZero() {
 			t.Fatalf("claim a = %+v", res[0])
 		}
@@ -101,16 +115,16 @@ func TestClaimReleaseCycle(t *testing.T) {
 			t.Errorf("claim of an unknown item = %+v, want skipped", res[1])
 		}
 		// A retried call with the same token is ours again (same fence).
-		if again := claim(t, s, a, time.Minute, true, "a"); again[0].Code == store.ClaimOK && again[0].Fence != res[0].Fence {
-			t.Errorf("retried claim got fence %d, want %d", again[0].Fence, res[0].Fence)
+		if again := claim(t, s, a, time.Minute, "a"); again[0].Code != store.ClaimOK || again[0].Fence != res[0].Fence ||
+			again[0].Attempt != 1 || !again[0].LastSync.IsZero() {
+			t.Errorf("retried claim = %+v, want ours again with fence %d", again[0], res[0].Fence)
 		}
 		// Someone else cannot claim it.
-		if other := claim(t, s, record("b"), time.Minute, false, "a"); other[0].Code != store.ClaimTaken {
+		if other := claim(t, s, record("b"), time.Minute, "a"); other[0].Code != store.ClaimTaken {
 			t.Errorf("second owner's claim = %+v, want taken", other[0])
 		}
 		// Claimed items leave the due range.
-		due, _ = s.Due(ctx, 0, 10)
-		if diff := cmp.Diff(due, []string{"b", "c"}); diff != "" {
+		if diff := cmp.Diff(due(t, s, 0), []string{"b", "c"}); diff != "" {
 			t.Errorf("due after claim (-got +want):\n%s", diff)
 		}
 		rec, err := s.ReadRecord(ctx, s.Keys().Record(0, "a"))
@@ -135,11 +149,10 @@ func TestClaimReleaseCycle(t *testing.T) {
 			t.Errorf("second release = %v, want not held", rel[0].Code)
 		}
 		// Synced: not due for an hour; lastSync is Redis's time of release.
-		due, _ = s.Due(ctx, 0, 10)
-		if diff := cmp.Diff(due, []string{"b", "c"}); diff != "" {
+		if diff := cmp.Diff(due(t, s, 0), []string{"b", "c"}); diff != "" {
 			t.Errorf("due after release (-got +want):\n%s", diff)
 		}
-		next := claim(t, s, record("c"), time.Minute, false, "a")[0]
+		next := claim(t, s, record("c"), time.Minute, "a")[0]
 		if next.Code != store.ClaimOK || next.Fence <= res[0].Fence {
 			t.Fatalf("next claim = %+v, want a fence above %d", next, res[0].Fence)
 		}
@@ -157,7 +170,7 @@ func TestFailQuarantineRequeue(t *testing.T) {
 		sh := s.Keys().Shard("p")
 		for attempt := 1; attempt <= 3; attempt++ {
 			r := record("w")
-			res := claim(t, s, r, time.Minute, false, "p")[0]
+			res := claim(t, s, r, time.Minute, "p")[0]
 			if res.Code != store.ClaimOK || res.Attempt != attempt {
 				t.Fatalf("attempt %d: claim = %+v", attempt, res)
 			}
@@ -170,14 +183,15 @@ func TestFailQuarantineRequeue(t *testing.T) {
 		if msg := s.Client().HGet(ctx, s.Keys().Errors(sh), "p").Val(); msg != "boom 3" {
 			t.Errorf("last error = %q", msg)
 		}
-		if res := claim(t, s, record("w"), time.Minute, false, "p")[0]; res.Code != store.ClaimSkipped {
+		if res := claim(t, s, record("w"), time.Minute, "p")[0]; res.Code != store.ClaimSkipped {
 			t.Fatalf("claim of a quarantined item = %+v, want skipped", res)
 		}
 		if n, err := s.Requeue(ctx, "p", "nope"); err != nil || n != 1 {
 			t.Fatalf("Requeue = %d, %v", n, err)
 		}
-		if res := claim(t, s, record("w"), time.Minute, true, "p")[0]; res.Code != store.ClaimOK || res.Attempt != 1 {
-			t.Fatalf("claim after requeue = %+v, want attempt 1", res)
+		// Due at once: a pick finds it.
+		if res, _ := pickShard(t, s, sh, 1, time.Minute); len(res) != 1 || res[0].ID != "p" || res[0].Code != store.ClaimOK || res[0].Attempt != 1 {
+			t.Fatalf("pick after requeue = %+v, want p at attempt 1", res)
 		}
 		if n, err := s.Remove(ctx, "p"); err != nil || n != 1 {
 			t.Fatalf("Remove = %d, %v", n, err)
@@ -191,7 +205,7 @@ func TestForceReleaseRaisesFence(t *testing.T) {
 		s := open(store.Config{})
 		s.Add(ctx, "x")
 		old := record("old")
-		res := claim(t, s, old, time.Minute, false, "x")[0]
+		res := claim(t, s, old, time.Minute, "x")[0]
 		held, fence, err := s.ForceRelease(ctx, "x")
 		if err != nil || !held || fence <= res.Fence {
 			t.Fatalf("ForceRelease = %v, %d, %v; claim fence %d", held, fence, err, res.Fence)
@@ -200,9 +214,9 @@ func TestForceReleaseRaisesFence(t *testing.T) {
 		if ex, _ := s.Extend(ctx, time.Minute, 0, []store.ExtendRequest{{Key: s.Keys().Record(sh, "x"), Token: old.Token}}); ex[0].Code != store.ExtendMissing {
 			t.Errorf("old owner extend = %+v, want missing", ex[0])
 		}
-		next := claim(t, s, record("new"), time.Minute, true, "x")[0]
-		if next.Code != store.ClaimOK || next.Fence <= fence {
-			t.Errorf("claim after force = %+v, want fence above %d", next, fence)
+		// Due at once: a pick finds it.
+		if next, _ := pickShard(t, s, sh, 1, time.Minute); len(next) != 1 || next[0].ID != "x" || next[0].Code != store.ClaimOK || next[0].Fence <= fence {
+			t.Errorf("pick after force = %+v, want x with a fence above %d", next, fence)
 		}
 		if _, _, err := s.ForceRelease(ctx, "ghost"); !errors.Is(err, store.ErrUnknownItem) {
 			t.Errorf("force release of an unknown item: %v", err)
@@ -219,7 +233,7 @@ func TestExtendAndExpiry(t *testing.T) {
 		var reqs []store.ExtendRequest
 		for _, id := range ids {
 			r := record("w")
-			if res := claim(t, s, r, time.Second, false, id)[0]; res.Code != store.ClaimOK {
+			if res := claim(t, s, r, time.Second, id)[0]; res.Code != store.ClaimOK {
 				t.Fatalf("claim %s = %+v", id, res)
 			}
 			reqs = append(reqs, store.ExtendRequest{Key: s.Keys().Record(s.Keys().Shard(id), id), Token: r.Token})
@@ -246,8 +260,13 @@ func TestExtendAndExpiry(t *testing.T) {
 			t.Errorf("extend after expiry = %+v, want missing", res[0])
 		}
 		// The expired claim is due again and claimable by another owner.
-		if res := claim(t, s, record("late"), time.Minute, true, "e1")[0]; res.Code != store.ClaimOK {
-			t.Errorf("claim after expiry = %+v", res)
+		picked := map[string]store.ClaimCode{}
+		again, _ := pickShard(t, s, s.Keys().Shard("e1"), len(ids), time.Minute)
+		for _, r := range again {
+			picked[r.ID] = r.Code
+		}
+		if picked["e1"] != store.ClaimOK {
+			t.Errorf("pick after expiry = %v, want e1 claimed", picked)
 		}
 	})
 }
@@ -291,7 +310,7 @@ func TestForeignRecordDoesNotBlockForever(t *testing.T) {
 		s.Add(ctx, "f")
 		key := s.Keys().Record(s.Keys().Shard("f"), "f")
 		s.Client().Set(ctx, key, "garbage written by hand", 0)
-		if res := claim(t, s, record("w"), 200*time.Millisecond, false, "f")[0]; res.Code != store.ClaimForeign {
+		if res := claim(t, s, record("w"), 200*time.Millisecond, "f")[0]; res.Code != store.ClaimForeign {
 			t.Fatalf("claim over a foreign record = %+v, want held by a foreign record", res)
 		}
 		if _, err := s.ReadRecord(ctx, key); !errors.Is(err, store.ErrBadRecord) {
@@ -299,7 +318,7 @@ func TestForeignRecordDoesNotBlockForever(t *testing.T) {
 		}
 		deadline := time.Now().Add(3 * time.Second)
 		for {
-			if res := claim(t, s, record("w"), time.Minute, false, "f")[0]; res.Code == store.ClaimOK {
+			if res := claim(t, s, record("w"), time.Minute, "f")[0]; res.Code == store.ClaimOK {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -330,14 +349,14 @@ func TestDataLossHoldOff(t *testing.T) {
 	s := open(t, store.Config{Addrs: []string{srv.Addr()}, Shards: 1})
 	ctx := t.Context()
 	s.Add(ctx, "i")
-	claim(t, s, record("w"), time.Minute, false, "i")
+	claim(t, s, record("w"), time.Minute, "i")
 	srv.Kill(t)
 	srv.Restart(t) // no persistence: everything is gone
 	s.Add(ctx, "i")
-	req := store.ClaimRequest{Shard: 0, IDs: []string{"i"}, Records: []*store.Record{record("w")}, TTL: 2 * time.Second}
+	req := store.ClaimIDsParams{Shard: 0, IDs: []string{"i"}, Records: []*store.Record{record("w")}, TTL: 2 * time.Second}
 	var err error
 	for range 20 { // the client reconnects
-		if _, err = s.Claim(ctx, req); !store.IsUnavailable(err) {
+		if _, err = s.ClaimIDs(ctx, req); !store.IsUnavailable(err) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -351,11 +370,11 @@ func TestDataLossHoldOff(t *testing.T) {
 		t.Fatalf("MarkEpoch = %v, %v; want 2s to 3s (redis just started)", hold, err)
 	}
 	var he *store.HoldError
-	if _, err := s.Claim(ctx, req); !errors.As(err, &he) || !errors.Is(err, store.ErrHeldOff) {
+	if _, err := s.ClaimIDs(ctx, req); !errors.As(err, &he) || !errors.Is(err, store.ErrHeldOff) {
 		t.Fatalf("claim while held off: %v", err)
 	}
 	time.Sleep(he.For)
-	if resp, err := s.Claim(ctx, req); err != nil || resp.Results[0].Code != store.ClaimOK {
+	if resp, err := s.ClaimIDs(ctx, req); err != nil || resp.Items[0].Code != store.ClaimOK {
 		t.Fatalf("claim after hold-off = %+v, %v", resp, err)
 	}
 }
@@ -425,14 +444,34 @@ func TestMinReplicasWait(t *testing.T) {
 	ctx := t.Context()
 	s.Add(ctx, "r")
 	s.MarkEpoch(ctx, 0, 0)
-	resp, err := s.Claim(ctx, store.ClaimRequest{Shard: 0, IDs: []string{"r"}, Records: []*store.Record{record("w")},
+	s.Add(ctx, "p1", "p2") // due together: the pick takes p1 (equal scores go by member)
+	resp, err := s.ClaimIDs(ctx, store.ClaimIDsParams{Shard: 0, IDs: []string{"r"}, Records: []*store.Record{record("w")},
 		TTL: time.Minute, MinReplicas: 1, ReplicaTimeout: time.Second})
-	if err != nil || resp.Replicas != 1 || resp.Results[0].Code != store.ClaimOK {
+	if err != nil || resp.Replicas != 1 || resp.Items[0].Code != store.ClaimOK {
 		t.Fatalf("claim with WAIT = %+v, %v", resp, err)
 	}
+	// Every claim operation can wait for replicas.
+	pick, err := s.ClaimPick(ctx, store.ClaimPickParams{Shard: 0, Records: []*store.Record{record("w")},
+		TTL: time.Minute, MinReplicas: 1, ReplicaTimeout: time.Second})
+	if err != nil || pick.Replicas != 1 || len(pick.Items) != 1 || pick.Items[0].Code != store.ClaimOK || pick.Items[0].ID != "p1" {
+		t.Fatalf("pick claim with WAIT = %+v, %v", pick, err)
+	}
+	since, _ := s.Now(ctx)
+	batch, err := s.ClaimBatch(ctx, store.ClaimBatchParams{Shard: 0, IDs: []string{"p2"}, Records: []*store.Record{record("w")},
+		Since: since + 1, TTL: time.Minute, MinReplicas: 1, ReplicaTimeout: time.Second})
+	if err != nil || batch.Replicas != 1 || batch.Items[0].Code != store.ClaimOK {
+		t.Fatalf("batch claim with WAIT = %+v, %v", batch, err)
+	}
 	emb := open(t, store.Config{})
-	if _, err := emb.Claim(ctx, store.ClaimRequest{IDs: []string{"r"}, Records: []*store.Record{record("w")}, MinReplicas: 1}); !errors.Is(err, store.ErrNoReplicas) {
+	recs := []*store.Record{record("w")}
+	if _, err := emb.ClaimIDs(ctx, store.ClaimIDsParams{IDs: []string{"r"}, Records: recs, MinReplicas: 1}); !errors.Is(err, store.ErrNoReplicas) {
 		t.Errorf("WAIT on the embedded store: %v", err)
+	}
+	if _, err := emb.ClaimPick(ctx, store.ClaimPickParams{Records: recs, MinReplicas: 1}); !errors.Is(err, store.ErrNoReplicas) {
+		t.Errorf("pick claim WAIT on the embedded store: %v", err)
+	}
+	if _, err := emb.ClaimBatch(ctx, store.ClaimBatchParams{IDs: []string{"r"}, Records: recs, Since: 1, MinReplicas: 1}); !errors.Is(err, store.ErrNoReplicas) {
+		t.Errorf("batch claim WAIT on the embedded store: %v", err)
 	}
 }
 
@@ -452,20 +491,13 @@ func TestCluster(t *testing.T) {
 	var reqs []store.ExtendRequest
 	claimed := 0
 	for sh := range 8 {
-		due, err := s.Due(ctx, sh, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(due) == 0 {
-			continue
-		}
-		r := record("w")
-		for _, res := range claim(t, s, r, time.Minute, true, due...) {
+		picked, tok := pickShard(t, s, sh, 100, time.Minute)
+		for _, res := range picked {
 			if res.Code != store.ClaimOK {
 				t.Fatalf("claim %s = %+v", res.ID, res)
 			}
 			claimed++
-			reqs = append(reqs, store.ExtendRequest{Key: s.Keys().Record(sh, res.ID), Token: r.Token})
+			reqs = append(reqs, store.ExtendRequest{Key: s.Keys().Record(sh, res.ID), Token: tok})
 		}
 	}
 	if claimed != 64 {
@@ -499,7 +531,7 @@ func TestBatchModeAndPending(t *testing.T) {
 			kind store.ReleaseKind
 		}{{"b", store.ReleaseSynced}, {"c", store.ReleaseFailed}, {"d", store.ReleaseQuarantine}} {
 			r := record("w")
-			claim(t, s, r, time.Minute, false, it.id)
+			claim(t, s, r, time.Minute, it.id)
 			s.Release(ctx, 0, []store.ReleaseRequest{{ID: it.id, Token: r.Token, Kind: it.kind, Delay: time.Hour}})
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -523,13 +555,13 @@ func TestBatchModeAndPending(t *testing.T) {
 		if diff := cmp.Diff(sorted(all), []string{"a", "b", "c"}); diff != "" {
 			t.Errorf("pending (-got +want):\n%s", diff)
 		}
-		req := store.ClaimRequest{Shard: 0, IDs: []string{"a", "b", "c", "d"}, Records: []*store.Record{record("w")}, TTL: time.Minute, Since: since}
-		resp, err := s.Claim(ctx, req)
+		req := store.ClaimBatchParams{Shard: 0, IDs: []string{"a", "b", "c", "d"}, Records: []*store.Record{record("w")}, TTL: time.Minute, Since: since}
+		resp, err := s.ClaimBatch(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got []store.ClaimCode
-		for _, r := range resp.Results {
+		for _, r := range resp.Items {
 			got = append(got, r.Code)
 		}
 		want := []store.ClaimCode{store.ClaimOK, store.ClaimOK, store.ClaimSkipped, store.ClaimSkipped}
@@ -543,8 +575,8 @@ func TestBatchModeAndPending(t *testing.T) {
 			t.Fatal(rel)
 		}
 		req.Records, req.IDs = []*store.Record{r}, []string{"a"}
-		if resp, _ := s.Claim(ctx, req); resp.Results[0].Code != store.ClaimSkipped {
-			t.Errorf("batch claim of an item synced in this run = %+v", resp.Results[0])
+		if resp, _ := s.ClaimBatch(ctx, req); resp.Items[0].Code != store.ClaimSkipped {
+			t.Errorf("batch claim of an item synced in this run = %+v", resp.Items[0])
 		}
 	})
 }
@@ -562,8 +594,8 @@ func TestList(t *testing.T) {
 		s.Add(ctx, "a", "b", "c")
 		s.MarkEpoch(ctx, 0, 0)
 		ra, rb := record("owner-a"), record("w")
-		claim(t, s, ra, time.Minute, false, "a")
-		claim(t, s, rb, time.Minute, false, "b")
+		claim(t, s, ra, time.Minute, "a")
+		claim(t, s, rb, time.Minute, "b")
 		s.Release(ctx, 0, []store.ReleaseRequest{{ID: "b", Token: rb.Token, Kind: store.ReleaseQuarantine, Error: "bad data"}})
 		var all []store.ItemState
 		for off := 0; off >= 0; {
@@ -616,7 +648,7 @@ func TestPickClaim(t *testing.T) {
 		for _, id := range ids {
 			s.Client().ZAdd(ctx, s.Keys().Due(0), redis.Z{Score: float64(now - 1000), Member: id})
 		}
-		pick := func(n int) ([]store.ClaimResult, []*store.Record) {
+		pick := func(n int) ([]store.ItemClaim, []*store.Record) {
 			t.Helper()
 			recs := make([]*store.Record, n)
 			tok := store.NewToken()
@@ -624,18 +656,18 @@ func TestPickClaim(t *testing.T) {
 				recs[i] = record(fmt.Sprintf("w%d", i))
 				recs[i].Token, recs[i].Owner.Worker = tok, i
 			}
-			req := store.ClaimRequest{Shard: 0, Pick: true, Records: recs, TTL: time.Minute}
-			resp, err := s.Claim(ctx, req)
+			req := store.ClaimPickParams{Shard: 0, Records: recs, TTL: time.Minute}
+			resp, err := s.ClaimPick(ctx, req)
 			if errors.Is(err, store.ErrEpochMissing) {
 				if _, err := s.MarkEpoch(ctx, 0, 0); err != nil {
 					t.Fatal(err)
 				}
-				resp, err = s.Claim(ctx, req)
+				resp, err = s.ClaimPick(ctx, req)
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			return resp.Results, recs
+			return resp.Items, recs
 		}
 		res, recs := pick(3)
 		var got []string
@@ -699,8 +731,8 @@ func TestPickClaim(t *testing.T) {
 				t.Errorf("state after release = %+v, want fence %d and a lastSync", it, second[0].Fence)
 			}
 		}
-		if _, err := s.Claim(ctx, store.ClaimRequest{Shard: 0, IDs: []string{"x"}, Pick: true, Records: recs}); err == nil {
-			t.Error("a pick claim with ids was accepted")
+		if _, err := s.ClaimPick(ctx, store.ClaimPickParams{Shard: 0, TTL: time.Minute}); err == nil {
+			t.Error("a pick claim with no records was accepted")
 		}
 	})
 }
@@ -715,10 +747,10 @@ func TestReleaseSyncedState(t *testing.T) {
 		s := open(store.Config{Shards: 1})
 		s.Add(ctx, "p", "gone")
 		r := record("w")
-		claim(t, s, r, time.Minute, false, "p")
+		claim(t, s, r, time.Minute, "p")
 		s.Release(ctx, 0, []store.ReleaseRequest{{ID: "p", Token: r.Token, Kind: store.ReleaseFailed, Error: "boom"}})
 		r = record("w")
-		res := claim(t, s, r, time.Minute, false, "p")[0]
+		res := claim(t, s, r, time.Minute, "p")[0]
 		if res.Attempt != 2 {
 			t.Fatalf("second claim = %+v, want attempt 2", res)
 		}
@@ -735,7 +767,7 @@ func TestReleaseSyncedState(t *testing.T) {
 		}
 
 		g := record("w")
-		claim(t, s, g, time.Minute, false, "gone")
+		claim(t, s, g, time.Minute, "gone")
 		if n, _ := s.Remove(ctx, "gone"); n != 1 {
 			t.Fatal("remove failed")
 		}

@@ -1,4 +1,4 @@
--- epoch.lua: set a shard's data-loss marker after claim.lua found it
+-- epoch.lua: set a shard's data-loss marker after a claim script found it
 -- missing. The marker holds the time (ms, Redis clock) before which no
 -- claim of the shard may succeed: an owner that claimed before Redis lost
 -- its data may still be working until its lease would have expired.

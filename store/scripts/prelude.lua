@@ -1,6 +1,8 @@
--- prelude.lua: helpers prepended to every script at load time. Plain
--- string and number operations only, so the scripts run the same on Redis
--- and on the embedded store (which has no cmsgpack).
+-- prelude.lua: helpers shared by the scripts. Each script is loaded with
+-- the helpers it lists in scripts.go, in this file's order, and no
+-- others (TestScriptHelpers checks the lists). Plain string and number
+-- operations only, so the scripts run the same on Redis and on the
+-- embedded store (which has no cmsgpack).
 --
 -- Record layout, 1-based (see record.go): token 5..20, fence 22..29,
 -- claimed-at 31..38, heartbeat-at 40..47, state 48, attempt 50..53.
@@ -88,3 +90,72 @@ local function enc(id)
   return (string.gsub(id, '[%c{}:*?%[%]\\%% ]', function(c) return string.format('%%%02X', string.byte(c)) end))
 end
 local function is_inf(score) return score == 'inf' or score == '+inf' end
+-- The claim scripts' steps (claim_pick, claim_ids, claim_batch).
+-- claim_gate: nil when the shard may be claimed, else the claim script's
+-- reply: {-1} when the epoch marker is missing (Redis lost its data; the
+-- caller sets the marker with its hold-off), {-2, ms} while the shard is
+-- held off.
+local function claim_gate(epoch, nowms)
+  local mark = redis.call('GET', epoch)
+  if not mark then return {-1} end
+  local hold = tonumber(mark) or 0
+  if hold > nowms then return {-2, hold - nowms} end
+  return nil
+end
+-- held: the record cur at rk belongs to another owner. Move item id out
+-- of the due range (ZSET due) until that lease can expire, so peers stop
+-- rescanning it. Returns whether the record is foreign: not one syncd
+-- writes (no expiry, corrupt, oversized, another type), for the caller
+-- to log.
+local function held(due, rk, id, cur, ttl, nowms)
+  local foreign = not is_record(cur)
+  local pttl = redis.call('PTTL', rk)
+  if pttl < 0 then
+    -- Every record syncd writes expires. One that does not was written
+    -- by hand or by someone else: give it one ttl to live, so it can
+    -- never block the item forever.
+    redis.call('PEXPIRE', rk, ttl)
+    pttl, foreign = ttl, true
+  end
+  redis.call('ZADD', due, 'XX', nowms + pttl, id)
+  return foreign
+end
+-- take: SET NX at rk the template stamped with a fresh fence; on success
+-- the fence is remembered in the meta HASH and the item leaves the due
+-- range for ttl. Returns fence, attempt, lastSync; or, when the item is
+-- held, nil, nil, nil and the record in the way. The fence is
+-- max(last fence + 1, now in us): it keeps rising even when Redis forgot
+-- the counter, as long as Redis's clock does not go back.
+local function take(due, meta, rk, id, tmpl, ttl, nowms, nowus)
+  local f, l, a = meta_get(meta, id)
+  local fence = math.max(f + 1, nowus)
+  local cur = wrongtype(redis.pcall('SET', rk, stamp(tmpl, fence, nowms, a + 1), 'NX', 'PX', ttl, 'GET'))
+  if cur then return nil, nil, nil, cur end
+  redis.call('HSET', meta, id, meta_value(fence, l, a))
+  redis.call('ZADD', due, 'XX', nowms + ttl, id)
+  return fence, a + 1, l
+end
+-- claim_named: claim a named item the caller found claimable, whose due
+-- score was prev, and append 5 integers to out: code (1 claimed, or
+-- already ours with this token: a retried call whose first reply was
+-- lost; -1 held by another owner; -2 held by a foreign record), fence,
+-- attempt, lastSyncMs, prev.
+local function claim_named(out, due, meta, rk, id, tmpl, prev, ttl, nowms, nowus)
+  local code, fence, attempt, last = 0, 0, 0, 0
+  local cur = get_rec(rk)
+  if cur and token_of(cur) == token_of(tmpl) then
+    local _, l = meta_get(meta, id)
+    code, fence, attempt, last = 1, fence_of(cur), attempt_of(cur), l
+  elseif cur then
+    code = held(due, rk, id, cur, ttl, nowms) and -2 or -1
+  else
+    fence, attempt, last = take(due, meta, rk, id, tmpl, ttl, nowms, nowus)
+    if fence then
+      code = 1
+    else
+      fence, attempt, last = 0, 0, 0
+    end
+  end
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = code, fence, attempt, last, prev
+end

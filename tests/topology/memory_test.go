@@ -97,7 +97,7 @@ func pressure(t *testing.T, st *store.Store, admin *redis.Client) (held, kept, i
 		t.Fatal(err)
 	}
 	defer m.Close()
-	leases, err := m.Claim(ctx, ownership.ClaimRequest{Shard: 0, IDs: ids})
+	leases, err := m.ClaimIDs(ctx, ownership.ClaimIDsParams{Shard: 0, IDs: ids})
 	if err != nil || len(leases) != n {
 		t.Fatalf("claimed %d of %d: %v", len(leases), n, err)
 	}
@@ -119,6 +119,6 @@ func pressure(t *testing.T, st *store.Store, admin *redis.Client) (held, kept, i
 		}
 	}
 	items = int(admin.ZCard(ctx, st.Keys().Due(0)).Val())
-	_, claimErr = m.Claim(ctx, ownership.ClaimRequest{Shard: 0, IDs: []string{"late"}})
+	_, claimErr = m.ClaimIDs(ctx, ownership.ClaimIDsParams{Shard: 0, IDs: []string{"late"}})
 	return n, kept, items, claimErr
 }

@@ -186,10 +186,11 @@ func runFailover(t *testing.T, mode failoverMode) failoverResult {
 				case <-tick.C:
 				}
 				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				due, err := st.Due(cctx, sh, 1)
+				// The shard's longest-waiting due item, if any.
 				var leases []*ownership.Lease
-				if err == nil && len(due) > 0 {
-					leases, err = m.Claim(cctx, ownership.ClaimRequest{Shard: sh, IDs: due, OnlyDue: true})
+				res, err := m.ClaimPick(cctx, ownership.ClaimPickParams{Shard: sh, Workers: []int{0}})
+				if res != nil {
+					leases = res.Leases
 				}
 				cancel()
 				now := time.Now()

@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/store"
+)
+
+// fakeOwn is an in-memory claimer and dueIndex with the semantics of the
+// store's scripts and the Manager, for scheduler tests in
+// testing/synctest bubbles (time is the bubble's clock, in ms). Items
+// have due times per shard; a pick claims the longest-waiting due items
+// of a shard and moves them to their lease expiry, as claim_pick.lua
+// does, and reports the shard's new head; Release reschedules them as
+// release.lua does; a hold-off is learned from a claim, as the Manager
+// learns it from Redis, and refuses claims of the shard until it ends.
+type fakeOwn struct {
+	mu       sync.Mutex
+	shards   int
+	cfg      ownership.Config
+	stats    ownership.Stats
+	items    map[string]*fakeItem
+	holds    map[int]time.Time     // shard -> held until
+	holdNext map[int]time.Duration // shard -> hold learned at its next pick
+	picks    []fakePick            // every ClaimPick, in order
+	releases []fakeRelease         // every released lease, in order
+}
+
+type fakeItem struct {
+	shard   int
+	due     int64 // ms; quarantined: math.MaxInt64
+	prevDue int64 // due before the claim in force
+	fence   uint64
+	end     context.CancelCauseFunc // ends the lease; nil when not claimed
+}
+
+// fakePick is one ClaimPick: when, of which shard, for how many workers,
+// what it got; held when it found the shard held off.
+type fakePick struct {
+	at    time.Time
+	shard int
+	n     int
+	got   []string
+	held  bool
+}
+
+type fakeRelease struct {
+	at   time.Time
+	id   string
+	kind ownership.OutcomeKind
+}
+
+func newFakeOwn(shards int) *fakeOwn {
+	return &fakeOwn{shards: shards, cfg: ownership.Config{TTL: 30 * time.Second, Heartbeat: 10 * time.Second},
+		items: map[string]*fakeItem{}, holds: map[int]time.Time{}, holdNext: map[int]time.Duration{}}
+}
+
+func nowMs() int64 { return time.Now().UnixMilli() }
+
+// add adds an item to shard, due at now + in (negative: waiting since).
+func (f *fakeOwn) add(shard int, id string, in time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.items[id] = &fakeItem{shard: shard, due: nowMs() + in.Milliseconds()}
+}
+
+// holdAtNextPick makes the next pick of shard find it held off for d.
+func (f *fakeOwn) holdAtNextPick(shard int, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.holdNext[shard] = d
+}
+
+func (f *fakeOwn) due(id string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.items[id].due
+}
+
+func (f *fakeOwn) pickLog() []fakePick {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.picks)
+}
+
+func (f *fakeOwn) releaseLog() []fakeRelease {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.releases)
+}
+
+func (f *fakeOwn) Config() ownership.Config { return f.cfg }
+
+func (f *fakeOwn) Owner(w int) store.Owner {
+	return store.Owner{Host: "fake", PID: 1, Run: "run", Worker: w}
+}
+
+func (f *fakeOwn) Stats() *ownership.Stats { return &f.stats }
+
+func (f *fakeOwn) Close() error { return nil }
+
+func (f *fakeOwn) Held(shard int) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.heldLocked(shard)
+}
+
+func (f *fakeOwn) heldLocked(shard int) time.Duration {
+	return max(time.Until(f.holds[shard]), 0)
+}
+
+func (f *fakeOwn) ClaimPick(ctx context.Context, p ownership.ClaimPickParams) (*ownership.ClaimPickResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	pick := fakePick{at: time.Now(), shard: p.Shard, n: len(p.Workers)}
+	if d, ok := f.holdNext[p.Shard]; ok {
+		delete(f.holdNext, p.Shard)
+		f.holds[p.Shard] = time.Now().Add(d)
+	}
+	if left := f.heldLocked(p.Shard); left > 0 {
+		pick.held = true
+		f.picks = append(f.picks, pick)
+		return nil, &ownership.HoldError{Shard: p.Shard, For: left}
+	}
+	now := nowMs()
+	var cand []string
+	for id, it := range f.items {
+		// A claimed item is due again when its lease expires, as its
+		// score is the lease expiry and the record expires with it.
+		if it.shard == p.Shard && it.due <= now {
+			cand = append(cand, id)
+		}
+	}
+	// Longest waiting first; equal scores go by member, as in a ZSET.
+	slices.SortFunc(cand, func(a, b string) int { return cmp.Or(cmp.Compare(f.items[a].due, f.items[b].due), cmp.Compare(a, b)) })
+	res := &ownership.ClaimPickResult{HeadKnown: true}
+	for i, id := range cand[:min(len(cand), len(p.Workers))] {
+		it := f.items[id]
+		if it.end != nil {
+			it.end(nil) // its lease expired by itself
+		}
+		it.prevDue, it.due = it.due, now+f.cfg.TTL.Milliseconds()
+		it.fence++
+		var lctx context.Context
+		lctx, it.end = context.WithCancelCause(context.Background())
+		res.Leases = append(res.Leases, ownership.NewLease(lctx, ownership.LeaseParams{ID: id, Shard: p.Shard,
+			Owner: f.Owner(p.Workers[i]), Fence: it.fence, TTL: f.cfg.TTL}))
+		pick.got = append(pick.got, id)
+	}
+	res.Head = f.headLocked(p.Shard)
+	f.picks = append(f.picks, pick)
+	return res, nil
+}
+
+// headLocked is the shard's lowest due score, claimed items (at their
+// lease expiry) included, quarantined ones not; 0 when none.
+func (f *fakeOwn) headLocked(shard int) int64 {
+	head := int64(0)
+	for _, it := range f.items {
+		if it.shard == shard && it.due != math.MaxInt64 && (head == 0 || it.due < head) {
+			head = it.due
+		}
+	}
+	return head
+}
+
+func (f *fakeOwn) ClaimBatch(context.Context, ownership.ClaimBatchParams) ([]*ownership.Lease, error) {
+	return nil, errors.New("fake: batch claims are not modelled")
+}
+
+func (f *fakeOwn) Release(ctx context.Context, leases []*ownership.Lease, outs []ownership.Outcome) []ownership.ReleaseResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := make([]ownership.ReleaseResult, len(leases))
+	for i, l := range leases {
+		it := f.items[l.ID()]
+		if it == nil || it.end == nil || it.fence != l.Fence() {
+			res[i] = ownership.ReleaseResult{Code: store.NotHeld}
+			continue
+		}
+		it.end(ownership.ErrReleased)
+		it.end = nil
+		switch outs[i].Kind {
+		case ownership.OutcomeSynced, ownership.OutcomeFailed:
+			it.due = nowMs() + outs[i].Delay.Milliseconds()
+		case ownership.OutcomeQuarantine:
+			it.due = math.MaxInt64
+		case ownership.OutcomeHandBack:
+			it.due = it.prevDue
+		}
+		f.releases = append(f.releases, fakeRelease{at: time.Now(), id: l.ID(), kind: outs[i].Kind})
+		res[i] = ownership.ReleaseResult{Code: store.Released, Recorded: true}
+	}
+	return res
+}
+
+func (f *fakeOwn) Keys() store.Keys { return store.NewKeys("fake", f.shards) }
+
+func (f *fakeOwn) Oldest(context.Context) ([]int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]int64, f.shards)
+	for sh := range out {
+		out[sh] = f.headLocked(sh)
+	}
+	return out, nil
+}
+
+func (f *fakeOwn) Now(context.Context) (int64, error) { return nowMs(), nil }
+
+func (f *fakeOwn) Backlog(context.Context) (int64, int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	due, oldest, now := int64(0), int64(0), nowMs()
+	for _, it := range f.items {
+		if it.due <= now {
+			due++
+			if oldest == 0 || it.due < oldest {
+				oldest = it.due
+			}
+		}
+	}
+	return due, oldest, nil
+}

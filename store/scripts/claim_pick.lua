@@ -1,0 +1,58 @@
+-- claim_pick.lua: claim the longest-waiting due items of one shard
+-- (score <= now), one per record template, found by the script itself:
+-- one round trip from the due index to the claims, and concurrent picks
+-- never collide. Each claim is SET NX PX with a fresh fence (take).
+-- KEYS[1]    due ZSET of the shard
+-- KEYS[2]    meta HASH of the shard
+-- KEYS[3]    epoch marker of the shard
+-- KEYS[4]    receipt: the ids claimed, kept for ttl ms, so a caller whose
+--            reply was lost can learn what it claimed
+-- ARGV[1]    "pick": names the call on the wire (MONITOR, SLOWLOG, and
+--            the proxy of tests/fault, which delays these replies); unread
+-- ARGV[2]    ttl in ms
+-- ARGV[2+i]  record template i; its fence, claimed-at, heartbeat-at and
+--            attempt are patched in here
+-- Result: {-1} or {-2, ms} when the shard may not be claimed (claim_gate).
+-- Else 5 values per item claimed, in due order: id, fence, attempt,
+-- lastSyncMs, score before the claim; an item held by a foreign record
+-- (see held) comes as id, -1, 0, 0, 0 and takes no template; one more
+-- value ends the reply: the lowest due score left in the shard (ms), 0
+-- when there is none.
+local nowms, nowus = now()
+local gate = claim_gate(KEYS[3], nowms)
+if gate then return gate end
+local ttl = tonumber(ARGV[2])
+local cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', nowms, 'WITHSCORES', 'LIMIT', 0, #ARGV - 2)
+local recs = string.sub(KEYS[1], 1, -4) .. 'rec:' -- "<prefix>:{s<k>}:rec:"
+local got, out = {}, {}
+for i = 1, #cand, 2 do
+  local id = cand[i]
+  local rk = recs .. enc(id)
+  local fence, attempt, last, cur = take(KEYS[1], KEYS[2], rk, id, ARGV[3 + #got], ttl, nowms, nowus)
+  if fence then
+    got[#got + 1] = id
+    out[#out + 1] = id
+    out[#out + 1] = fence
+    out[#out + 1] = attempt
+    out[#out + 1] = last
+    out[#out + 1] = tonumber(cand[i + 1])
+  elseif held(KEYS[1], rk, id, cur, ttl, nowms) then
+    out[#out + 1] = id
+    out[#out + 1] = -1
+    out[#out + 1] = 0
+    out[#out + 1] = 0
+    out[#out + 1] = 0
+  end
+end
+if #got > 0 then
+  redis.call('SET', KEYS[4], table.concat(got, '\n'), 'PX', ttl)
+end
+-- Last, the shard's lowest score left (0: none, or only quarantined),
+-- so the caller knows when to come back without asking again.
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if head[2] and not is_inf(head[2]) then
+  out[#out + 1] = math.max(tonumber(head[2]), 1) -- never read as {-1}
+else
+  out[#out + 1] = 0
+end
+return out
