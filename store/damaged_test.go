@@ -20,7 +20,7 @@ func TestReleaseWithDamagedErrorsKey(t *testing.T) {
 		s.Client().Set(ctx, s.Keys().Errors(0), "garbage", 0)
 		for attempt := 1; attempt <= 2; attempt++ {
 			r := record("w")
-			if res := claim(t, s, r, time.Minute, false, "p")[0]; res.Code != store.ClaimOK || res.Attempt != attempt {
+			if res := claim(t, s, r, time.Minute, "p")[0]; res.Code != store.ClaimOK || res.Attempt != attempt {
 				t.Fatalf("attempt %d: claim = %+v", attempt, res)
 			}
 			kind := store.ReleaseFailed
