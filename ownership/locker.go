@@ -216,33 +216,75 @@ func notObtained(name string, why error) error {
 // try makes one attempt. The duration it returns is how long the holder
 // has left when someone holds the lock, -1 when that is not known.
 func (lk *Locker) try(ctx context.Context, name string, o lockOptions) (*Lock, time.Duration, error) {
-	if err := store.ValidateID(name); err != nil {
-		return nil, -1, err
-	}
-	if len(o.metadata) > store.MaxMetadataLen {
-		return nil, -1, fmt.Errorf("ownership: lock %q: metadata of %d bytes, the limit is %d", name, len(o.metadata), store.MaxMetadataLen)
-	}
-	lk.mu.Lock()
-	if lk.closed {
-		lk.mu.Unlock()
-		return nil, -1, ErrClosed
-	}
-	cur := lk.held[name]
-	lk.mu.Unlock()
-	if cur != nil {
-		if !lk.cfg.Reentrant {
-			return nil, -1, fmt.Errorf("%w: %q is held by this locker", ErrNotObtained, name)
-		}
-		if ok, err := lk.reenter(ctx, cur); ok || err != nil {
-			if err != nil {
-				return nil, -1, err
-			}
-			return cur, 0, nil
-		}
+	if cur, err := lk.precheck(ctx, name, o); cur != nil || err != nil {
+		return cur, -1, err
 	}
 	tok := store.NewToken()
 	rec := &store.Record{Version: store.RecordVersion, Token: tok, State: store.StateSyncing, Owner: lk.cfg.Owner, Metadata: o.metadata}
 	sent := time.Now()
+	v := lk.vote(ctx, name, rec)
+	// Validity: TTL - elapsed - margin must be left, or it is not a lock.
+	valid := lk.cfg.TTL - time.Since(sent) - lk.cfg.Margin
+	if v.n < lk.quorum || valid <= 0 {
+		if v.n > 0 {
+			lk.unlockOn(name, tok, v.granted)
+		}
+		return nil, v.wait, lk.refused(name, v)
+	}
+	if lk.cfg.Settle > 0 {
+		if err := lk.settle(ctx, name, tok, v.granted); err != nil {
+			return nil, -1, err
+		}
+	}
+	l, err := lk.hold(name, o, tok, v, sent)
+	if err != nil {
+		return nil, -1, err
+	}
+	return l, 0, nil
+}
+
+// precheck refuses a bad name or metadata and a closed Locker, and
+// handles a name this Locker already holds: refused, or re-entered (the
+// held lock is returned) when Reentrant.
+func (lk *Locker) precheck(ctx context.Context, name string, o lockOptions) (*Lock, error) {
+	if err := store.ValidateID(name); err != nil {
+		return nil, err
+	}
+	if len(o.metadata) > store.MaxMetadataLen {
+		return nil, fmt.Errorf("ownership: lock %q: metadata of %d bytes, the limit is %d", name, len(o.metadata), store.MaxMetadataLen)
+	}
+	lk.mu.Lock()
+	if lk.closed {
+		lk.mu.Unlock()
+		return nil, ErrClosed
+	}
+	cur := lk.held[name]
+	lk.mu.Unlock()
+	if cur == nil {
+		return nil, nil
+	}
+	if !lk.cfg.Reentrant {
+		return nil, fmt.Errorf("%w: %q is held by this locker", ErrNotObtained, name)
+	}
+	ok, err := lk.reenter(ctx, cur)
+	if ok && err == nil {
+		return cur, nil
+	}
+	return nil, err
+}
+
+// votes is what the servers answered one lock attempt.
+type votes struct {
+	granted []bool // per server
+	n, busy int
+	fence   uint64
+	wait    time.Duration // the longest a holder has left, -1 unknown
+	heldOff bool          // a server holds the name off after data loss
+	errs    []error
+}
+
+// vote asks every server for the lock at once.
+func (lk *Locker) vote(ctx context.Context, name string, rec *store.Record) votes {
 	type reply struct {
 		res store.LockResult
 		err error
@@ -252,64 +294,59 @@ func (lk *Locker) try(ctx context.Context, name string, o lockOptions) (*Lock, t
 		res, err := st.Lock(ctx, name, rec, lk.cfg.TTL)
 		replies[i] = reply{res, err}
 	})
-	granted := make([]bool, len(lk.stores))
-	n, busy, fence, wait := 0, 0, uint64(0), time.Duration(-1)
-	heldOff := false
-	var errs []error
+	v := votes{granted: make([]bool, len(lk.stores)), wait: -1}
 	for i, r := range replies {
 		switch {
 		case r.err != nil:
-			errs = append(errs, r.err)
+			v.errs = append(v.errs, r.err)
 		case r.res.Acquired:
-			granted[i] = true
-			n++
-			fence = max(fence, r.res.Fence)
+			v.granted[i] = true
+			v.n++
+			v.fence = max(v.fence, r.res.Fence)
 		default:
-			busy++
-			wait = max(wait, r.res.Wait)
-			heldOff = heldOff || r.res.HeldOff
+			v.busy++
+			v.wait = max(v.wait, r.res.Wait)
+			v.heldOff = v.heldOff || r.res.HeldOff
 		}
 	}
-	// Validity: TTL - elapsed - margin must be left, or it is not a lock.
-	valid := lk.cfg.TTL - time.Since(sent) - lk.cfg.Margin
-	if n < lk.quorum || valid <= 0 {
-		if n > 0 {
-			lk.unlockOn(name, tok, granted)
-		}
-		if len(errs) > 0 && len(lk.stores) == 1 {
-			return nil, -1, fmt.Errorf("ownership: lock %q: %w", name, errs[0])
-		}
-		why := ""
-		if heldOff {
-			why = ", held off after Redis lost its data"
-		}
-		err := fmt.Errorf("%w: %q (%d of %d servers granted it, %d needed%s)", ErrNotObtained, name, n, len(lk.stores), lk.quorum, why)
-		if len(errs) > 0 {
-			// Keep the cause visible: servers that failed are why there
-			// is no majority.
-			err = fmt.Errorf("%w: %w", err, errors.Join(errs...))
-		}
-		return nil, wait, err
+	return v
+}
+
+// refused is the error of an attempt without a majority (or validity).
+func (lk *Locker) refused(name string, v votes) error {
+	if len(v.errs) > 0 && len(lk.stores) == 1 {
+		return fmt.Errorf("ownership: lock %q: %w", name, v.errs[0])
 	}
-	if lk.cfg.Settle > 0 {
-		if err := lk.settle(ctx, name, tok, granted); err != nil {
-			return nil, -1, err
-		}
+	why := ""
+	if v.heldOff {
+		why = ", held off after Redis lost its data"
 	}
-	l := &Lock{lk: lk, name: name, metadata: o.metadata, holds: 1, stores: granted}
-	l.Lease = newLease(context.Background(), name, -1, lk.stores[0].Keys().Lock(name), tok, lk.cfg.Owner, fence, lk.cfg.TTL, lk.cfg.Margin, sent)
+	err := fmt.Errorf("%w: %q (%d of %d servers granted it, %d needed%s)", ErrNotObtained, name, v.n, len(lk.stores), lk.quorum, why)
+	if len(v.errs) > 0 {
+		// Keep the cause visible: servers that failed are why there is
+		// no majority.
+		err = fmt.Errorf("%w: %w", err, errors.Join(v.errs...))
+	}
+	return err
+}
+
+// hold makes the Lock of a granted attempt, arms its lease and starts its
+// heartbeats; a Locker closed meanwhile hands it back.
+func (lk *Locker) hold(name string, o lockOptions, tok store.Token, v votes, sent time.Time) (*Lock, error) {
+	l := &Lock{lk: lk, name: name, metadata: o.metadata, holds: 1, stores: v.granted}
+	l.Lease = newLease(context.Background(), name, -1, lk.stores[0].Keys().Lock(name), tok, lk.cfg.Owner, v.fence, lk.cfg.TTL, lk.cfg.Margin, sent)
 	l.Lease.arm()
 	lk.mu.Lock()
 	if lk.closed {
 		lk.mu.Unlock()
-		lk.unlockOn(name, tok, granted)
+		lk.unlockOn(name, tok, v.granted)
 		l.end(ErrClosed)
-		return nil, -1, ErrClosed
+		return nil, ErrClosed
 	}
 	lk.held[name] = l
 	lk.mu.Unlock()
 	lk.hb.add(l.Lease)
-	return l, 0, nil
+	return l, nil
 }
 
 // settle waits, then re-reads the lock on the granting servers.
@@ -422,33 +459,41 @@ func (lk *Locker) extend(ctx context.Context, leases []*Lease) []error {
 	return lk.extendLocked(ctx, leases)
 }
 
-// extendLocked is extend with extendMu held. Each lock is renewed with
-// its own TTL (see Refresh): one Extend call per distinct TTL, which is
-// one call unless Refresh changed some.
-func (lk *Locker) extendLocked(ctx context.Context, leases []*Lease) []error {
-	type group struct {
-		ttl  time.Duration
-		idx  []int
-		reqs []store.ExtendRequest
-	}
-	var groups []*group
+// ttlGroup is the leases of one TTL: Refresh can give a lock its own.
+type ttlGroup struct {
+	ttl  time.Duration
+	idx  []int // into the leases
+	reqs []store.ExtendRequest
+}
+
+// byTTL groups leases by their TTL, one extend call per group.
+func byTTL(leases []*Lease) []*ttlGroup {
+	var groups []*ttlGroup
 	for i, l := range leases {
 		l.mu.Lock()
 		ttl := l.ttl
 		l.mu.Unlock()
-		var g *group
+		var g *ttlGroup
 		for _, c := range groups {
 			if c.ttl == ttl {
 				g = c
 			}
 		}
 		if g == nil {
-			g = &group{ttl: ttl}
+			g = &ttlGroup{ttl: ttl}
 			groups = append(groups, g)
 		}
 		g.idx = append(g.idx, i)
 		g.reqs = append(g.reqs, store.ExtendRequest{Key: l.key, Token: l.token})
 	}
+	return groups
+}
+
+// extendLocked is extend with extendMu held. Each lock is renewed with
+// its own TTL (see Refresh): one Extend call per distinct TTL, which is
+// one call unless Refresh changed some.
+func (lk *Locker) extendLocked(ctx context.Context, leases []*Lease) []error {
+	groups := byTTL(leases)
 	type tally struct{ ok, missing, other int }
 	counts := make([]tally, len(leases))
 	errs := make([]error, len(lk.stores))
