@@ -43,4 +43,15 @@
 // ErrShutdown and hands their claims back so peers resume at once.
 // RunBatch syncs every item once, cooperating with other batch processes
 // on the same set, and returns a Report.
+//
+// # What engine owns, and what it must not touch
+//
+// engine owns the service around the protocol: which shard to claim from
+// next (longest-waiting first), the worker pool, what a sync's outcome
+// means (synced, failed with backoff, quarantined, handed back), batch
+// runs and the metrics. It reaches ownership through the small claimer
+// interface and store through dueIndex, so the scheduler is tested with
+// testing/synctest over fakes. It must not touch Redis itself, parse
+// config files, or know which sink it runs: a sink is only the
+// sinks.Sink interface.
 package engine

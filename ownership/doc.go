@@ -123,4 +123,14 @@
 // the engine of one key prefix should use the same TTL; a TTL raised
 // with Refresh is not covered after a data loss. None of this costs a
 // round trip or a Redis command while the counter exists.
+//
+// # What ownership owns, and what it must not touch
+//
+// ownership owns the lease: claiming, the settle and confirm read, the
+// trust window, heartbeats, release, fencing, the hold-off of a shard
+// after Redis lost its data, and the standalone Locker. It reaches Redis
+// only through the Store interface (store.Store implements it), so its
+// timing is tested over a fake with testing/synctest. It must not know
+// what an item is for: no scheduling, no backoff policy, no sinks; and it
+// builds no key names itself.
 package ownership

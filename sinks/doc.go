@@ -77,4 +77,13 @@
 //
 // Package [github.com/syncd/syncd/sinks/sinktest] is the conformance suite
 // every sink, built-in or not, should pass.
+//
+// # What sinks owns, and what it must not touch
+//
+// The sinks package owns the contract and the errors that steer retries;
+// each subpackage (exec, http, file, log) owns one way to reach a target
+// and its own Config, defaults and validation. A sink must not touch
+// Redis, the lease or the schedule: it is handed an Item and a context
+// and returns an error. sinks/sinktest checks any sink against the
+// contract.
 package sinks

@@ -25,4 +25,13 @@
 //
 // All times that matter across hosts come from Redis's TIME, so one clock
 // orders the whole fleet.
+//
+// # What store owns, and what it must not touch
+//
+// store owns every byte syncd keeps in Redis: the key names (keys.go is
+// the only place they are built), the record and meta formats, and the
+// scripts that change them. Nothing above it sends a Redis command.
+// It must not decide policy: when to claim, how long to back off, what a
+// failure means, whom to trust. Those belong to ownership and engine,
+// which pass them in as params. It reads no files, flags or environment.
 package store

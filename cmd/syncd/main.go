@@ -9,6 +9,12 @@
 //	syncd release  -c config.yaml --force ID      admin release of a stuck claim
 //	syncd validate -c config.yaml                 print the effective config, or every error
 //	syncd version
+//
+// cmd/syncd alone reads config.yaml, flags, the environment and signals,
+// and wires store, ownership, engine and the sinks together; the config
+// file's schema, line numbers and messages live in internal/config. It
+// must not hold protocol or scheduling logic of its own: what it needs
+// from a library, the library exports.
 package main
 
 import (
