@@ -1,9 +1,6 @@
 package config
 
-import (
-	"reflect"
-	"time"
-)
+import "time"
 
 // schema is the YAML file, section by section. The yaml tags are the keys;
 // the decoder, Redacted and the test that keeps config.yaml complete all
@@ -131,22 +128,3 @@ const (
 	FormatJSON    = "json"    // one JSON object per line
 	FormatConsole = "console" // zerolog's human-readable console writer
 )
-
-// schemaKeys returns every dotted key of the schema, sections included, in
-// the order of the schema.
-func schemaKeys() []string {
-	var keys []string
-	var walk func(t reflect.Type, path string)
-	walk = func(t reflect.Type, path string) {
-		for i := range t.NumField() {
-			ft := t.Field(i)
-			key := join(path, ft.Tag.Get("yaml"))
-			keys = append(keys, key)
-			if ft.Type.Kind() == reflect.Struct && ft.Type != durationType {
-				walk(ft.Type, key)
-			}
-		}
-	}
-	walk(reflect.TypeFor[schema](), "")
-	return keys
-}
