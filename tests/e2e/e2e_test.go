@@ -367,6 +367,22 @@ func TestValidate(t *testing.T) {
 	if r := runEnv(t, []string{"E2E_PW=hunter2-secret"}, "validate", "-c", pw); r.code != 0 || strings.Contains(r.stdout+r.stderr, "hunter2") {
 		t.Errorf("validate printed the password:\n%s%s", r.stdout, r.stderr)
 	}
+	// Issue #15: credentials inside values, and custom headers, are not
+	// printed.
+	leaky := writeConfig(t, `sink:
+  type: exec
+  exec:
+    command: [sync, "https://u:hunter3@h/x?sig=hunter4"]
+    env: ["DATABASE_URL=postgres://u:hunter5@h/db"]
+`)
+	if r := run(t, "validate", "-c", leaky); r.code != 0 || strings.Contains(r.stdout+r.stderr, "hunter") ||
+		!strings.Contains(r.stdout, "DATABASE_URL=postgres://xxxxx@h/db") {
+		t.Errorf("validate printed a credential, or not the rest:\n%s%s", r.stdout, r.stderr)
+	}
+	hook := writeConfig(t, "sink:\n  type: http\n  http:\n    url: http://h/x\n    headers:\n      X-Hub: sha1=hunter6\n")
+	if r := run(t, "validate", "-c", hook); r.code != 0 || strings.Contains(r.stdout+r.stderr, "hunter") {
+		t.Errorf("validate printed a header value:\n%s%s", r.stdout, r.stderr)
+	}
 	if r := run(t, "frobnicate"); r.code != 2 {
 		t.Errorf("unknown command: exit %d", r.code)
 	}
@@ -432,7 +448,18 @@ func TestRunRetriesAndSignals(t *testing.T) {
 
 	// A second signal while draining exits at once.
 	srv := redistest.Start(t, nil)
-	slow := writeConfig(t, redisConfig(srv, "sig", `items:
+	// A grace longer than the 3s the second signal may take needs a
+	// margin above it (sink.exec.grace must be below ownership.margin).
+	slow := writeConfig(t, fmt.Sprintf(`redis:
+  addrs: [%q]
+  key_prefix: sig
+  shards: 4
+ownership:
+  ttl: 20s
+  margin: 9s
+log:
+  format: json
+items:
   ids: [s]
 engine:
   drain_timeout: 1m
@@ -440,8 +467,8 @@ sink:
   type: exec
   exec:
     command: ["sh", "-c", "trap '' TERM; sleep 60"]
-    grace: 1m
-`))
+    grace: 8s
+`, srv.Addr()))
 	cmd2 := exec.Command(syncd, "run", "-c", slow)
 	cmd2.Start()
 	t.Cleanup(func() { cmd2.Process.Kill(); cmd2.Wait() })
