@@ -12,6 +12,8 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +25,9 @@ import (
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/ownership"
 	execsink "github.com/syncd/syncd/sinks/exec"
+	filesink "github.com/syncd/syncd/sinks/file"
 	httpsink "github.com/syncd/syncd/sinks/http"
+	logsink "github.com/syncd/syncd/sinks/log"
 	"github.com/syncd/syncd/store"
 )
 
@@ -469,8 +473,8 @@ sink:
 		grace: 2s
 `, []string{`c.yaml:3: ownership.heartbeat: "3x" is not a duration (examples: 30s, 500ms, 2m)`,
 			"c.yaml:8: sink.exec.grace: 2s must be below ownership.margin (1.002s): a command is sent SIGTERM when " +
-			"its lease's trust window closes and SIGKILL grace later, and must be dead before the claim can expire, " +
-			"margin later, and another worker take the item"}},
+				"its lease's trust window closes and SIGKILL grace later, and must be dead before the claim can expire, " +
+				"margin later, and another worker take the item"}},
 		{"exec grace not below the margin set", `
 ownership:
 	margin: 2s
@@ -722,6 +726,27 @@ func TestConversions(t *testing.T) {
 	for _, err := range []error{st.Validate(), f.Engine().Validate(), f.Sink().HTTP.Validate()} {
 		if err != nil {
 			t.Errorf("converted config does not validate: %v", err)
+		}
+	}
+}
+
+// Every key of a section that configures a library reaches the field of
+// the same name and type in the library's Config (copyFields), but for
+// the keys this package resolves itself: a field renamed in a library
+// must not silently drop a key.
+func TestSchemaNamesLibraryFields(t *testing.T) {
+	own := []string{"PasswordEnv", "PasswordFile", "SentinelPasswordEnv", "TLS", "Owner"}
+	for _, pair := range [][2]any{
+		{redisSection{}, store.Config{}}, {ownershipSection{}, ownership.Config{}}, {engineSection{}, engine.Config{}},
+		{execSinkSection{}, execsink.Config{}}, {httpSinkSection{}, httpsink.Config{}},
+		{fileSinkSection{}, filesink.Config{}}, {logSinkSection{}, logsink.Config{}},
+	} {
+		st, lt := reflect.TypeOf(pair[0]), reflect.TypeOf(pair[1])
+		for i := range st.NumField() {
+			f := st.Field(i)
+			if lf, ok := lt.FieldByName(f.Name); !slices.Contains(own, f.Name) && (!ok || lf.Type != f.Type) {
+				t.Errorf("%s.%s has no field of its name and type in %s", st.Name(), f.Name, lt)
+			}
 		}
 	}
 }

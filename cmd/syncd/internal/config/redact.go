@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -38,10 +39,7 @@ func (f *File) Redacted() ([]byte, error) {
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
-		return nil, fmt.Errorf("config: redacted: %w", err)
-	}
-	if err := enc.Close(); err != nil {
+	if err := errors.Join(enc.Encode(doc), enc.Close()); err != nil {
 		return nil, fmt.Errorf("config: redacted: %w", err)
 	}
 	return b.Bytes(), nil

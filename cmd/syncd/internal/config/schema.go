@@ -4,9 +4,10 @@ import "time"
 
 // schema is the YAML file, section by section. The yaml tags are the keys;
 // the decoder, Redacted and the test that keeps config.yaml complete all
-// walk these types, so a key added here is a key everywhere. Field types
-// are limited to what the decoder knows: string, bool, int, time.Duration,
-// []string, map[string]string and nested sections (structs).
+// walk these types, so a key added here is a key everywhere. A field with
+// the name and type of a field of the library Config it configures is
+// copied to it by name (copyFields). Field types are limited to string,
+// bool, int, time.Duration, []string, map[string]string and sections.
 type schema struct {
 	Redis     redisSection     `yaml:"redis"`
 	Ownership ownershipSection `yaml:"ownership"`
