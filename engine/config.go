@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,30 +11,47 @@ import (
 	"github.com/syncd/syncd/ownership"
 )
 
+// Defaults and limits of Config.
+const (
+	WorkersDefault      = 4
+	WorkersMax          = 10000
+	IntervalDefault     = time.Minute
+	BatchDefault        = 32
+	BatchMax            = 1000
+	MaxAttemptsDefault  = 5
+	BackoffMinDefault   = time.Second
+	BackoffMaxDefault   = 5 * time.Minute
+	DrainTimeoutDefault = 30 * time.Second
+	PollDefault         = 250 * time.Millisecond
+)
+
 // Config configures an Engine. Zero values mean the defaults written on
-// each field.
+// each field; WithDefaults applies them.
 type Config struct {
-	// Workers is how many syncs run at once. Default 4.
+	// Workers is how many syncs run at once. Default WorkersDefault (4);
+	// at most WorkersMax.
 	Workers int
 	// Interval is how long after its lastSync an item is due again.
-	// Default 1m.
+	// Default IntervalDefault (1m); at least 1ms.
 	Interval time.Duration
-	// Batch is the most items claimed in one round trip. Default 32.
+	// Batch is the most items claimed in one round trip. Default
+	// BatchDefault (32); at most BatchMax.
 	Batch int
 	// MaxAttempts is how many consecutive failures quarantine an item.
-	// Default 5.
+	// Default MaxAttemptsDefault (5).
 	MaxAttempts int
 	// BackoffMin and BackoffMax bound the retry delay after a failure: it
 	// starts at BackoffMin, doubles per attempt up to BackoffMax, with
-	// jitter. Defaults 1s and 5m.
+	// jitter. Defaults BackoffMinDefault (1s) and BackoffMaxDefault (5m).
 	BackoffMin, BackoffMax time.Duration
 	// DrainTimeout is how long Stop lets in-flight syncs finish before it
-	// cancels them. Default 30s.
+	// cancels them. Default DrainTimeoutDefault (30s).
 	DrainTimeout time.Duration
 	// Poll is how long the scheduler waits before looking again when
-	// nothing is due. Default 250ms.
+	// nothing is due. Default PollDefault (250ms); at least 1ms.
 	Poll time.Duration
-	// Ownership is the claim protocol's timing.
+	// Ownership is the claim protocol's timing. WithDefaults leaves it
+	// as it is: ownership.Config applies its own defaults.
 	Ownership ownership.Config
 	// Logger receives logs. The zero value logs nothing.
 	Logger zerolog.Logger
@@ -46,55 +65,56 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return "engine: " + e.Field + ": " + e.Reason }
 
-// Validate checks c after applying defaults, naming the first bad field.
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	c.Workers = cmp.Or(c.Workers, WorkersDefault)
+	c.Batch = cmp.Or(c.Batch, BatchDefault)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
+	c.Interval = cmp.Or(c.Interval, IntervalDefault)
+	c.BackoffMin = cmp.Or(c.BackoffMin, BackoffMinDefault)
+	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
+	c.Poll = cmp.Or(c.Poll, PollDefault)
+	return c
+}
+
+// Validate checks c after applying defaults, and c.Ownership. It returns
+// every bad field, each a *ConfigError (an *ownership.ConfigError for the
+// ownership fields), joined with errors.Join; nil when c is good.
 func (c Config) Validate() error {
 	_, err := c.resolve()
 	return err
 }
 
 func (c Config) resolve() (Config, error) {
-	bad := func(field, format string, args ...any) (Config, error) {
-		return c, &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	c = c.WithDefaults()
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
+	if c.Workers < 1 || c.Workers > WorkersMax {
+		bad("workers", "%d is outside 1..%d", c.Workers, WorkersMax)
 	}
-	if c.Workers == 0 {
-		c.Workers = 4
+	if c.Batch < 1 || c.Batch > BatchMax {
+		bad("batch", "%d is outside 1..%d", c.Batch, BatchMax)
 	}
-	if c.Batch == 0 {
-		c.Batch = 32
+	if c.MaxAttempts < 1 {
+		bad("max_attempts", "%d is below 1", c.MaxAttempts)
 	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 5
+	if c.Interval < time.Millisecond {
+		bad("interval", "%v is below 1ms", c.Interval)
 	}
-	def(&c.Interval, time.Minute)
-	def(&c.BackoffMin, time.Second)
-	def(&c.BackoffMax, 5*time.Minute)
-	def(&c.DrainTimeout, 30*time.Second)
-	def(&c.Poll, 250*time.Millisecond)
-	switch {
-	case c.Workers < 1 || c.Workers > 10000:
-		return bad("workers", "%d is outside 1..10000", c.Workers)
-	case c.Batch < 1 || c.Batch > 1000:
-		return bad("batch", "%d is outside 1..1000", c.Batch)
-	case c.MaxAttempts < 1:
-		return bad("max_attempts", "%d is below 1", c.MaxAttempts)
-	case c.Interval < time.Millisecond:
-		return bad("interval", "%v is below 1ms", c.Interval)
-	case c.BackoffMin < time.Millisecond:
-		return bad("backoff_min", "%v is below 1ms", c.BackoffMin)
-	case c.BackoffMax < c.BackoffMin:
-		return bad("backoff_max", "%v is below backoff_min (%v)", c.BackoffMax, c.BackoffMin)
-	case c.DrainTimeout < 0:
-		return bad("drain_timeout", "%v is negative", c.DrainTimeout)
-	case c.Poll < time.Millisecond:
-		return bad("poll", "%v is below 1ms", c.Poll)
+	if c.BackoffMin < time.Millisecond {
+		bad("backoff_min", "%v is below 1ms", c.BackoffMin)
+	} else if c.BackoffMax < c.BackoffMin {
+		bad("backoff_max", "%v is below backoff_min (%v)", c.BackoffMax, c.BackoffMin)
 	}
-	if err := c.Ownership.Validate(); err != nil {
-		return c, err
+	if c.DrainTimeout < 0 {
+		bad("drain_timeout", "%v is negative", c.DrainTimeout)
 	}
-	return c, nil
+	if c.Poll < time.Millisecond {
+		bad("poll", "%v is below 1ms", c.Poll)
+	}
+	errs = append(errs, c.Ownership.Validate())
+	return c, errors.Join(errs...)
 }

@@ -1,8 +1,10 @@
 package ownership
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/base32"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -13,11 +15,21 @@ import (
 	"github.com/syncd/syncd/store"
 )
 
+// Defaults and limits of Config. The defaults of Heartbeat, Margin and
+// ReplicaTimeout are derived from TTL, as written on each field.
+const (
+	TTLDefault = 30 * time.Second
+	TTLMin     = 10 * time.Millisecond
+	// MarginDriftDefault is the fixed part of the default Margin, which
+	// is TTL/10 + MarginDriftDefault.
+	MarginDriftDefault = 2 * time.Millisecond
+)
+
 // Config holds the timing of the protocol. Zero values mean the defaults
-// written on each field.
+// written on each field; WithDefaults applies them.
 type Config struct {
 	// TTL is how long a claim lives in Redis without a heartbeat.
-	// Default 30s; at least 10ms.
+	// Default TTLDefault (30s); at least TTLMin (10ms).
 	TTL time.Duration
 	// Heartbeat is how often leases are extended. Default TTL/3; must be
 	// below TTL - Margin.
@@ -28,16 +40,18 @@ type Config struct {
 	// TTL - Margin.
 	Settle time.Duration
 	// Margin is taken off the trust window to cover clock drift between
-	// this host and Redis and the round trip. Default TTL/10 + 2ms (the
-	// Redlock drift allowance, rounded up); must be below TTL/2.
+	// this host and Redis and the round trip. A lease's context is
+	// cancelled when its trust window closes, Margin before its claim can
+	// expire in Redis. Default TTL/10 + MarginDriftDefault (the Redlock
+	// drift allowance, rounded up); must be below TTL/2.
 	Margin time.Duration
 	// MinReplicas > 0 counts a claim only after that many replicas
 	// acknowledged it (WAIT). Default 0.
 	MinReplicas int
 	// ReplicaTimeout bounds the WAIT. Default TTL/10.
 	ReplicaTimeout time.Duration
-	// Owner identifies this process in records. Default: the host name,
-	// the pid and a random run id.
+	// Owner identifies this process in records. Default: the host name
+	// ("unknown" when it cannot be read), the pid and a random run id.
 	Owner store.Owner
 	// Logger receives logs. The zero value logs nothing.
 	Logger zerolog.Logger
@@ -51,75 +65,80 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return "ownership: " + e.Field + ": " + e.Reason }
 
-// Validate checks c after applying defaults, naming the first bad field.
-// It has no side effects.
-func (c Config) Validate() error {
-	_, err := c.check()
-	return err
-}
-
-// resolve applies every default, including the owner identity, and
-// checks the result.
-func (c Config) resolve() (Config, error) {
-	c, err := c.check()
-	if err != nil {
-		return c, err
-	}
-	if c.Owner.Host == "" {
-		c.Owner.Host, _ = os.Hostname()
-		if c.Owner.Host == "" {
-			c.Owner.Host = "unknown"
-		}
-	}
-	if c.Owner.PID == 0 {
-		c.Owner.PID = os.Getpid()
-	}
+// WithDefaults returns c with every zero field set to its default,
+// including the owner identity.
+func (c Config) WithDefaults() Config {
+	c.TTL = cmp.Or(c.TTL, TTLDefault)
+	c.Margin = cmp.Or(c.Margin, c.TTL/10+MarginDriftDefault)
+	c.Heartbeat = cmp.Or(c.Heartbeat, c.TTL/3)
+	c.ReplicaTimeout = cmp.Or(c.ReplicaTimeout, c.TTL/10)
+	c.Owner.Host = cmp.Or(c.Owner.Host, hostname())
+	c.Owner.PID = cmp.Or(c.Owner.PID, os.Getpid())
 	if c.Owner.Run == "" {
 		c.Owner.Run = NewRunID()
 	}
-	return c, nil
+	return c
 }
 
-// check applies the timing defaults and validates.
-func (c Config) check() (Config, error) {
-	bad := func(field, format string, args ...any) (Config, error) {
-		return c, &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+// hostname is the OS host name, "unknown" when it cannot be read.
+func hostname() string {
+	if h, _ := os.Hostname(); h != "" {
+		return h
 	}
-	if c.TTL == 0 {
-		c.TTL = 30 * time.Second
+	return "unknown"
+}
+
+// Validate checks c after applying defaults. It returns every bad field,
+// each a *ConfigError, joined with errors.Join; nil when c is good.
+func (c Config) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
+// resolve applies every default and checks the result.
+func (c Config) resolve() (Config, error) {
+	c = c.WithDefaults()
+	return c, c.check()
+}
+
+// check validates c, defaults applied.
+func (c Config) check() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
-	if c.TTL < 10*time.Millisecond {
-		return bad("ttl", "%v is below 10ms", c.TTL)
+	if c.TTL < TTLMin {
+		// Every other timing is measured against the TTL.
+		bad("ttl", "%v is below %v", c.TTL, TTLMin)
+		return errors.Join(errs...)
 	}
-	if c.Margin == 0 {
-		c.Margin = c.TTL/10 + 2*time.Millisecond
+	if c.Margin < 0 || c.Margin >= c.TTL/2 {
+		bad("margin", "%v must be positive and below ttl/2 (%v)", c.Margin, c.TTL/2)
+	} else {
+		// Measured against the trust window, which needs a good margin.
+		trust := c.TTL - c.Margin
+		if c.Heartbeat < 0 || c.Heartbeat >= trust {
+			bad("heartbeat", "%v must be positive and below ttl - margin (%v)", c.Heartbeat, trust)
+		} else if c.Heartbeat < time.Millisecond {
+			bad("heartbeat", "%v is below 1ms", c.Heartbeat)
+		}
+		if c.Settle < 0 || c.Settle >= trust {
+			bad("settle", "%v must not be negative and must be below ttl - margin (%v)", c.Settle, trust)
+		}
+		if c.ReplicaTimeout < 0 || c.ReplicaTimeout >= trust {
+			bad("replica_timeout", "%v must be positive and below ttl - margin (%v)", c.ReplicaTimeout, trust)
+		}
 	}
-	if c.Heartbeat == 0 {
-		c.Heartbeat = c.TTL / 3
+	if c.MinReplicas < 0 {
+		bad("min_replicas", "%d is negative", c.MinReplicas)
 	}
-	if c.ReplicaTimeout == 0 {
-		c.ReplicaTimeout = c.TTL / 10
+	if c.Owner.PID < 0 || c.Owner.Worker < 0 {
+		bad("owner", "pid and worker must not be negative")
 	}
-	trust := c.TTL - c.Margin
-	switch {
-	case c.Margin < 0 || c.Margin >= c.TTL/2:
-		return bad("margin", "%v must be positive and below ttl/2 (%v)", c.Margin, c.TTL/2)
-	case c.Heartbeat < 0 || c.Heartbeat >= trust:
-		return bad("heartbeat", "%v must be positive and below ttl - margin (%v)", c.Heartbeat, trust)
-	case c.Heartbeat < time.Millisecond:
-		return bad("heartbeat", "%v is below 1ms", c.Heartbeat)
-	case c.Settle < 0 || c.Settle >= trust:
-		return bad("settle", "%v must not be negative and must be below ttl - margin (%v)", c.Settle, trust)
-	case c.MinReplicas < 0:
-		return bad("min_replicas", "%d is negative", c.MinReplicas)
-	case c.ReplicaTimeout < 0 || c.ReplicaTimeout >= trust:
-		return bad("replica_timeout", "%v must be positive and below ttl - margin (%v)", c.ReplicaTimeout, trust)
-	case c.Owner.PID < 0 || c.Owner.Worker < 0:
-		return bad("owner", "pid and worker must not be negative")
-	case strings.ContainsFunc(c.Owner.Host+c.Owner.Run, func(r rune) bool { return r == '/' || unicode.IsControl(r) }):
-		return bad("owner", "host and run must not contain '/' or control characters")
+	if strings.ContainsFunc(c.Owner.Host+c.Owner.Run, func(r rune) bool { return r == '/' || unicode.IsControl(r) }) {
+		bad("owner", "host and run must not contain '/' or control characters")
 	}
-	return c, nil
+	return errors.Join(errs...)
 }
 
 // NewRunID returns a short random id for one run of a process.

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -60,11 +62,16 @@ type Config struct {
 	Logger zerolog.Logger
 }
 
-// Defaults.
+// Defaults and limits of Config.
 const (
-	DefaultKeyPrefix = "syncd"
-	DefaultShards    = 16
-	MaxShards        = 1024
+	KeyPrefixDefault     = "syncd"
+	ShardsDefault        = 16
+	ShardsMax            = 1024
+	DBMax                = 15
+	DialTimeoutDefault   = 5 * time.Second
+	ReadTimeoutDefault   = 3 * time.Second
+	WriteTimeoutDefault  = 3 * time.Second
+	ClusterReloadDefault = time.Second
 )
 
 // ConfigError names the field that is wrong.
@@ -78,67 +85,69 @@ func (e *ConfigError) Error() string { return "store: " + e.Field + ": " + e.Rea
 // Embedded reports whether c selects the embedded store.
 func (c *Config) Embedded() bool { return len(c.Addrs) == 0 }
 
-func (c *Config) withDefaults() Config {
-	d := *c
-	if d.KeyPrefix == "" {
-		d.KeyPrefix = DefaultKeyPrefix
-	}
-	if d.Shards == 0 {
-		d.Shards = DefaultShards
-	}
-	if d.DialTimeout == 0 {
-		d.DialTimeout = 5 * time.Second
-	}
-	if d.ReadTimeout == 0 {
-		d.ReadTimeout = 3 * time.Second
-	}
-	if d.WriteTimeout == 0 {
-		d.WriteTimeout = 3 * time.Second
-	}
-	if d.ClusterReload == 0 {
-		d.ClusterReload = time.Second
-	}
-	return d
+// WithDefaults returns c with every zero field set to its default.
+// PoolSize stays 0, go-redis's default.
+func (c Config) WithDefaults() Config {
+	c.KeyPrefix = cmp.Or(c.KeyPrefix, KeyPrefixDefault)
+	c.Shards = cmp.Or(c.Shards, ShardsDefault)
+	c.DialTimeout = cmp.Or(c.DialTimeout, DialTimeoutDefault)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, ReadTimeoutDefault)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, WriteTimeoutDefault)
+	c.ClusterReload = cmp.Or(c.ClusterReload, ClusterReloadDefault)
+	return c
 }
 
-// Validate checks c, naming the first bad field.
+// withDefaults is WithDefaults for the store's own callers.
+func (c *Config) withDefaults() Config { return c.WithDefaults() }
+
+// Validate checks c. It returns every bad field, each a *ConfigError,
+// joined with errors.Join; nil when c is good. Zero values are good: they
+// mean the defaults.
 func (c *Config) Validate() error {
-	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
 	for i, a := range c.Addrs {
 		host, port, err := net.SplitHostPort(a)
 		if err != nil || host == "" || port == "" {
-			return bad(fmt.Sprintf("addrs[%d]", i), "%q is not host:port", a)
+			bad(fmt.Sprintf("addrs[%d]", i), "%q is not host:port", a)
 		}
 	}
-	switch {
-	case c.Cluster && c.MasterName != "":
-		return bad("master_name", "cannot be combined with cluster")
-	case c.Cluster && c.DB != 0:
-		return bad("db", "a Cluster has only database 0")
-	case c.Embedded() && (c.Cluster || c.MasterName != ""):
-		return bad("addrs", "cluster and master_name need addresses")
-	case c.DB < 0 || c.DB > 15:
-		return bad("db", "%d is outside 0..15", c.DB)
-	case c.Shards < 0 || c.Shards > MaxShards:
-		return bad("shards", "%d is outside 1..%d", c.Shards, MaxShards)
-	case c.TLS != nil && c.TLS.InsecureSkipVerify:
-		return bad("tls", "skipping certificate verification is not supported")
-	case c.DialTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.ClusterReload < 0:
-		return bad("timeouts", "must not be negative")
-	case c.PoolSize < 0:
-		return bad("pool_size", "must not be negative")
+	if c.Cluster && c.MasterName != "" {
+		bad("master_name", "cannot be combined with cluster")
+	}
+	if c.Embedded() && (c.Cluster || c.MasterName != "") {
+		bad("addrs", "cluster and master_name need addresses")
+	}
+	if c.Cluster && c.DB != 0 {
+		bad("db", "a Cluster has only database 0")
+	} else if c.DB < 0 || c.DB > DBMax {
+		bad("db", "%d is outside 0..%d", c.DB, DBMax)
+	}
+	if c.Shards < 0 || c.Shards > ShardsMax {
+		bad("shards", "%d is outside 1..%d", c.Shards, ShardsMax)
+	}
+	if c.TLS != nil && c.TLS.InsecureSkipVerify {
+		bad("tls", "skipping certificate verification is not supported")
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"dial_timeout", c.DialTimeout}, {"read_timeout", c.ReadTimeout}, {"write_timeout", c.WriteTimeout}, {"cluster_reload", c.ClusterReload}} {
+		if d.v < 0 {
+			bad(d.field, "must not be negative")
+		}
+	}
+	if c.PoolSize < 0 {
+		bad("pool_size", "must not be negative")
 	}
 	if strings.ContainsAny(c.KeyPrefix, "{}*?[] \\") {
-		return bad("key_prefix", "%q must not contain braces, glob characters or spaces", c.KeyPrefix)
+		bad("key_prefix", "%q must not contain braces, glob characters or spaces", c.KeyPrefix)
+	} else if strings.ContainsFunc(c.KeyPrefix, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		bad("key_prefix", "must not contain control characters")
 	}
-	for _, r := range c.KeyPrefix {
-		if r < 0x20 || r == 0x7f {
-			return bad("key_prefix", "must not contain control characters")
-		}
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Redacted returns a copy of c that is safe to print.

@@ -319,6 +319,22 @@ func TestValidate(t *testing.T) {
 	if r := testutil.Run(t, []string{"E2E_PW=hunter2-secret"}, syncd.Path(t), "validate", "-c", pw); r.Code != 0 || strings.Contains(r.Stdout+r.Stderr, "hunter2") {
 		t.Errorf("validate printed the password:\n%s%s", r.Stdout, r.Stderr)
 	}
+	// Issue #15: credentials inside values, and custom headers, are not
+	// printed.
+	leaky := writeConfig(t, `sink:
+  type: exec
+  exec:
+    command: [sync, "https://u:hunter3@h/x?sig=hunter4"]
+    env: ["DATABASE_URL=postgres://u:hunter5@h/db"]
+`)
+	if r := run(t, "validate", "-c", leaky); r.Code != 0 || strings.Contains(r.Stdout+r.Stderr, "hunter") ||
+		!strings.Contains(r.Stdout, "DATABASE_URL=postgres://xxxxx@h/db") {
+		t.Errorf("validate printed a credential, or not the rest:\n%s%s", r.Stdout, r.Stderr)
+	}
+	hook := writeConfig(t, "sink:\n  type: http\n  http:\n    url: http://h/x\n    headers:\n      X-Hub: sha1=hunter6\n")
+	if r := run(t, "validate", "-c", hook); r.Code != 0 || strings.Contains(r.Stdout+r.Stderr, "hunter") {
+		t.Errorf("validate printed a header value:\n%s%s", r.Stdout, r.Stderr)
+	}
 	if r := run(t, "frobnicate"); r.Code != 2 {
 		t.Errorf("unknown command: exit %d", r.Code)
 	}
@@ -377,7 +393,18 @@ func TestRunRetriesAndSignals(t *testing.T) {
 
 	// A second signal while draining exits at once.
 	srv := redistest.Start(t, nil)
-	slow := writeConfig(t, redisConfig(srv, "sig", `items:
+	// A grace longer than the 3s the second signal may take needs a
+	// margin above it (sink.exec.grace must be below ownership.margin).
+	slow := writeConfig(t, fmt.Sprintf(`redis:
+  addrs: [%q]
+  key_prefix: sig
+  shards: 4
+ownership:
+  ttl: 20s
+  margin: 9s
+log:
+  format: json
+items:
   ids: [s]
 engine:
   drain_timeout: 1m
@@ -385,8 +412,8 @@ sink:
   type: exec
   exec:
     command: ["sh", "-c", "trap '' TERM; sleep 60"]
-    grace: 1m
-`))
+    grace: 8s
+`, srv.Addr()))
 	daemon2, _ := startDaemon(t, slow)
 	waitFor(t, 15*time.Second, "the sync to start", func() bool {
 		r := run(t, "status", "-c", slow, "--json")

@@ -12,6 +12,8 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +25,9 @@ import (
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/ownership"
 	execsink "github.com/syncd/syncd/sinks/exec"
+	filesink "github.com/syncd/syncd/sinks/file"
 	httpsink "github.com/syncd/syncd/sinks/http"
+	logsink "github.com/syncd/syncd/sinks/log"
 	"github.com/syncd/syncd/store"
 )
 
@@ -394,7 +398,7 @@ sink:
 	type: http
 	http:
 		url: "http://user:hunter2@host/%zz"
-`, []string{`c.yaml:4: sink.http.url: parse "http://user:xxxxx@host/%zz": invalid URL escape "%zz"`}},
+`, []string{`c.yaml:4: sink.http.url: parse "http://xxxxx@host/%zz": invalid URL escape "%zz"`}},
 		{"log sink values", `
 sink:
 	log:
@@ -423,6 +427,76 @@ log:
 			`c.yaml:3: log.format: unknown format "text" (one of: auto, json, console)`,
 		}},
 
+		// An explicit value out of range is an error, also a zero: only a
+		// key left out takes the default.
+		{"explicit zeros", `
+redis:
+	key_prefix: ""
+	shards: 0
+	dial_timeout: 0s
+	db: 0
+ownership:
+	ttl: 0s
+	settle: 0s
+engine:
+	workers: 0
+sink:
+	type: ""
+log:
+	level: ""
+`, []string{
+			`c.yaml:2: redis.key_prefix: "" is not allowed: leave the key out for the default ("syncd")`,
+			"c.yaml:3: redis.shards: 0 is not allowed: leave the key out for the default (16)",
+			"c.yaml:4: redis.dial_timeout: 0s is not allowed: leave the key out for the default (5s)",
+			"c.yaml:7: ownership.ttl: 0s is not allowed: leave the key out for the default (30s)",
+			"c.yaml:10: engine.workers: 0 is not allowed: leave the key out for the default (4)",
+			`c.yaml:12: sink.type: "" is not allowed: leave the key out for the default ("log")`,
+			`c.yaml:14: log.level: "" is not allowed: leave the key out for the default ("info")`,
+		}},
+		{"inline password", `
+redis:
+	addrs: ["r:6379"]
+	password: hunter2
+	sentinel_password: hunter3
+`, []string{
+			"c.yaml:3: redis.password: passwords are not written in the configuration file: name an environment variable with password_env or a file with password_file",
+			"c.yaml:4: redis.sentinel_password: passwords are not written in the configuration file: name an environment variable with sentinel_password_env",
+		}},
+		{"exec grace not below the default margin", `
+ownership:
+	ttl: 10s
+	heartbeat: 3x
+sink:
+	type: exec
+	exec:
+		command: [sh]
+		grace: 2s
+`, []string{`c.yaml:3: ownership.heartbeat: "3x" is not a duration (examples: 30s, 500ms, 2m)`,
+			"c.yaml:8: sink.exec.grace: 2s must be below ownership.margin (1.002s): a command is sent SIGTERM when " +
+				"its lease's trust window closes and SIGKILL grace later, and must be dead before the claim can expire, " +
+				"margin later, and another worker take the item"}},
+		{"exec grace not below the margin set", `
+ownership:
+	margin: 2s
+sink:
+	type: exec
+	exec:
+		command: [sh]
+		grace: 2s
+`, []string{"c.yaml:7: sink.exec.grace: 2s must be below ownership.margin (2s): a command is sent SIGTERM when " +
+			"its lease's trust window closes and SIGKILL grace later, and must be dead before the claim can expire, " +
+			"margin later, and another worker take the item"}},
+
+		{"exec grace not compared with a bad margin", `
+ownership:
+	margin: 20s
+sink:
+	type: exec
+	exec:
+		command: [sh]
+		grace: 25s
+`, []string{"c.yaml:2: ownership.margin: 20s must be positive and below ttl/2 (15s)"}},
+
 		// Every problem at once, in line order, and no spurious ones for
 		// values that did not decode.
 		{"all errors reported", `
@@ -443,6 +517,7 @@ log:
 			"c.yaml:2: redis.shardz: unknown key (did you mean shards?)",
 			"c.yaml:3: redis.addrs: expected a list of strings, got a whole number",
 			`c.yaml:5: ownership.ttl: "3x" is not a duration (examples: 30s, 500ms, 2m)`,
+			"c.yaml:8: engine.workers: 0 is not allowed: leave the key out for the default (4)",
 			"c.yaml:9: engine.batch: -1 is outside 1..1000",
 			"c.yaml:11: sink.file.path: required when sink.type is file",
 			`c.yaml:13: log.level: unknown level "loud" (one of: debug, info, warn, error)`,
@@ -498,8 +573,9 @@ func TestParseValid(t *testing.T) {
 		{"null top level", "~\n"},
 		{"null sections and keys", "redis:\nownership:\n  ttl:\n  owner: ~\nsink:\n  http:\n"},
 		{"empty sections", "redis: {}\nengine: {}\n"},
-		{"zero values mean defaults", "engine:\n  workers: 0\n  interval: 0s\nredis:\n  shards: 0\n"},
+		{"zero values that are the defaults", "redis:\n  db: 0\n  pool_size: 0\nownership:\n  settle: 0s\n  min_replicas: 0\nhttp:\n  listen: \"\"\n"},
 		{"aliases", "x: &d 30s\n"[len("x: &d 30s\n"):] + "ownership:\n  ttl: &t 20s\n  replica_timeout: 1s\nengine:\n  drain_timeout: *t\n"},
+		{"exec grace below the margin", "ownership:\n  ttl: 10s\n  margin: 4s\nsink:\n  type: exec\n  exec:\n    command: [sh]\n    grace: 3900ms\n"},
 		{"numbers as strings", "items:\n  ids: [1001, 1002, true]\nownership:\n  owner: 42\n"},
 	}
 	for _, tt := range tests {
@@ -573,6 +649,7 @@ sink:
 			Authorization: Bearer s3cr3t
 			X-Api-Key: k3y
 			X-Team: billing
+			User-Agent: syncd-test
 		timeout: 5s
 http:
 	listen: ":9090"
@@ -637,7 +714,7 @@ func TestConversions(t *testing.T) {
 	}
 	wantSink := SinkConfig{Type: SinkHTTP, HTTP: httpsink.Config{
 		URL:     "https://user:hunter2@target.example.com/hook?token=t0k3n&team=a",
-		Headers: map[string]string{"Authorization": "Bearer s3cr3t", "X-Api-Key": "k3y", "X-Team": "billing"},
+		Headers: map[string]string{"Authorization": "Bearer s3cr3t", "X-Api-Key": "k3y", "X-Team": "billing", "User-Agent": "syncd-test"},
 		Timeout: 5 * time.Second,
 	}}
 	if diff := cmp.Diff(f.Sink(), wantSink, cmpopts.IgnoreUnexported(SinkConfig{}), cmpopts.IgnoreFields(SinkConfig{}, "File")); diff != "" {
@@ -649,6 +726,27 @@ func TestConversions(t *testing.T) {
 	for _, err := range []error{st.Validate(), f.Engine().Validate(), f.Sink().HTTP.Validate()} {
 		if err != nil {
 			t.Errorf("converted config does not validate: %v", err)
+		}
+	}
+}
+
+// Every key of a section that configures a library reaches the field of
+// the same name and type in the library's Config (copyFields), but for
+// the keys this package resolves itself: a field renamed in a library
+// must not silently drop a key.
+func TestSchemaNamesLibraryFields(t *testing.T) {
+	own := []string{"PasswordEnv", "PasswordFile", "SentinelPasswordEnv", "TLS", "Owner"}
+	for _, pair := range [][2]any{
+		{redisSection{}, store.Config{}}, {ownershipSection{}, ownership.Config{}}, {engineSection{}, engine.Config{}},
+		{execSinkSection{}, execsink.Config{}}, {httpSinkSection{}, httpsink.Config{}},
+		{fileSinkSection{}, filesink.Config{}}, {logSinkSection{}, logsink.Config{}},
+	} {
+		st, lt := reflect.TypeOf(pair[0]), reflect.TypeOf(pair[1])
+		for i := range st.NumField() {
+			f := st.Field(i)
+			if lf, ok := lt.FieldByName(f.Name); !slices.Contains(own, f.Name) && (!ok || lf.Type != f.Type) {
+				t.Errorf("%s.%s has no field of its name and type in %s", st.Name(), f.Name, lt)
+			}
 		}
 	}
 }
@@ -854,7 +952,7 @@ items:
 	t.Run("many bad lines", func(t *testing.T) {
 		_, err := f.Items(fakeFiles(map[string]string{"items.txt": strings.Repeat("\x01\n", 50)}))
 		lines := errLines(err)
-		if len(lines) != maxItemErrors+1 || lines[len(lines)-1] != "items.txt: and 30 more invalid lines" {
+		if len(lines) != maxErrors+1 || lines[len(lines)-1] != "items.txt: and 30 more invalid lines" {
 			t.Errorf("got %d lines, last %q", len(lines), lines[len(lines)-1])
 		}
 	})
@@ -875,8 +973,9 @@ func TestRedacted(t *testing.T) {
 	for _, want := range []string{
 		"Authorization: '[redacted]'",
 		"X-Api-Key: '[redacted]'",
-		"X-Team: billing",
-		"url: https://user:xxxxx@target.example.com/hook?team=a&token=xxxxx",
+		"X-Team: '[redacted]'",
+		"User-Agent: syncd-test",
+		"url: https://xxxxx@target.example.com/hook?token=xxxxx&team=xxxxx",
 		"password_env: REDIS_PW",
 		"ttl: 20s",
 		"interval: 2m",
@@ -918,7 +1017,7 @@ func TestRedactedDefaults(t *testing.T) {
 		"interval: 1m",
 		"backoff_max: 5m",
 		"poll: 250ms",
-		"grace: 5s",
+		"grace: 1.501s",
 		"- API_TOKEN=[redacted]",
 		"- MODE=fast",
 		"level: info",
@@ -992,7 +1091,8 @@ func TestBuildSink(t *testing.T) {
 }
 
 // The sink configurations match what New takes, with nothing filled in
-// here that the sink defaults itself.
+// here that the sink defaults itself, but for the exec sink's grace: this
+// package keeps it below the lease margin.
 func TestSinkConfig(t *testing.T) {
 	f := mustParse(t, yamlText(`
 sink:
@@ -1008,9 +1108,31 @@ sink:
 		Env:     []string{"A=1"},
 		Dir:     "/tmp",
 		Timeout: time.Minute,
+		Grace:   1501 * time.Millisecond, // half the default margin, 3.002s
 	}}
 	if diff := cmp.Diff(f.Sink(), want, cmpopts.IgnoreFields(SinkConfig{}, "File")); diff != "" {
 		t.Errorf("Sink() (-got +want):\n%s", diff)
+	}
+}
+
+// The default grace is the exec sink's unless half the margin is less;
+// a grace that is set is kept.
+func TestSinkExecGrace(t *testing.T) {
+	tests := []struct {
+		ownership, grace string
+		want             time.Duration
+	}{
+		{"{}", "", 1501 * time.Millisecond},
+		{"{ttl: 2m}", "", execsink.DefaultGrace},
+		{"{ttl: 1s}", "", 51 * time.Millisecond},
+		{"{ttl: 1s, margin: 400ms}", "", 200 * time.Millisecond},
+		{"{}", "grace: 3s", 3 * time.Second},
+	}
+	for _, tt := range tests {
+		src := "ownership: " + tt.ownership + "\nsink:\n  type: exec\n  exec:\n    command: [sh]\n    " + tt.grace + "\n"
+		if got := mustParse(t, src).Sink().Exec.Grace; got != tt.want {
+			t.Errorf("%q: grace %v; want %v", src, got, tt.want)
+		}
 	}
 }
 
@@ -1056,18 +1178,22 @@ func TestLogAccessors(t *testing.T) {
 	}
 }
 
-func TestRedactURL(t *testing.T) {
+func TestRedactURLs(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"https://h/x", "https://h/x"},
-		{"https://u:pw@h/x", "https://u:xxxxx@h/x"},
-		{"https://h/x?api_key=k&team=a", "https://h/x?api_key=xxxxx&team=a"},
-		{"http://u:pw@h/%zz", "http://u:xxxxx@h/%zz"},
-		{"http://u:p@w@h", "http://u:xxxxx@h"},
+		{"https://u:pw@h/x", "https://xxxxx@h/x"},
+		{"https://token@h/x", "https://xxxxx@h/x"},
+		{"https://h/x?api_key=k&team=a", "https://h/x?api_key=xxxxx&team=xxxxx"},
+		{"https://h/x?k3y#frag", "https://h/x?xxxxx#frag"},
+		{"http://u:pw@h/%zz", "http://xxxxx@h/%zz"},
+		{"http://u:p@w@h", "http://xxxxx@h"},
+		{"https://h/a@b", "https://h/a@b"},
+		{"DATABASE_URL=postgres://u:SECRET@h/db and redis://:pw@r:6379/0", "DATABASE_URL=postgres://xxxxx@h/db and redis://xxxxx@r:6379/0"},
 		{"%zz", "%zz"},
 	}
 	for _, tt := range tests {
-		if got := redactURL(tt.in); got != tt.want {
-			t.Errorf("redactURL(%q) = %q; want %q", tt.in, got, tt.want)
+		if got := redactURLs(tt.in); got != tt.want {
+			t.Errorf("redactURLs(%q) = %q; want %q", tt.in, got, tt.want)
 		}
 	}
 }

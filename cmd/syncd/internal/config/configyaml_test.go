@@ -113,24 +113,26 @@ func docKeys(t *testing.T, src string, maps []string) []docKey {
 	return keys
 }
 
-// schemaMaps lists the keys whose values are mappings of free names.
-func schemaMaps() []string {
-	var out []string
+// schemaKeys returns every dotted key of the schema, sections included, in
+// the order of the schema, and the keys whose values are mappings of free
+// names.
+func schemaKeys() (keys, maps []string) {
 	var walk func(t reflect.Type, path string)
 	walk = func(t reflect.Type, path string) {
 		for i := range t.NumField() {
 			ft := t.Field(i)
 			key := join(path, ft.Tag.Get("yaml"))
+			keys = append(keys, key)
 			switch ft.Type.Kind() {
 			case reflect.Map:
-				out = append(out, key)
+				maps = append(maps, key)
 			case reflect.Struct:
 				walk(ft.Type, key)
 			}
 		}
 	}
 	walk(reflect.TypeFor[schema](), "")
-	return out
+	return keys, maps
 }
 
 // Every key the loader knows is in config.yaml, set or commented out,
@@ -139,8 +141,8 @@ func schemaMaps() []string {
 // are well-typed. So the file cannot fall behind the loader.
 func TestCheckedInConfigDocumentsEveryKey(t *testing.T) {
 	src := readCheckedIn(t)
-	keys := docKeys(t, src, schemaMaps())
-	known := schemaKeys()
+	known, maps := schemaKeys()
+	keys := docKeys(t, src, maps)
 	sections := make(map[string]bool)
 	for _, k := range known {
 		if i := strings.LastIndexByte(k, '.'); i >= 0 {
@@ -195,14 +197,8 @@ func TestCheckedInConfigDocumentsEveryKey(t *testing.T) {
 
 // decodeOnly decodes src without validating it.
 func decodeOnly(src string) error {
-	root, ferr := parseYAML("x", []byte(src))
-	if ferr != nil {
-		return ferr
-	}
-	d := &decoder{file: "x", lines: make(map[string]int), bad: make(map[string]bool)}
-	var s schema
-	d.root(root, &s)
-	return errorList(d.errs)
+	p, _ := decode("x", []byte(src))
+	return errorList(p.errs, p.dropped)
 }
 
 // The doc parser itself: commented keys, nesting and prose.

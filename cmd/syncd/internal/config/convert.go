@@ -2,12 +2,16 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"maps"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -24,20 +28,29 @@ import (
 // storeBase is the store configuration without what Store has to read:
 // the passwords and the TLS configuration.
 func (f *File) storeBase() store.Config {
-	r := f.s.Redis
-	return store.Config{
-		Addrs:          slices.Clone(r.Addrs),
-		MasterName:     r.MasterName,
-		Cluster:        r.Cluster,
-		Username:       r.Username,
-		DB:             r.DB,
-		KeyPrefix:      r.KeyPrefix,
-		Shards:         r.Shards,
-		RefuseEviction: r.RefuseEviction,
-		DialTimeout:    r.DialTimeout,
-		ReadTimeout:    r.ReadTimeout,
-		WriteTimeout:   r.WriteTimeout,
-		PoolSize:       r.PoolSize,
+	var c store.Config
+	copyFields(&c, f.s.Redis)
+	return c
+}
+
+// copyFields copies each field of src to the field of *dst with the same
+// name and type, cloning lists and maps. The sections of the schema name
+// their fields as the library Configs do, so this one function converts
+// both ways; TestConversions checks that no key is left behind.
+func copyFields(dst, src any) {
+	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src)
+	for i := range d.NumField() {
+		df := d.Type().Field(i)
+		if sf, ok := s.Type().FieldByName(df.Name); ok && sf.Type == df.Type && df.IsExported() {
+			v := s.FieldByIndex(sf.Index)
+			switch x := v.Interface().(type) {
+			case []string:
+				v = reflect.ValueOf(slices.Clone(x))
+			case map[string]string:
+				v = reflect.ValueOf(maps.Clone(x))
+			}
+			d.Field(i).Set(v)
+		}
 	}
 }
 
@@ -118,7 +131,7 @@ func (f *File) Store(env func(string) (string, bool), readFile func(string) ([]b
 			}
 		}
 	}
-	if err := errorList(errs); err != nil {
+	if err := errorList(errs, 0); err != nil {
 		return store.Config{}, err
 	}
 	return c, nil
@@ -128,38 +141,26 @@ func (f *File) Store(env func(string) (string, bool), readFile func(string) ([]b
 // protocol and the host name to write in records. The Logger is left for
 // the caller to set.
 func (f *File) Ownership() ownership.Config {
-	o := f.s.Ownership
-	return ownership.Config{
-		TTL:            o.TTL,
-		Heartbeat:      o.Heartbeat,
-		Settle:         o.Settle,
-		Margin:         o.Margin,
-		MinReplicas:    o.MinReplicas,
-		ReplicaTimeout: o.ReplicaTimeout,
-		Owner:          store.Owner{Host: o.Owner},
-	}
+	var c ownership.Config
+	copyFields(&c, f.s.Ownership)
+	c.Owner.Host = f.s.Ownership.Owner
+	return c
+}
+
+// margin is the lease margin in force, the default filled in, and the
+// error of a bad ttl or margin.
+func (f *File) margin() (time.Duration, error) {
+	c := ownership.Config{TTL: f.s.Ownership.TTL, Margin: f.s.Ownership.Margin}
+	return c.WithDefaults().Margin, c.Validate()
 }
 
 // Engine returns the engine configuration, with Ownership() in its
 // Ownership field. The Logger is left for the caller to set.
 func (f *File) Engine() engine.Config {
-	e := f.s.Engine
-	return engine.Config{
-		Workers:      e.Workers,
-		Interval:     e.Interval,
-		Batch:        e.Batch,
-		MaxAttempts:  e.MaxAttempts,
-		BackoffMin:   e.BackoffMin,
-		BackoffMax:   e.BackoffMax,
-		DrainTimeout: e.DrainTimeout,
-		Poll:         e.Poll,
-		Ownership:    f.Ownership(),
-	}
+	c := engine.Config{Ownership: f.Ownership()}
+	copyFields(&c, f.s.Engine)
+	return c
 }
-
-// maxItemErrors bounds the bad lines of an items file that are reported
-// one by one: a file that is not an items file at all fails on every line.
-const maxItemErrors = 20
 
 // Items returns the item IDs: items.ids, then the lines of items.file read
 // through readFile (nil means os.ReadFile). In the file, each line holds
@@ -174,7 +175,7 @@ func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
 	if path := f.s.Items.File; path != "" {
 		data, err := readFile(path)
 		if err != nil {
-			return nil, errorList([]*FieldError{{File: f.name, Line: f.lineOf("items.file"), Field: "items.file", Msg: fmt.Sprintf("%s: %s", path, fsReason(err)), Err: err}})
+			return nil, fail(&FieldError{File: f.name, Line: f.lineOf("items.file"), Field: "items.file", Msg: fmt.Sprintf("%s: %s", path, fsReason(err)), Err: err})
 		}
 		var errs []*FieldError
 		more := 0
@@ -183,21 +184,19 @@ func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
 			if id == "" || strings.HasPrefix(id, "#") {
 				continue
 			}
-			if err := store.ValidateID(id); err != nil {
-				if len(errs) == maxItemErrors {
-					more++
-					continue
-				}
+			if err := store.ValidateID(id); err == nil {
+				ids = append(ids, id)
+			} else if len(errs) < maxErrors {
 				errs = append(errs, &FieldError{File: path, Line: i + 1, Msg: idReason(err), Err: err})
-				continue
+			} else {
+				more++ // not kept: the file may be anything at all
 			}
-			ids = append(ids, id)
 		}
 		if more > 0 {
-			errs = append(errs, &FieldError{File: path, Line: 0, Msg: fmt.Sprintf("and %d more invalid lines", more)})
+			errs = append(errs, &FieldError{File: path, Msg: fmt.Sprintf("and %d more invalid lines", more)})
 		}
-		if err := errorList(errs); err != nil {
-			return nil, err
+		if len(errs) > 0 {
+			return nil, &Errors{List: errs}
 		}
 	}
 	seen := make(map[string]bool, len(ids))
@@ -221,38 +220,27 @@ type SinkConfig struct {
 
 // SinkType returns sink.type, SinkLog when it is not set.
 func (f *File) SinkType() string {
-	if f.s.Sink.Type == "" {
-		return SinkLog
-	}
-	return f.s.Sink.Type
+	return cmp.Or(f.s.Sink.Type, SinkLog)
 }
 
-// Sink returns the configuration of the sink.
+// Sink returns the configuration of the sink. An exec sink's grace, when
+// not set, is execsink.DefaultGrace or half the lease margin, whichever
+// is less: see the sink.exec.grace rule.
 func (f *File) Sink() SinkConfig {
-	s := f.s.Sink
 	c := SinkConfig{Type: f.SinkType()}
 	switch c.Type {
 	case SinkExec:
-		c.Exec = execsink.Config{
-			Command: slices.Clone(s.Exec.Command),
-			Env:     slices.Clone(s.Exec.Env),
-			Dir:     s.Exec.Dir,
-			Timeout: s.Exec.Timeout,
-			Grace:   s.Exec.Grace,
+		copyFields(&c.Exec, f.s.Sink.Exec)
+		if c.Exec.Grace == 0 {
+			margin, _ := f.margin()
+			c.Exec.Grace = min(execsink.DefaultGrace, margin/2)
 		}
 	case SinkHTTP:
-		var h map[string]string
-		if len(s.HTTP.Headers) > 0 {
-			h = make(map[string]string, len(s.HTTP.Headers))
-			for k, v := range s.HTTP.Headers {
-				h[k] = v
-			}
-		}
-		c.HTTP = httpsink.Config{URL: s.HTTP.URL, Headers: h, Timeout: s.HTTP.Timeout}
+		copyFields(&c.HTTP, f.s.Sink.HTTP)
 	case SinkFile:
-		c.File = filesink.Config{Path: s.File.Path}
+		copyFields(&c.File, f.s.Sink.File)
 	case SinkLog:
-		c.Log = logsink.Config{Delay: s.Log.Delay, FailEvery: s.Log.FailEvery}
+		copyFields(&c.Log, f.s.Sink.Log)
 	}
 	return c
 }
@@ -267,50 +255,35 @@ func (f *File) BuildSink(logger zerolog.Logger) (sinks.Sink, error) {
 		s   sinks.Sink
 		err error
 	)
-	// Assign only on success: a nil *exec.Sink in a sinks.Sink is not nil.
 	switch c.Type {
 	case SinkExec:
-		var x *execsink.Sink
-		if x, err = execsink.New(c.Exec, logger); err == nil {
-			s = x
-		}
+		s, err = asSink(execsink.New(c.Exec, logger))
 	case SinkHTTP:
-		var x *httpsink.Sink
-		if x, err = httpsink.New(c.HTTP, logger); err == nil {
-			s = x
-		}
+		s, err = asSink(httpsink.New(c.HTTP, logger))
 	case SinkFile:
-		var x *filesink.Sink
-		if x, err = filesink.New(c.File, logger); err == nil {
-			s = x
-		}
-	case SinkLog:
-		var x *logsink.Sink
-		if x, err = logsink.New(c.Log, logger); err == nil {
-			s = x
-		}
+		s, err = asSink(filesink.New(c.File, logger))
 	default:
-		err = fmt.Errorf("unknown sink type %q", c.Type)
+		s, err = asSink(logsink.New(c.Log, logger))
 	}
-	if err != nil {
-		// The sink packages prefix errors with "type: key: "; name the
-		// key in full and point at its line.
-		field := "sink." + c.Type
-		msg := strings.TrimPrefix(err.Error(), c.Type+": ")
-		if key, rest, ok := strings.Cut(msg, ": "); ok && f.isKey(field+"."+key) {
-			field, msg = field+"."+key, rest
-		}
-		if c.Type == SinkHTTP {
-			msg = strings.ReplaceAll(msg, c.HTTP.URL, redactURL(c.HTTP.URL))
-		}
-		return nil, errorList([]*FieldError{{File: f.name, Line: f.lineOf(field, "sink.type"), Field: field, Msg: msg, Err: err}})
+	if err == nil {
+		return s, nil
 	}
-	return s, nil
+	field := "sink." + c.Type
+	key, msg := sinkError(c.Type, err)
+	if key != "" {
+		field += "." + key
+	}
+	msg = redactURLs(f.scrub(field, msg))
+	return nil, fail(&FieldError{File: f.name, Line: f.lineOf(field, "sink.type"), Field: field, Msg: msg, Err: err})
 }
 
-// isKey reports whether the dotted field is a key of the schema.
-func (f *File) isKey(field string) bool {
-	return slices.Contains(schemaKeys(), field)
+// asSink returns s as a sinks.Sink, nil on error: a nil *exec.Sink in a
+// sinks.Sink is not nil.
+func asSink[S sinks.Sink](s S, err error) (sinks.Sink, error) {
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Listen returns http.listen: the address of the HTTP server, "" for none.
@@ -318,23 +291,14 @@ func (f *File) Listen() string { return f.s.HTTP.Listen }
 
 // LogLevel returns log.level, zerolog.InfoLevel when it is not set.
 func (f *File) LogLevel() zerolog.Level {
-	switch f.s.Log.Level {
-	case "debug":
-		return zerolog.DebugLevel
-	case "warn":
-		return zerolog.WarnLevel
-	case "error":
-		return zerolog.ErrorLevel
-	default:
-		return zerolog.InfoLevel
+	if l, err := zerolog.ParseLevel(f.s.Log.Level); err == nil && f.s.Log.Level != "" {
+		return l
 	}
+	return zerolog.InfoLevel
 }
 
 // LogFormat returns log.format: FormatAuto (the default), FormatJSON or
 // FormatConsole.
 func (f *File) LogFormat() string {
-	if f.s.Log.Format == "" {
-		return FormatAuto
-	}
-	return f.s.Log.Format
+	return cmp.Or(f.s.Log.Format, FormatAuto)
 }

@@ -8,40 +8,43 @@
 //
 // # Strict, and every problem at once
 //
-// Load and Parse refuse what they do not understand rather than guess:
-// unknown keys at any level, wrong types (a list where a string belongs, a
-// quoted "4" where a number belongs, a duration without a unit), merge
-// keys, duplicate keys and a second YAML document are all errors. They
-// report every problem they find, not the first, each with the file, the
-// line and the dotted field:
+// yaml.v3 decodes the file strictly: unknown keys, duplicate keys and
+// wrong types (a list where a string belongs, a quoted "4" where a number
+// belongs, a duration without a unit) are errors, reported all at once.
+// Its errors carry a line only; a walk over the node tree names the field
+// on that line, suggests a key for a misspelt one, and refuses what
+// yaml.v3 lets through (merge keys, empty list elements, fractions where
+// a whole number belongs). Each problem names the file, line and field:
 //
 //	config.yaml:12: redis.shardz: unknown key (did you mean shards?)
 //	config.yaml:17: ownership.ttl: "3x" is not a duration (examples: 30s, 500ms, 2m)
 //	config.yaml:23: engine.workers: -1 is outside 1..10000
 //
 // The returned error is an *Errors whose List holds a *FieldError per
-// problem.
+// problem, at most 20 and then a count of the rest.
 //
-// # Zero means default
+// # Defaults, and only for keys left out
 //
-// A missing key, a key with no value ("ttl:") and a zero value all mean the
-// library's default; an empty file is a valid configuration of defaults
-// only (the embedded store, no items, the log sink). Any scalar is taken
-// as a string where a string belongs, so `owner: 42` is the host "42".
+// A key left out, or with no value ("ttl:"), takes its default, which
+// the library that owns the field applies (WithDefaults); an empty file
+// is the embedded store, no items and the log sink. A value written out
+// must be valid itself: `workers: 0` is an error, not the default. Any
+// scalar is taken as a string where a string belongs (`owner: 42`).
 //
 // # Validation
 //
-// The rules of each library stay in the library. Parse runs
-// store.Config.Validate, ownership.Config.Validate, engine.Config.Validate
-// and the sinks' Validate, and maps the field each names back to the line
-// of its key (or of its section when the key is not in the file). Those
-// validators stop at the first bad field; Parse resets that field to its
-// default and runs them again, to find the next, except after a field
-// that later checks are measured against (ownership.ttl and margin). The
-// rules here are about the file: which keys go together (password_env or
-// password_file; sink.type and its sub-section; redis.tls keys need
-// enabled: true; min_replicas needs redis.addrs), item IDs, http.listen
-// and log.
+// The rules of each library stay in the library: Parse runs the Validate
+// of store, ownership, engine and the sink, which report every bad field,
+// and maps each field back to the line of its key (or of its section).
+// The rules here are about the file (which keys go together, item IDs,
+// http.listen, log) and across libraries: sink.exec.grace must be below
+// ownership.margin, so that a command stopped when its lease's trust
+// window closes is dead before the claim can expire.
+//
+// # Hostile input
+//
+// A file over 1 MiB, or whose aliases expand to more than 10,000 values,
+// is refused before it is decoded; values and keys are cut in messages.
 //
 // # Side effects
 //
@@ -54,7 +57,9 @@
 // # Secrets
 //
 // The file holds no secrets, only the names of the environment variables
-// and files that do. Store resolves them; no error of this package quotes
-// a password, and Redacted prints the effective configuration with header
-// and environment values of secret-looking names and URL passwords hidden.
+// and files that do (an inline redis password is refused). Store resolves
+// them; no error of this package quotes a password, and Redacted prints
+// the effective configuration with header values (but for a few harmless
+// headers), secret-named environment values, URL user information and
+// query values, and credentials inside values hidden.
 package config

@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -31,19 +32,14 @@ type FieldError struct {
 // Error formats e as "file:line: field: msg", leaving out a zero line and
 // an empty field.
 func (e *FieldError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
+	s := e.File
 	if e.Line > 0 {
-		b.WriteByte(':')
-		b.WriteString(strconv.Itoa(e.Line))
+		s += ":" + strconv.Itoa(e.Line)
 	}
-	b.WriteString(": ")
 	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
+		s += ": " + e.Field
 	}
-	b.WriteString(e.Msg)
-	return b.String()
+	return s + ": " + e.Msg
 }
 
 func (e *FieldError) Unwrap() error { return e.Err }
@@ -56,11 +52,14 @@ type Errors struct {
 
 // Error prints one problem per line.
 func (e *Errors) Error() string {
-	lines := make([]string, len(e.List))
+	var b strings.Builder
 	for i, fe := range e.List {
-		lines[i] = fe.Error()
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(fe.Error())
 	}
-	return strings.Join(lines, "\n")
+	return b.String()
 }
 
 // Unwrap returns the entries, so that errors.Is and errors.As look at each.
@@ -72,32 +71,28 @@ func (e *Errors) Unwrap() []error {
 	return errs
 }
 
-// errorList turns collected problems into the error to return: nil when
-// there are none, else an *Errors sorted by line with exact repeats
-// dropped. Files keep the order in which they first appear.
-func errorList(list []*FieldError) error {
+// maxErrors bounds the problems reported one by one: a file that is not
+// a configuration at all can have one on every line.
+const maxErrors = 20
+
+// fail returns the one problem fe as an *Errors.
+func fail(fe *FieldError) error { return &Errors{List: []*FieldError{fe}} }
+
+// errorList turns the problems found in one file, and a count of more
+// that were not kept, into the error to return: nil when there are none,
+// else an *Errors sorted by line with exact repeats dropped, and past
+// maxErrors one entry that counts the rest ("and 30 more problems").
+// Problems without a line come last.
+func errorList(list []*FieldError, dropped int) error {
 	if len(list) == 0 {
 		return nil
 	}
-	rank := make(map[string]int)
-	for _, fe := range list {
-		if _, ok := rank[fe.File]; !ok {
-			rank[fe.File] = len(rank)
-		}
-	}
+	line := func(e *FieldError) int { return cmp.Or(max(e.Line, 0), math.MaxInt) }
 	list = slices.Clone(list)
-	slices.SortStableFunc(list, func(a, b *FieldError) int {
-		return cmp.Or(cmp.Compare(rank[a.File], rank[b.File]), cmp.Compare(sortLine(a), sortLine(b)))
-	})
+	slices.SortStableFunc(list, func(a, b *FieldError) int { return cmp.Compare(line(a), line(b)) })
 	list = slices.CompactFunc(list, func(a, b *FieldError) bool { return a.Error() == b.Error() })
-	return &Errors{List: list}
-}
-
-// sortLine puts the problems without a line after those with one, as a
-// summary ("and 30 more invalid lines") reads best last.
-func sortLine(e *FieldError) int {
-	if e.Line <= 0 {
-		return math.MaxInt
+	if more := max(len(list)-maxErrors, 0) + dropped; more > 0 {
+		list = append(list[:min(len(list), maxErrors)], &FieldError{File: list[0].File, Msg: fmt.Sprintf("and %d more problems", more)})
 	}
-	return e.Line
+	return &Errors{List: list}
 }

@@ -34,9 +34,10 @@ func ExampleFile_Redacted() {
 sink:
   type: http
   http:
-    url: https://hooks.example.com/sync
+    url: https://user:pa55@hooks.example.com/sync?sig=abc
     headers:
       Authorization: Bearer abc123
+      User-Agent: syncd
       X-Team: billing
 `
 	f, err := config.Parse("config.yaml", []byte(src))
@@ -52,9 +53,10 @@ sink:
 	// Output:
 	//   type: http
 	//   http:
-	//     url: https://hooks.example.com/sync
+	//     url: https://xxxxx@hooks.example.com/sync?sig=xxxxx
 	//     headers:
 	//       Authorization: '[redacted]'
-	//       X-Team: billing
+	//       User-Agent: syncd
+	//       X-Team: '[redacted]'
 	//     timeout: 30s
 }

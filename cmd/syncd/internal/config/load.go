@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -16,21 +17,49 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// Bounds on hostile input: a real configuration is a few kilobytes and
+// uses an alias or two. Past these, Parse refuses the file at once
+// instead of spending seconds and gigabytes on it.
+const (
+	// maxFileSize bounds the file.
+	maxFileSize = 1 << 20
+	// maxAliasNodes bounds the nodes that aliases add once expanded.
+	// yaml.v3's own guard only refuses documents that are over 99%
+	// expansion, which lets a 1 MiB file of aliases through.
+	maxAliasNodes = 10000
+	// maxKept bounds the problems kept; past maxErrors they are only
+	// counted in the end.
+	maxKept = 1000
+	// maxBisectSize bounds the file whose syntax error line errorLine
+	// searches for, by parsing prefixes of it.
+	maxBisectSize = 64 << 10
+)
+
 // File is a loaded, valid configuration file. Its methods turn it into the
-// configurations of the libraries; zero values in the file mean the
-// libraries' defaults throughout.
+// configurations of the libraries.
 type File struct {
-	name  string
-	s     schema
-	lines map[string]int // dotted field -> line of its key, for fields set to a non-null value
+	name string
+	s    schema
+	keys map[string]key // dotted field -> where it is set, for fields set to a non-null value
+}
+
+// key is where a field is set in the file.
+type key struct {
+	line int        // of the key, or of the element in a list
+	val  *yaml.Node // the value, aliases followed
 }
 
 // Load reads and parses the configuration file at path. Errors name the
 // file as path was given.
 func Load(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	fh, err := os.Open(path)
+	var data []byte
+	if err == nil {
+		defer fh.Close()
+		data, err = io.ReadAll(io.LimitReader(fh, maxFileSize+1)) // Parse refuses more
+	}
 	if err != nil {
-		return nil, errorList([]*FieldError{{File: path, Msg: fsReason(err), Err: err}})
+		return nil, fail(&FieldError{File: path, Msg: fsReason(err), Err: err})
 	}
 	return Parse(path, data)
 }
@@ -40,82 +69,184 @@ func Load(path string) (*File, error) {
 // an *Errors. An empty file, or one of only comments, is valid: every value
 // is its default.
 func Parse(name string, data []byte) (*File, error) {
-	f := &File{name: name, lines: make(map[string]int)}
-	d := &decoder{file: name, lines: f.lines, bad: make(map[string]bool)}
-	root, ferr := parseYAML(name, data)
-	if ferr != nil {
-		return nil, errorList([]*FieldError{ferr})
+	p, ok := decode(name, data)
+	if ok {
+		p.validate()
 	}
-	if root != nil {
-		d.root(root, &f.s)
-	}
-	v := &validator{f: f, bad: d.bad}
-	v.run()
-	if err := errorList(append(d.errs, v.errs...)); err != nil {
+	if err := errorList(p.errs, p.dropped); err != nil {
 		return nil, err
 	}
-	return f, nil
+	return p.f, nil
 }
 
 // Name returns the file's name as it was given to Load or Parse.
 func (f *File) Name() string { return f.name }
 
-// fsReason is the text of a file system error without the operation and
-// path that the caller already names.
-func fsReason(err error) string {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err.Error()
+// parser decodes one file. yaml.v3 decides what decodes: strict, it
+// refuses unknown keys, duplicate keys and wrong types, and reports them
+// all. Its errors carry a line only, so a walk over the node tree records
+// which field each line holds, to name the field; the walk also refuses
+// what yaml.v3 lets through (merge keys, an empty list element, a number
+// with a fraction where a whole one belongs).
+type parser struct {
+	f       *File
+	errs    []*FieldError     // the first maxKept problems
+	dropped int               // and how many more
+	bad     map[string]bool   // fields that did not decode: their rules are skipped
+	byLine  map[int][]*walked // what the walk found on each line
+	next    map[int]int       // where take looks first on each line
+}
+
+// walked is a key or a value the walk found.
+type walked struct {
+	path  string
+	typ   reflect.Type // the type the value decodes to; nil for a key
+	n     *yaml.Node
+	in    reflect.Type // for a key, the type of its mapping
+	taken bool         // an error was mapped to it
+}
+
+var (
+	durationType = reflect.TypeFor[time.Duration]()
+	schemaType   = reflect.TypeFor[schema]()
+	stringType   = reflect.TypeFor[string]()
+)
+
+func (p *parser) errorf(line int, field, format string, args ...any) {
+	p.bad[field] = true
+	p.add(&FieldError{File: p.f.name, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// add keeps fe, unless maxKept problems are kept already: a hostile file
+// can have hundreds of thousands, of which maxErrors are shown.
+func (p *parser) add(fe *FieldError) {
+	if len(p.errs) < maxKept {
+		p.errs = append(p.errs, fe)
+	} else {
+		p.dropped++
 	}
-	return err.Error()
+}
+
+// decode parses data into p.f. It returns false when the file is beyond
+// validating: it is not YAML, or yaml.v3 gave up on it.
+func decode(name string, data []byte) (*parser, bool) {
+	p := &parser{f: &File{name: name, keys: map[string]key{}}, bad: map[string]bool{}, byLine: map[int][]*walked{}, next: map[int]int{}}
+	if len(data) > maxFileSize {
+		p.errorf(0, "", "larger than %d bytes (1 MiB), the limit for a configuration file", maxFileSize)
+		return p, false
+	}
+	root, ok := p.parseNodes(data)
+	if !ok || root == nil {
+		return p, ok
+	}
+	p.walk(root, "", schemaType)
+	err := safely(func() error {
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		return dec.Decode(&p.f.s)
+	})
+	var te *yaml.TypeError
+	switch {
+	case errors.As(err, &te):
+		for _, msg := range te.Errors {
+			p.translate(msg)
+		}
+	case err != nil && !errors.Is(err, io.EOF):
+		p.errorf(0, "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return p, false
+	}
+	return p, true
+}
+
+// safely runs fn, turning a panic into an error: yaml.v3 has panicked on
+// hostile input before, and a configuration file must never take the
+// daemon down with a stack trace.
+func safely(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: %v", r)
+		}
+	}()
+	return fn()
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
 
-// parseYAML returns the document's root node; nil for an empty document.
-func parseYAML(name string, data []byte) (*yaml.Node, *FieldError) {
-	docs, err := decodeDocs(data)
+// parseNodes returns the root node of the one document in data, nil for
+// an empty document.
+func (p *parser) parseNodes(data []byte) (*yaml.Node, bool) {
+	docs, err := parseDocs(data)
 	if err != nil {
-		msg := yamlLine.ReplaceAllString(err.Error(), "")
-		msg = strings.TrimPrefix(msg, "yaml: ")
-		return nil, &FieldError{File: name, Line: errorLine(data, err), Msg: "malformed YAML: " + msg, Err: err}
+		msg := strings.TrimPrefix(yamlLine.ReplaceAllString(err.Error(), ""), "yaml: ")
+		p.errorf(errorLine(data, err), "", "malformed YAML: %s", msg)
+		return nil, false
 	}
-	switch len(docs) {
-	case 0:
-		return nil, nil
-	case 1:
-	default:
-		return nil, &FieldError{File: name, Line: docs[1].Line, Msg: "a second YAML document: the file must hold one"}
+	if len(docs) > 1 {
+		p.errorf(docs[1].Line, "", "a second YAML document: the file must hold one")
+		return nil, false
 	}
-	doc := docs[0]
-	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
-		return doc.Content[0], nil
+	if len(docs) == 0 || len(docs[0].Content) == 0 {
+		return nil, true
 	}
-	return doc, nil
+	root := docs[0].Content[0]
+	if n, at := aliasNodes(root); n > maxAliasNodes {
+		p.errorf(at, "", "aliases expand to more than %d values; a configuration needs a few at most", maxAliasNodes)
+		return nil, false
+	}
+	return root, true
 }
 
-// decodeDocs parses data into at most two documents (a second one is an
+// parseDocs parses data into at most two documents (a second one is an
 // error the caller reports).
-func decodeDocs(data []byte) (docs []*yaml.Node, err error) {
-	// yaml.v3 has panicked on hostile input before; a configuration file
-	// must never take the daemon down with a stack trace.
-	defer func() {
-		if r := recover(); r != nil {
-			docs, err = nil, fmt.Errorf("yaml: %v", r)
-		}
-	}()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for len(docs) < 2 {
-		doc := new(yaml.Node)
-		if err := dec.Decode(doc); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
+func parseDocs(data []byte) (docs []*yaml.Node, err error) {
+	err = safely(func() error {
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		for len(docs) < 2 {
+			doc := new(yaml.Node)
+			if err := dec.Decode(doc); errors.Is(err, io.EOF) {
+				return nil
+			} else if err != nil {
+				return err
 			}
-			return nil, err
+			docs = append(docs, doc)
 		}
-		docs = append(docs, doc)
+		return nil
+	})
+	return docs, err
+}
+
+// aliasNodes returns how many nodes the aliases under root add once
+// expanded, and the line of the alias that took the count past
+// maxAliasNodes. Each node is sized once, so this is linear in the
+// document however far it expands; a cycle counts as too far.
+func aliasNodes(root *yaml.Node) (added, at int) {
+	const huge = 1 << 40
+	sizes := map[*yaml.Node]int{}
+	var size func(n *yaml.Node) int
+	size = func(n *yaml.Node) int {
+		if n.Kind == yaml.AliasNode {
+			s := huge
+			if n.Alias != nil {
+				s = size(n.Alias)
+			}
+			if added = min(added+s, huge); added > maxAliasNodes && at == 0 {
+				at = n.Line
+			}
+			return s
+		}
+		if s, ok := sizes[n]; ok {
+			return s
+		}
+		sizes[n] = huge // until known: an alias inside n to n is a cycle
+		s := 1
+		for _, c := range n.Content {
+			s = min(s+size(c), huge)
+		}
+		sizes[n] = s
+		return s
 	}
-	return docs, nil
+	size(root)
+	return added, at
 }
 
 // errorLine returns the line of a syntax error. yaml.v3 often reports the
@@ -128,251 +259,183 @@ func decodeDocs(data []byte) (docs []*yaml.Node, err error) {
 // introduces this error, which is what the reader needs.
 func errorLine(data []byte, err error) int {
 	want := yamlLine.ReplaceAllString(err.Error(), "")
+	lines := bytes.SplitAfter(data, []byte("\n"))
 	fails := func(n int) bool { // the first n lines fail like data
-		end := 0
-		for range n {
-			i := bytes.IndexByte(data[end:], '\n')
-			if i < 0 {
-				end = len(data)
-				break
-			}
-			end += i + 1
-		}
-		_, err := decodeDocs(data[:end])
+		_, err := parseDocs(bytes.Join(lines[:n], nil))
 		return err != nil && yamlLine.ReplaceAllString(err.Error(), "") == want
 	}
-	lines := bytes.Count(data, []byte("\n"))
-	if len(data) > 0 && data[len(data)-1] != '\n' {
-		lines++
+	if len(data) <= maxBisectSize && fails(len(lines)) {
+		return sort.Search(len(lines), fails) // fails(0) is false: the empty prefix parses
 	}
-	if lines > 100000 || !fails(lines) {
-		// Not worth it, or the error is not about a line. yaml.v3's own
-		// line, if any, is better than nothing.
-		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-			n, _ := strconv.Atoi(m[1])
-			return n
-		}
-		return 0
+	// Not worth it, or the error is not about a line: yaml.v3's own line,
+	// if any, is better than nothing.
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
 	}
-	lo, hi := 0, lines // fails(lo) is false: the empty prefix parses
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if fails(mid) {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi
+	return 0
 }
 
-var durationType = reflect.TypeFor[time.Duration]()
-
-// decoder fills a schema from a yaml.Node tree, recording the line of
-// every key it sets and an error for everything it cannot set.
-type decoder struct {
-	file  string
-	lines map[string]int
-	errs  []*FieldError
-	bad   map[string]bool // fields that had errors: validation skips them
-}
-
-func (d *decoder) errorf(line int, field, format string, args ...any) {
-	d.errs = append(d.errs, &FieldError{File: d.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
-	d.bad[field] = true
-}
-
-func (d *decoder) root(n *yaml.Node, s *schema) {
+// walk records what the file sets, and where, for the value n of the
+// field at path, of type t.
+func (p *parser) walk(n *yaml.Node, path string, t reflect.Type) {
 	n = resolve(n)
-	if isNull(n) {
-		return
-	}
-	if n.Kind != yaml.MappingNode {
-		d.errorf(n.Line, "", "the top level must be a mapping of sections (redis:, engine:, ...), got %s", describe(n))
-		return
-	}
-	d.mapping(n, "", reflect.ValueOf(s).Elem())
-}
-
-// mapping decodes the mapping n into the struct v, the section at path.
-func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
-	keys := fieldsByKey(v.Type())
-	seen := make(map[string]int)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := resolve(n.Content[i]), n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			d.errorf(k.Line, path, "keys must be names, got %s", describe(k))
-			continue
+	p.index(&walked{path: path, typ: t, n: n})
+	switch {
+	case n.Kind == yaml.MappingNode && (t.Kind() == reflect.Struct || t.Kind() == reflect.Map):
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := resolve(n.Content[i])
+			if k.Kind != yaml.ScalarNode {
+				p.index(&walked{path: path, typ: stringType, n: k})
+				continue
+			}
+			field := join(path, keyName(k.Value))
+			p.index(&walked{path: field, n: k, in: t})
+			if k.ShortTag() == "!!merge" {
+				p.errorf(k.Line, field, "merge keys are not supported")
+			} else if et := fieldType(t, k.Value); et != nil {
+				p.set(field, k.Line, n.Content[i+1], et)
+			}
 		}
-		field := join(path, k.Value)
-		if first, dup := seen[k.Value]; dup {
-			d.errorf(k.Line, field, "duplicate key (first at line %d)", first)
-			continue
+	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
+		for i, el := range n.Content {
+			field := fmt.Sprintf("%s[%d]", path, i)
+			if el = resolve(el); isNull(el) { // yaml.v3 drops it
+				p.errorf(el.Line, field, "%s", typeMessage(el, t.Elem()))
+			} else {
+				p.set(field, el.Line, el, t.Elem())
+			}
 		}
-		seen[k.Value] = k.Line
-		idx, ok := keys[k.Value]
-		if !ok {
-			d.unknown(k, field, keys)
-			continue
-		}
-		if !isNull(resolve(val)) {
-			d.lines[field] = k.Line
-		}
-		d.value(val, field, v.Field(idx))
+	case n.ShortTag() == "!!float" && t.Kind() == reflect.Int: // yaml.v3 truncates it
+		p.errorf(n.Line, path, "%s", typeMessage(n, t))
 	}
 }
 
-// unknown reports an unknown key, suggesting a known one it is close to.
-func (d *decoder) unknown(k *yaml.Node, field string, keys map[string]int) {
-	if k.Value == "<<" {
-		d.errorf(k.Line, field, "merge keys are not supported")
+// set records that field is set at line to v, unless v is null, and walks v.
+func (p *parser) set(field string, line int, v *yaml.Node, t reflect.Type) {
+	if v = resolve(v); !isNull(v) {
+		p.f.keys[field] = key{line, v}
+	}
+	p.walk(v, field, t)
+}
+
+func (p *parser) index(w *walked) {
+	p.byLine[w.n.Line] = append(p.byLine[w.n.Line], w)
+}
+
+// take returns an entry on line that match accepts and that no error was
+// mapped to yet. yaml.v3 reports errors in the order of the walk, so the
+// search starts after the entry taken last: a line of thousands of errors
+// costs linear time.
+func (p *parser) take(line int, match func(*walked) bool) *walked {
+	ws := p.byLine[line]
+	for j := range ws {
+		i := (p.next[line] + j) % len(ws)
+		if w := ws[i]; !w.taken && match(w) {
+			w.taken, p.next[line] = true, i+1
+			return w
+		}
+	}
+	return nil
+}
+
+var (
+	yamlErr    = regexp.MustCompile(`(?s)^line (\d+): (.*)$`)
+	typeErr    = regexp.MustCompile(`(?s)^cannot unmarshal (!\S*).* into (\S+)$`)
+	unknownErr = regexp.MustCompile(`(?s)^field (.*) not found in type \S+$`)
+	dupErr     = regexp.MustCompile(`(?s)^mapping key (".*") already defined at line (\d+)$`)
+)
+
+// translate turns one of yaml.v3's type errors into a FieldError that
+// names the field, using what the walk found on its line; one it cannot
+// place keeps yaml.v3's words.
+func (p *parser) translate(msg string) {
+	if len(p.errs) >= maxKept {
+		p.dropped++
 		return
+	}
+	m := yamlErr.FindStringSubmatch(msg)
+	if m == nil {
+		m = []string{msg, "0", msg}
+	}
+	line, _ := strconv.Atoi(m[1])
+	key := func(name string) func(*walked) bool {
+		return func(w *walked) bool { return w.typ == nil && w.n.Value == name }
+	}
+	if t := typeErr.FindStringSubmatch(m[2]); t != nil {
+		if w := p.take(line, func(w *walked) bool { return w.typ != nil && w.typ.String() == t[2] && w.n.ShortTag() == t[1] }); w != nil {
+			p.errorf(line, w.path, "%s", typeMessage(w.n, w.typ))
+			return
+		}
+	} else if u := unknownErr.FindStringSubmatch(m[2]); u != nil {
+		if w := p.take(line, key(u[1])); w != nil {
+			p.errorf(line, w.path, "%s", unknownKey(w))
+			return
+		}
+	} else if d := dupErr.FindStringSubmatch(m[2]); d != nil {
+		name, _ := strconv.Unquote(d[1])
+		if w := p.take(line, key(name)); w != nil {
+			p.errorf(line, w.path, "duplicate key (first at line %s)", d[2])
+			p.bad[parent(w.path)] = true // yaml.v3 skipped the whole mapping
+			return
+		}
+	}
+	p.errorf(line, "", "%s", keyName(m[2]))
+}
+
+// hints replace "unknown key" for keys people write by mistake.
+var hints = map[string]string{
+	"redis.password":          "passwords are not written in the configuration file: name an environment variable with password_env or a file with password_file",
+	"redis.sentinel_password": "passwords are not written in the configuration file: name an environment variable with sentinel_password_env",
+}
+
+// unknownKey is the message for an unknown key, suggesting a known one it
+// is close to.
+func unknownKey(w *walked) string {
+	if h, ok := hints[w.path]; ok {
+		return h
 	}
 	best, bestDist := "", 3
-	for name := range keys {
-		if dist := editDistance(k.Value, name); dist < bestDist || dist == bestDist && name < best {
-			best, bestDist = name, dist
+	for i := range w.in.NumField() {
+		name := w.in.Field(i).Tag.Get("yaml")
+		if d := editDistance(w.n.Value, name); d < bestDist || d == bestDist && name < best {
+			best, bestDist = name, d
 		}
 	}
 	if best != "" {
-		d.errorf(k.Line, field, "unknown key (did you mean %s?)", best)
-		return
+		return "unknown key (did you mean " + best + "?)"
 	}
-	d.errorf(k.Line, field, "unknown key")
+	return "unknown key"
 }
 
-// value decodes n into v, the field at path. A null value (a key with
-// nothing after it, or ~) leaves v zero: the default.
-func (d *decoder) value(n *yaml.Node, field string, v reflect.Value) {
-	n = resolve(n)
-	if isNull(n) {
-		return
-	}
-	switch t := v.Type(); {
+// typeMessage says that n does not decode to t.
+func typeMessage(n *yaml.Node, t reflect.Type) string {
+	want := map[reflect.Kind]string{reflect.String: "a string", reflect.Bool: "true or false", reflect.Int: "a whole number",
+		reflect.Slice: "a list of strings", reflect.Map: "a mapping of names to strings", reflect.Struct: "a section (a mapping of keys)"}[t.Kind()]
+	switch {
+	case t == schemaType:
+		return "the top level must be a mapping of sections (redis:, engine:, ...), got " + describe(n)
+	case t == durationType && n.Kind == yaml.ScalarNode:
+		return show(n.Value) + " is not a duration (examples: 30s, 500ms, 2m)"
 	case t == durationType:
-		s, ok := d.scalar(n, field, "a duration such as 30s")
-		if !ok {
-			return
-		}
-		dur, err := time.ParseDuration(s)
-		if err != nil {
-			d.errorf(n.Line, field, "%q is not a duration (examples: 30s, 500ms, 2m)", s)
-			return
-		}
-		v.SetInt(int64(dur))
-	case t.Kind() == reflect.String:
-		if s, ok := d.scalar(n, field, "a string"); ok {
-			v.SetString(s)
-		}
-	case t.Kind() == reflect.Bool:
-		s, ok := d.scalar(n, field, "true or false")
-		if !ok {
-			return
-		}
-		var b bool
-		if n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
-			d.errorf(n.Line, field, "expected true or false, got %q", s)
-			return
-		}
-		v.SetBool(b)
-	case t.Kind() == reflect.Int:
-		s, ok := d.scalar(n, field, "a whole number")
-		if !ok {
-			return
-		}
-		var i int
-		if n.ShortTag() != "!!int" || n.Decode(&i) != nil {
-			d.errorf(n.Line, field, "expected a whole number, got %q", s)
-			return
-		}
-		v.SetInt(int64(i))
-	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
-		if n.Kind != yaml.SequenceNode {
-			d.errorf(n.Line, field, "expected a list of strings, got %s", describe(n))
-			return
-		}
-		list := make([]string, 0, len(n.Content))
-		for i, el := range n.Content {
-			el = resolve(el)
-			elField := fmt.Sprintf("%s[%d]", field, i)
-			if isNull(el) {
-				d.errorf(el.Line, elField, "expected a string, got nothing")
-				continue
-			}
-			if s, ok := d.scalar(el, elField, "a string"); ok {
-				d.lines[elField] = el.Line
-				list = append(list, s)
-			}
-		}
-		v.Set(reflect.ValueOf(list))
-	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.String:
-		if n.Kind != yaml.MappingNode {
-			d.errorf(n.Line, field, "expected a mapping of names to strings, got %s", describe(n))
-			return
-		}
-		m := make(map[string]string, len(n.Content)/2)
-		seen := make(map[string]int)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := resolve(n.Content[i]), resolve(n.Content[i+1])
-			if k.Kind != yaml.ScalarNode {
-				d.errorf(k.Line, field, "keys must be names, got %s", describe(k))
-				continue
-			}
-			kField := join(field, k.Value)
-			if first, dup := seen[k.Value]; dup {
-				d.errorf(k.Line, kField, "duplicate key (first at line %d)", first)
-				continue
-			}
-			seen[k.Value] = k.Line
-			d.lines[kField] = k.Line
-			s := ""
-			if !isNull(val) {
-				var ok bool
-				if s, ok = d.scalar(val, kField, "a string"); !ok {
-					continue
-				}
-			}
-			m[k.Value] = s
-		}
-		v.Set(reflect.ValueOf(m))
-	case t.Kind() == reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			d.errorf(n.Line, field, "expected a section (a mapping of keys), got %s", describe(n))
-			return
-		}
-		d.mapping(n, field, v)
-	default:
-		panic("config: schema field " + field + " has unsupported type " + t.String())
+		want = "a duration such as 30s"
+	case n.Kind == yaml.ScalarNode && !isNull(n) && (t.Kind() == reflect.Bool || t.Kind() == reflect.Int):
+		return "expected " + want + ", got " + show(n.Value)
 	}
+	return "expected " + want + ", got " + describe(n)
 }
 
-// scalar returns the text of a scalar node, reporting anything else as the
-// wrong type. Any plain scalar is accepted as a string: `owner: 42` means
-// "42"; binary data and application tags (!foo) are not text.
-func (d *decoder) scalar(n *yaml.Node, field, want string) (string, bool) {
-	if n.Kind != yaml.ScalarNode {
-		d.errorf(n.Line, field, "expected %s, got %s", want, describe(n))
-		return "", false
-	}
-	if tag := n.ShortTag(); tag == "!!binary" || !strings.HasPrefix(tag, "!!") {
-		d.errorf(n.Line, field, "expected %s, got a value tagged %s", want, tag)
-		return "", false
-	}
-	return n.Value, true
-}
-
-// resolve follows aliases. The parser refuses an alias to an anchor not
-// yet complete, so the chain is finite; the bound is a guard all the same.
+// resolve follows aliases. The alias bound has refused cycles; the bound
+// here is a guard all the same.
 func resolve(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
 		n = n.Alias
 	}
 	return n
 }
 
 func isNull(n *yaml.Node) bool {
-	return n == nil || n.Kind == 0 || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" ||
-		n.Kind == yaml.DocumentNode && len(n.Content) == 0
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
 // describe names the kind of n for a type error: "a list", "a string".
@@ -382,23 +445,11 @@ func describe(n *yaml.Node) string {
 		return "a list"
 	case yaml.MappingNode:
 		return "a mapping"
-	case yaml.AliasNode:
-		return "an alias"
-	case yaml.DocumentNode:
-		return "a document"
 	case yaml.ScalarNode:
-		switch n.ShortTag() {
-		case "!!null":
-			return "nothing"
-		case "!!bool":
-			return "a boolean"
-		case "!!int":
-			return "a whole number"
-		case "!!float":
-			return "a number"
-		default:
-			return "a string"
+		if d, ok := map[string]string{"!!null": "nothing", "!!bool": "a boolean", "!!int": "a whole number", "!!float": "a number"}[n.ShortTag()]; ok {
+			return d
 		}
+		return "a string"
 	}
 	return "something else"
 }
@@ -410,15 +461,46 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// fieldsByKey maps the yaml keys of struct type t to field indexes.
-func fieldsByKey(t reflect.Type) map[string]int {
-	m := make(map[string]int, t.NumField())
+// parent is the section or list that holds field.
+func parent(field string) string {
+	return field[:max(strings.LastIndexAny(field, ".["), 0)]
+}
+
+// keyName is a key as it appears in a field's path: cut when long, quoted
+// when it holds what a terminal should not print.
+func keyName(k string) string {
+	if strings.IndexFunc(k, func(r rune) bool { return !strconv.IsPrint(r) }) >= 0 {
+		return strconv.Quote(clip(k))
+	}
+	return clip(k)
+}
+
+// fieldType returns the type of the value of key in a mapping decoded to
+// t: the field's for a struct, the element's for a map; nil for a key t
+// does not have.
+func fieldType(t reflect.Type, key string) reflect.Type {
+	switch {
+	case t == nil:
+		return nil
+	case t.Kind() == reflect.Map:
+		return t.Elem()
+	}
 	for i := range t.NumField() {
-		if key := t.Field(i).Tag.Get("yaml"); key != "" {
-			m[key] = i
+		if t.Field(i).Tag.Get("yaml") == key {
+			return t.Field(i).Type
 		}
 	}
-	return m
+	return nil
+}
+
+// fsReason is the text of a file system error without the operation and
+// path that the caller already names.
+func fsReason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
 
 // editDistance is the Levenshtein distance between a and b, for "did you
@@ -427,8 +509,7 @@ func editDistance(a, b string) int {
 	if len(a) > 64 || len(b) > 64 {
 		return 64
 	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j
 	}

@@ -2,32 +2,34 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
-	"net/url"
-	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
-	execsink "github.com/syncd/syncd/sinks/exec"
 	httpsink "github.com/syncd/syncd/sinks/http"
-	"github.com/syncd/syncd/store"
 )
 
 // Redacted returns the effective configuration as YAML: every key, with
 // the defaults filled in, in the layout of the file. Only the sub-section
 // of the configured sink type is shown. Secrets never appear: the file
-// holds only the names of password variables and files, never a password,
-// and the values of http sink headers and exec sink environment variables
-// whose names suggest a secret (Authorization, Token, Key, Secret, Cookie,
-// Password, ...) are shown as "[redacted]", as is the password in the http
-// sink's URL. The output parses back to the same configuration, but for
-// the redacted values.
+// holds only the names of password variables and files, never a password;
+// http sink header values are shown as "[redacted]" unless the header is
+// on a short list of harmless ones (Content-Type, Accept, User-Agent,
+// ...), as are exec sink environment values whose names suggest a secret
+// (Token, Key, Secret, Password, ...); and in every other value, URLs lose
+// their user information and query values, and credentials written as
+// token=, key=, secret= or password= pairs or as bearer tokens are hidden.
+// The output parses back to the same configuration, but for the redacted
+// values.
 func (f *File) Redacted() ([]byte, error) {
 	doc := &yaml.Node{
 		Kind:        yaml.DocumentNode,
@@ -37,10 +39,7 @@ func (f *File) Redacted() ([]byte, error) {
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
-		return nil, fmt.Errorf("config: redacted: %w", err)
-	}
-	if err := enc.Close(); err != nil {
+	if err := errors.Join(enc.Encode(doc), enc.Close()); err != nil {
 		return nil, fmt.Errorf("config: redacted: %w", err)
 	}
 	return b.Bytes(), nil
@@ -60,80 +59,30 @@ var zeroNotes = map[string]string{
 	"http.listen":            "empty: no HTTP server",
 }
 
-// effective returns the schema with the libraries' defaults filled in.
-//
-// The libraries apply their defaults privately (store's withDefaults,
-// ownership's and engine's resolve), so the values here are copies that
-// must follow them; each group names its source.
+// effective returns the schema with the defaults filled in: the
+// libraries' WithDefaults, the sinks' defaults and this package's.
 func (f *File) effective() schema {
 	s := f.s
-	s.Redis.Addrs = slices.Clone(s.Redis.Addrs)
-	s.Items.IDs = slices.Clone(s.Items.IDs)
-	s.Sink.Exec.Command = slices.Clone(s.Sink.Exec.Command)
-	s.Sink.Exec.Env = slices.Clone(s.Sink.Exec.Env)
-	s.Sink.HTTP.Headers = maps.Clone(s.Sink.HTTP.Headers)
-
-	// store.Config.withDefaults
-	r := &s.Redis
-	def(&r.KeyPrefix, store.DefaultKeyPrefix)
-	def(&r.Shards, store.DefaultShards)
-	def(&r.DialTimeout, 5*time.Second)
-	def(&r.ReadTimeout, 3*time.Second)
-	def(&r.WriteTimeout, 3*time.Second)
-
-	// ownership.Config.resolve
-	o := &s.Ownership
-	def(&o.TTL, 30*time.Second)
-	def(&o.Margin, o.TTL/10+2*time.Millisecond)
-	def(&o.Heartbeat, o.TTL/3)
-	def(&o.ReplicaTimeout, o.TTL/10)
-	if o.Owner == "" {
-		o.Owner, _ = os.Hostname()
-		def(&o.Owner, "unknown")
+	copyFields(&s.Redis, f.storeBase().WithDefaults())
+	o := f.Ownership().WithDefaults()
+	copyFields(&s.Ownership, o)
+	s.Ownership.Owner = o.Owner.Host
+	copyFields(&s.Engine, f.Engine().WithDefaults())
+	sc := f.Sink()
+	s.Sink.Type = sc.Type
+	copyFields(&s.Sink.Exec, sc.Exec)
+	copyFields(&s.Sink.HTTP, sc.HTTP)
+	copyFields(&s.Sink.File, sc.File)
+	copyFields(&s.Sink.Log, sc.Log)
+	if sc.Type == SinkHTTP && s.Sink.HTTP.Timeout == 0 {
+		s.Sink.HTTP.Timeout = httpsink.DefaultTimeout
 	}
-
-	// engine.Config.resolve
-	e := &s.Engine
-	def(&e.Workers, 4)
-	def(&e.Batch, 32)
-	def(&e.MaxAttempts, 5)
-	def(&e.Interval, time.Minute)
-	def(&e.BackoffMin, time.Second)
-	def(&e.BackoffMax, 5*time.Minute)
-	def(&e.DrainTimeout, 30*time.Second)
-	def(&e.Poll, 250*time.Millisecond)
-
-	// The sink packages' New.
-	s.Sink.Type = f.SinkType()
-	def(&s.Sink.Exec.Grace, execsink.DefaultGrace)
-	def(&s.Sink.HTTP.Timeout, httpsink.DefaultTimeout)
-
-	def(&s.Log.Level, "info")
-	def(&s.Log.Format, FormatAuto)
-
-	h := &s.Sink.HTTP
-	h.URL = redactURL(h.URL)
-	for k := range h.Headers {
-		if secretName(k) {
-			h.Headers[k] = redacted
-		}
-	}
-	for i, kv := range s.Sink.Exec.Env {
-		if k, _, ok := strings.Cut(kv, "="); ok && secretName(k) {
-			s.Sink.Exec.Env[i] = k + "=" + redacted
-		}
-	}
+	s.Log.Level, s.Log.Format = f.LogLevel().String(), f.LogFormat()
 	return s
 }
 
-func def[T comparable](p *T, v T) {
-	var zero T
-	if *p == zero {
-		*p = v
-	}
-}
-
-// node renders v, the value of the field at path, as a YAML node.
+// node renders v, the value of the field at path, as a YAML node, with
+// secrets redacted.
 func (f *File) node(v reflect.Value, path string) *yaml.Node {
 	str := func(tag, s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: s} }
 	var n *yaml.Node
@@ -141,39 +90,35 @@ func (f *File) node(v reflect.Value, path string) *yaml.Node {
 	case t == durationType:
 		n = str("!!str", formatDuration(time.Duration(v.Int())))
 	case t.Kind() == reflect.String:
-		n = str("!!str", v.String())
+		n = str("!!str", redactField(path, v.String()))
 	case t.Kind() == reflect.Bool:
 		n = str("!!bool", strconv.FormatBool(v.Bool()))
 	case t.Kind() == reflect.Int:
 		n = str("!!int", strconv.FormatInt(v.Int(), 10))
 	case t.Kind() == reflect.Slice:
 		n = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-		if v.Len() == 0 {
-			n.Style = yaml.FlowStyle
-		}
 		for i := range v.Len() {
-			n.Content = append(n.Content, str("!!str", v.Index(i).String()))
+			n.Content = append(n.Content, str("!!str", redactField(path, v.Index(i).String())))
 		}
 	case t.Kind() == reflect.Map:
 		n = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-		if v.Len() == 0 {
-			n.Style = yaml.FlowStyle
-		}
 		m := v.Interface().(map[string]string)
 		for _, k := range sortedKeys(m) {
-			n.Content = append(n.Content, str("!!str", k), str("!!str", m[k]))
+			n.Content = append(n.Content, str("!!str", k), str("!!str", redactField(join(path, k), m[k])))
 		}
 	case t.Kind() == reflect.Struct:
 		n = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 		for i := range t.NumField() {
 			key := t.Field(i).Tag.Get("yaml")
-			field := join(path, key)
 			if path == "sink" && key != "type" && key != f.SinkType() {
 				continue // another sink type's sub-section
 			}
-			n.Content = append(n.Content, str("!!str", key), f.node(v.Field(i), field))
+			n.Content = append(n.Content, str("!!str", key), f.node(v.Field(i), join(path, key)))
 		}
 		return n
+	}
+	if (v.Kind() == reflect.Slice || v.Kind() == reflect.Map) && v.Len() == 0 {
+		n.Style = yaml.FlowStyle
 	}
 	if v.IsZero() || v.Kind() == reflect.Slice && v.Len() == 0 {
 		n.LineComment = zeroNotes[path]
@@ -194,8 +139,32 @@ func formatDuration(d time.Duration) string {
 	return s
 }
 
-// secretName reports whether a header or variable called name probably
-// holds a secret.
+// plainFields are shown as they are: addresses and item IDs hold no
+// secrets, and redaction could make them invalid.
+var plainFields = []string{"redis.addrs", "http.listen", "items.ids"}
+
+// safeHeaders are the http sink headers whose values are shown.
+var safeHeaders = []string{"Accept", "Accept-Charset", "Accept-Encoding", "Accept-Language",
+	"Cache-Control", "Content-Encoding", "Content-Language", "Content-Type", "User-Agent"}
+
+// redactField returns v, a value of the field at path (a list's elements
+// have the list's path), with its secrets redacted.
+func redactField(path, v string) string {
+	if name, ok := strings.CutPrefix(path, "sink.http.headers."); ok && v != "" &&
+		!slices.ContainsFunc(safeHeaders, func(h string) bool { return strings.EqualFold(h, name) }) {
+		return redacted
+	}
+	if k, _, ok := strings.Cut(v, "="); ok && path == "sink.exec.env" && secretName(k) {
+		return k + "=" + redacted
+	}
+	if slices.Contains(plainFields, path) {
+		return v
+	}
+	return redactValue(v)
+}
+
+// secretName reports whether a variable called name probably holds a
+// secret.
 func secretName(name string) bool {
 	n := strings.ToLower(name)
 	for _, s := range []string{"auth", "token", "key", "secret", "cookie", "pass", "session", "signature", "credential"} {
@@ -206,41 +175,59 @@ func secretName(name string) bool {
 	return false
 }
 
-// redactURL hides the password of a URL's user information and the values
-// of query parameters with secret names. A URL that does not parse has the
-// part between the first colon and the @ of its authority hidden.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		scheme, rest, ok := strings.Cut(raw, "://")
-		if !ok {
-			return raw
+var (
+	urlRE    = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)([^/?#\s]*@)?([^?#\s]*)(\?[^#\s]*)?`)
+	pairRE   = regexp.MustCompile(`(?i)([\w.-]*(?:token|secret|passw(?:or)?d|pwd|key|auth)[\w.-]*=)[^\s&;,'"\[][^\s&;,'"]*`)
+	bearerRE = regexp.MustCompile(`(?i)\b(bearer|basic)(\s+)[^\s,;'"\[]+`)
+)
+
+// redactValue hides the credentials inside a value: the user information
+// and query values of URLs, token=, key=, secret= and password= pairs,
+// bearer and basic credentials. Applied twice, it changes nothing more.
+func redactValue(s string) string {
+	s = pairRE.ReplaceAllString(redactURLs(s), "${1}xxxxx")
+	return bearerRE.ReplaceAllString(s, "${1}${2}xxxxx")
+}
+
+// redactURLs hides the user information (user name and password) and the
+// query values of every URL in s.
+func redactURLs(s string) string {
+	return urlRE.ReplaceAllStringFunc(s, func(u string) string {
+		m := urlRE.FindStringSubmatch(u)
+		if m[2] != "" {
+			m[2] = "xxxxx@"
 		}
-		auth, path, _ := strings.Cut(rest, "/")
-		at := strings.LastIndexByte(auth, '@')
-		colon := strings.IndexByte(auth, ':')
-		if at < 0 || colon < 0 || colon > at {
-			return raw
-		}
-		out := scheme + "://" + auth[:colon+1] + "xxxxx" + auth[at:]
-		if len(rest) > len(auth) {
-			out += "/" + path
-		}
-		return out
-	}
-	if q := u.Query(); len(q) > 0 {
-		changed := false
-		for k := range q {
-			if secretName(k) {
-				q[k] = []string{"xxxxx"}
-				changed = true
+		if m[4] != "" {
+			q := strings.Split(m[4][1:], "&")
+			for i, kv := range q {
+				if k, _, ok := strings.Cut(kv, "="); ok {
+					q[i] = k + "=xxxxx"
+				} else if kv != "" {
+					q[i] = "xxxxx"
+				}
 			}
+			m[4] = "?" + strings.Join(q, "&")
 		}
-		if changed {
-			u.RawQuery = q.Encode()
-		}
+		return m[1] + m[2] + m[3] + m[4]
+	})
+}
+
+// maxShown bounds a value or key quoted in a message.
+const maxShown = 80
+
+// show quotes a value for a message, redacted and cut.
+func show(v string) string { return strconv.Quote(clip(redactValue(v))) }
+
+// clip cuts s to maxShown bytes, on a character boundary.
+func clip(s string) string {
+	if len(s) <= maxShown {
+		return s
 	}
-	return u.Redacted()
+	i := maxShown
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
 }
 
 func sortedKeys(m map[string]string) []string {

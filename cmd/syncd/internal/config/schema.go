@@ -1,15 +1,13 @@
 package config
 
-import (
-	"reflect"
-	"time"
-)
+import "time"
 
 // schema is the YAML file, section by section. The yaml tags are the keys;
 // the decoder, Redacted and the test that keeps config.yaml complete all
-// walk these types, so a key added here is a key everywhere. Field types
-// are limited to what the decoder knows: string, bool, int, time.Duration,
-// []string, map[string]string and nested sections (structs).
+// walk these types, so a key added here is a key everywhere. A field with
+// the name and type of a field of the library Config it configures is
+// copied to it by name (copyFields). Field types are limited to string,
+// bool, int, time.Duration, []string, map[string]string and sections.
 type schema struct {
 	Redis     redisSection     `yaml:"redis"`
 	Ownership ownershipSection `yaml:"ownership"`
@@ -131,22 +129,3 @@ const (
 	FormatJSON    = "json"    // one JSON object per line
 	FormatConsole = "console" // zerolog's human-readable console writer
 )
-
-// schemaKeys returns every dotted key of the schema, sections included, in
-// the order of the schema.
-func schemaKeys() []string {
-	var keys []string
-	var walk func(t reflect.Type, path string)
-	walk = func(t reflect.Type, path string) {
-		for i := range t.NumField() {
-			ft := t.Field(i)
-			key := join(path, ft.Tag.Get("yaml"))
-			keys = append(keys, key)
-			if ft.Type.Kind() == reflect.Struct && ft.Type != durationType {
-				walk(ft.Type, key)
-			}
-		}
-	}
-	walk(reflect.TypeFor[schema](), "")
-	return keys
-}

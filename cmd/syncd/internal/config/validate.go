@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/ownership"
@@ -19,34 +22,32 @@ import (
 	"github.com/syncd/syncd/store"
 )
 
-// validator checks a decoded file. The rules of each library stay in the
-// library: the validator runs the library's Validate and maps the field it
-// names back to a key and a line. The rules here are the ones about the
-// file itself (which keys go together) and the few no library owns.
-type validator struct {
-	f    *File
-	bad  map[string]bool // fields the decoder could not decode
-	errs []*FieldError
+// validate checks the decoded file. The rules of each library stay in the
+// library: validate runs the library's Validate, which reports every bad
+// field, and maps each field back to a key and a line. The rules here are
+// the ones about the file itself (which keys go together, explicit zeros)
+// and the few no library owns (sink.exec.grace against the lease margin).
+func (p *parser) validate() {
+	p.redis()
+	p.ownership()
+	p.engine()
+	p.explicitZeros()
+	p.items()
+	p.sink()
+	p.grace()
+	p.http()
+	p.log()
 }
 
-func (v *validator) run() {
-	v.redis()
-	v.ownership()
-	v.engine()
-	v.items()
-	v.sink()
-	v.http()
-	v.log()
-}
-
-// errorf reports a problem with field, at the line of the first of field
-// and alt that is set, else at the line of field's section.
-func (v *validator) errorf(err error, field string, alt []string, format string, args ...any) {
-	v.errs = append(v.errs, &FieldError{
-		File:  v.f.name,
-		Line:  v.f.lineOf(field, alt...),
+// report adds a problem with field, at the line of the first of field and
+// alt that is set, else at the line of field's section. The value of
+// field, where msg quotes it, is cut and redacted.
+func (p *parser) report(err error, field string, alt []string, format string, args ...any) {
+	p.add(&FieldError{
+		File:  p.f.name,
+		Line:  p.f.lineOf(field, alt...),
 		Field: field,
-		Msg:   fmt.Sprintf(format, args...),
+		Msg:   p.f.scrub(field, fmt.Sprintf(format, args...)),
 		Err:   err,
 	})
 }
@@ -54,10 +55,10 @@ func (v *validator) errorf(err error, field string, alt []string, format string,
 // skip reports whether any of fields, or anything inside them, failed to
 // decode: its value is the default, not what the file says, so rules
 // about it would mislead.
-func (v *validator) skip(fields ...string) bool {
-	for b := range v.bad {
+func (p *parser) skip(fields ...string) bool {
+	for b := range p.bad {
 		for _, f := range fields {
-			if b == f || strings.HasPrefix(b, f+".") || strings.HasPrefix(b, f+"[") {
+			if b == "" || b == f || strings.HasPrefix(b, f+".") || strings.HasPrefix(b, f+"[") {
 				return true
 			}
 		}
@@ -69,214 +70,146 @@ func (v *validator) skip(fields ...string) bool {
 // of the nearest enclosing section of field that is set, else 0.
 func (f *File) lineOf(field string, alt ...string) int {
 	for _, k := range append([]string{field}, alt...) {
-		if l, ok := f.lines[k]; ok {
-			return l
+		if k, ok := f.keys[k]; ok {
+			return k.line
 		}
 	}
-	for k := field; k != ""; {
-		i := strings.LastIndexAny(k, ".[")
-		if i < 0 {
-			break
-		}
-		k = k[:i]
-		if l, ok := f.lines[k]; ok {
-			return l
+	for k := parent(field); k != ""; k = parent(k) {
+		if k, ok := f.keys[k]; ok {
+			return k.line
 		}
 	}
 	return 0
 }
 
-// isSet reports whether field, or something inside it, is set to a
-// non-null value.
+// isSet reports whether field is set to a non-null value.
 func (f *File) isSet(field string) bool {
-	_, ok := f.lines[field]
+	_, ok := f.keys[field]
 	return ok
 }
 
-// maxLibErrors bounds the rounds of a library validator: each round finds
-// one bad field, which is then reset to its default so that the next round
-// can find the next.
-const maxLibErrors = 32
-
-func (v *validator) redis() {
-	r := &v.f.s.Redis
-	if r.PasswordEnv != "" && r.PasswordFile != "" {
-		v.errorf(nil, "redis.password_file", nil, "only one of redis.password_env and redis.password_file may be set")
+// scrub cuts and redacts the value of field where msg quotes it.
+func (f *File) scrub(field, msg string) string {
+	k, ok := f.keys[field]
+	if !ok || k.val.Kind != yaml.ScalarNode {
+		return msg
 	}
-	if r.SentinelPasswordEnv != "" && r.MasterName == "" && !v.skip("redis.master_name") {
-		v.errorf(nil, "redis.sentinel_password_env", nil, "set but redis.master_name is empty: there are no Sentinels")
+	raw := k.val.Value
+	msg = strings.ReplaceAll(msg, strconv.Quote(raw), show(raw))
+	return strings.ReplaceAll(msg, raw, redactValue(raw))
+}
+
+// libErrors reports the errors of a library's Validate, each a *E (the
+// library's *ConfigError) at the field that name gives it, unless that
+// field did not decode; anything else at the section.
+func libErrors[E error](p *parser, section string, err error, name func(E) (field, reason string)) {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else if err != nil {
+		errs = []error{err}
+	}
+	for _, err := range errs {
+		var ce E
+		if !errors.As(err, &ce) {
+			p.report(err, section, nil, "%v", err)
+			continue
+		}
+		if field, reason := name(ce); !p.skip(field) {
+			alt := map[string][]string{"redis.addrs": {"redis.cluster", "redis.master_name"}}[field]
+			p.report(ce, field, alt, "%s", reason)
+		}
+	}
+}
+
+func (p *parser) redis() {
+	r := &p.f.s.Redis
+	if r.PasswordEnv != "" && r.PasswordFile != "" {
+		p.report(nil, "redis.password_file", nil, "only one of redis.password_env and redis.password_file may be set")
+	}
+	if r.SentinelPasswordEnv != "" && r.MasterName == "" && !p.skip("redis.master_name") {
+		p.report(nil, "redis.sentinel_password_env", nil, "set but redis.master_name is empty: there are no Sentinels")
 	}
 	t := r.TLS
-	if !t.Enabled && !v.skip("redis.tls.enabled") {
+	if !t.Enabled && !p.skip("redis.tls.enabled") {
 		for _, kv := range [][2]string{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"key_file", t.KeyFile}, {"server_name", t.ServerName}} {
 			if kv[1] != "" {
-				v.errorf(nil, "redis.tls."+kv[0], nil, "set but redis.tls.enabled is false")
+				p.report(nil, "redis.tls."+kv[0], nil, "set but redis.tls.enabled is false")
 			}
 		}
 	}
 	if t.Enabled && (t.CertFile == "") != (t.KeyFile == "") {
-		if t.CertFile == "" {
-			v.errorf(nil, "redis.tls.cert_file", []string{"redis.tls.key_file"}, "required with redis.tls.key_file")
-		} else {
-			v.errorf(nil, "redis.tls.key_file", []string{"redis.tls.cert_file"}, "required with redis.tls.cert_file")
+		missing, other := "cert_file", "key_file"
+		if t.KeyFile == "" {
+			missing, other = other, missing
 		}
+		p.report(nil, "redis.tls."+missing, []string{"redis.tls." + other}, "required with redis.tls.%s", other)
 	}
-
-	c := v.f.storeBase()
-	c.Addrs = slices.Clone(c.Addrs)
+	c := p.f.storeBase()
 	if t.Enabled || t.InsecureSkipVerify {
-		// Only what Validate looks at; Store loads the files.
-		c.TLS = &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify}
+		c.TLS = &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify} // only what Validate looks at
 	}
-	var last string
-	for range maxLibErrors {
-		err := c.Validate()
-		if err == nil {
-			return
+	libErrors(p, "redis", c.Validate(), func(e *store.ConfigError) (string, string) {
+		if e.Field == "tls" {
+			return "redis.tls.insecure_skip_verify", e.Reason
 		}
-		var ce *store.ConfigError
-		if !errors.As(err, &ce) || ce.Field == last {
-			v.errorf(err, "redis", nil, "%v", err)
-			return
-		}
-		last = ce.Field
-		report := func(field string, alt ...string) {
-			if !v.skip(field) {
-				v.errorf(ce, field, alt, "%s", ce.Reason)
-			}
-		}
-		switch f := ce.Field; {
-		case strings.HasPrefix(f, "addrs["):
-			report("redis." + f)
-			i, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(f, "addrs["), "]"))
-			if i < 0 || i >= len(c.Addrs) {
-				return
-			}
-			c.Addrs[i] = "placeholder:6379"
-		case f == "addrs":
-			report("redis.addrs", "redis.cluster", "redis.master_name")
-			c.Cluster, c.MasterName = false, ""
-		case f == "master_name":
-			report("redis.master_name")
-			c.MasterName = ""
-		case f == "db":
-			report("redis.db")
-			c.DB = 0
-		case f == "shards":
-			report("redis.shards")
-			c.Shards = 0
-		case f == "tls":
-			report("redis.tls.insecure_skip_verify")
-			c.TLS = nil
-		case f == "timeouts":
-			// One rule for three keys: report each that breaks it.
-			for _, d := range []struct {
-				key string
-				val *time.Duration
-			}{{"dial_timeout", &c.DialTimeout}, {"read_timeout", &c.ReadTimeout}, {"write_timeout", &c.WriteTimeout}} {
-				if *d.val < 0 {
-					report("redis." + d.key)
-					*d.val = 0
-				}
-			}
-			c.ClusterReload = 0
-		case f == "pool_size":
-			report("redis.pool_size")
-			c.PoolSize = 0
-		case f == "key_prefix":
-			report("redis.key_prefix")
-			c.KeyPrefix = ""
-		default:
-			report("redis." + f)
-			return
-		}
-	}
+		return "redis." + e.Field, e.Reason
+	})
 }
 
-func (v *validator) ownership() {
-	o := v.f.s.Ownership
-	if o.MinReplicas > 0 && len(v.f.s.Redis.Addrs) == 0 && !v.skip("redis.addrs") {
-		v.errorf(nil, "ownership.min_replicas", nil, "needs redis.addrs: the embedded store has no replicas")
+func (p *parser) ownership() {
+	if p.f.s.Ownership.MinReplicas > 0 && len(p.f.s.Redis.Addrs) == 0 && !p.skip("redis.addrs") {
+		p.report(nil, "ownership.min_replicas", nil, "needs redis.addrs: the embedded store has no replicas")
 	}
-	c := v.f.Ownership()
-	var last string
-	for range maxLibErrors {
-		err := c.Validate()
-		if err == nil {
-			return
-		}
-		var ce *ownership.ConfigError
-		if !errors.As(err, &ce) || ce.Field == last {
-			v.errorf(err, "ownership", nil, "%v", err)
-			return
-		}
-		last = ce.Field
-		field := "ownership." + ce.Field
-		if !v.skip(field) {
-			v.errorf(ce, field, nil, "%s", ce.Reason)
-		}
-		switch ce.Field {
-		case "heartbeat":
-			c.Heartbeat = 0
-		case "settle":
-			c.Settle = 0
-		case "min_replicas":
-			c.MinReplicas = 0
-		case "replica_timeout":
-			c.ReplicaTimeout = 0
-		default:
-			// ttl and margin: the later checks are relative to them, and
-			// would measure against a default the file does not say.
-			return
-		}
-	}
+	libErrors(p, "ownership", p.f.Ownership().Validate(), func(e *ownership.ConfigError) (string, string) {
+		return "ownership." + e.Field, e.Reason
+	})
 }
 
-func (v *validator) engine() {
-	c := v.f.Engine()
+func (p *parser) engine() {
+	c := p.f.Engine()
 	c.Ownership = ownership.Config{} // checked on its own above
-	var last string
-	for range maxLibErrors {
-		err := c.Validate()
-		if err == nil {
-			return
-		}
-		var ce *engine.ConfigError
-		if !errors.As(err, &ce) || ce.Field == last {
-			v.errorf(err, "engine", nil, "%v", err)
-			return
-		}
-		last = ce.Field
-		field := "engine." + ce.Field
-		if !v.skip(field) {
-			v.errorf(ce, field, nil, "%s", ce.Reason)
-		}
-		switch ce.Field {
-		case "workers":
-			c.Workers = 0
-		case "batch":
-			c.Batch = 0
-		case "max_attempts":
-			c.MaxAttempts = 0
-		case "interval":
-			c.Interval = 0
-		case "backoff_min", "backoff_max":
-			// Each is checked against the other: reset both.
-			c.BackoffMin, c.BackoffMax = 0, 0
-		case "drain_timeout":
-			c.DrainTimeout = 0
-		case "poll":
-			c.Poll = 0
-		default:
-			return
-		}
-	}
+	libErrors(p, "engine", c.Validate(), func(e *engine.ConfigError) (string, string) {
+		return "engine." + e.Field, e.Reason
+	})
 }
 
-func (v *validator) items() {
-	for i, id := range v.f.s.Items.IDs {
+// explicitZeros reports keys set to a zero value where zero is not the
+// default. The libraries read a zero as "the default", so without this
+// `workers: 0` would quietly run 4 workers: an explicit value out of
+// range is an error, and only a key left out takes the default.
+func (p *parser) explicitZeros() {
+	var walk func(file, eff reflect.Value, path string)
+	walk = func(file, eff reflect.Value, path string) {
+		for i := range file.NumField() {
+			field := join(path, file.Type().Field(i).Tag.Get("yaml"))
+			fv, ev := file.Field(i), eff.Field(i)
+			switch {
+			case fv.Kind() == reflect.Struct:
+				walk(fv, ev, field)
+			case p.f.isSet(field) && fv.IsZero() && !ev.IsZero() && !p.skip(field):
+				p.report(nil, field, nil, "%s is not allowed: leave the key out for the default (%s)", valueText(fv), valueText(ev))
+			}
+		}
+	}
+	walk(reflect.ValueOf(p.f.s), reflect.ValueOf(p.f.effective()), "")
+}
+
+// valueText is a scalar field's value as the file would write it.
+func valueText(v reflect.Value) string {
+	switch {
+	case v.Type() == durationType:
+		return formatDuration(time.Duration(v.Int()))
+	case v.Kind() == reflect.String:
+		return show(v.String())
+	}
+	return fmt.Sprint(v.Interface())
+}
+
+func (p *parser) items() {
+	for i, id := range p.f.s.Items.IDs {
 		if err := store.ValidateID(id); err != nil {
-			v.errorf(err, fmt.Sprintf("items.ids[%d]", i), nil, "%s", idReason(err))
+			p.report(err, fmt.Sprintf("items.ids[%d]", i), nil, "%s", idReason(err))
 		}
 	}
 }
@@ -296,46 +229,42 @@ func idReason(err error) string {
 // validators stop at the first problem and have no rules across fields,
 // so each value is validated on its own, with placeholders for the
 // required ones: that finds every bad value and knows its key.
-func (v *validator) sink() {
-	s := &v.f.s.Sink
-	typ := v.f.SinkType()
+func (p *parser) sink() {
+	s := &p.f.s.Sink
+	typ := p.f.SinkType()
 	if !slices.Contains(sinkTypes, typ) {
-		if !v.skip("sink.type") {
-			v.errorf(nil, "sink.type", nil, "unknown sink type %q (one of: %s)", typ, strings.Join(sinkTypes, ", "))
+		if !p.skip("sink.type") {
+			p.report(nil, "sink.type", nil, "unknown sink type %s (one of: %s)", show(typ), strings.Join(sinkTypes, ", "))
 		}
 		return
 	}
 	for _, other := range sinkTypes {
-		if other != typ && v.f.isSet("sink."+other) && !v.bad["sink."+other] {
-			if s.Type == "" {
-				v.errorf(nil, "sink."+other, nil, "set but sink.type is %s (the default); add sink.type: %s", typ, other)
-			} else {
-				v.errorf(nil, "sink."+other, nil, "set but sink.type is %s", typ)
-			}
+		if other == typ || !p.f.isSet("sink."+other) || p.bad["sink."+other] {
+			continue
+		}
+		if s.Type == "" {
+			p.report(nil, "sink."+other, nil, "set but sink.type is %s (the default); add sink.type: %s", typ, other)
+		} else {
+			p.report(nil, "sink."+other, nil, "set but sink.type is %s", typ)
 		}
 	}
 	required := func(field string, missing bool) bool {
-		if missing && !v.skip(field) {
-			v.errorf(nil, field, []string{"sink." + typ, "sink.type"}, "required when sink.type is %s", typ)
+		if missing && !p.skip(field) {
+			p.report(nil, field, []string{"sink." + typ, "sink.type"}, "required when sink.type is %s", typ)
 		}
 		return !missing
 	}
 	check := func(field string, err error) {
-		if err == nil || v.skip(field) {
-			return
+		if err != nil && !p.skip(field) {
+			_, reason := sinkError(typ, err)
+			p.report(err, field, nil, "%s", reason)
 		}
-		// The sink packages prefix errors with "type: key: ".
-		key := strings.TrimPrefix(field, "sink."+typ+".")
-		if i := strings.IndexAny(key, ".["); i >= 0 {
-			key = key[:i]
-		}
-		msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), typ+": "), key+": ")
-		v.errorf(err, field, nil, "%s", msg)
 	}
+	cmd := []string{"placeholder"}
+	const url = "http://placeholder"
 	switch typ {
 	case SinkExec:
 		e := s.Exec
-		cmd := []string{"placeholder"}
 		if required("sink.exec.command", len(e.Command) == 0) {
 			check("sink.exec.command", execsink.Config{Command: e.Command}.Validate())
 		}
@@ -346,13 +275,8 @@ func (v *validator) sink() {
 		check("sink.exec.grace", execsink.Config{Command: cmd, Grace: e.Grace}.Validate())
 	case SinkHTTP:
 		h := s.HTTP
-		const url = "http://placeholder"
 		if required("sink.http.url", h.URL == "") {
-			if err := (httpsink.Config{URL: h.URL}).Validate(); err != nil {
-				// A URL that does not parse is quoted in the error,
-				// password and all.
-				check("sink.http.url", errors.New(strings.ReplaceAll(err.Error(), h.URL, redactURL(h.URL))))
-			}
+			check("sink.http.url", httpsink.Config{URL: h.URL}.Validate())
 		}
 		for _, name := range sortedKeys(h.Headers) {
 			check("sink.http.headers."+name, httpsink.Config{URL: url, Headers: map[string]string{name: h.Headers[name]}}.Validate())
@@ -368,18 +292,47 @@ func (v *validator) sink() {
 	}
 }
 
-func (v *validator) http() {
-	l := v.f.s.HTTP.Listen
+// sinkError splits a sink package's error, "type: key: reason", into the
+// key, when it is one of the sink's, and the reason.
+func sinkError(typ string, err error) (key, reason string) {
+	reason = strings.TrimPrefix(err.Error(), typ+": ")
+	if k, rest, ok := strings.Cut(reason, ": "); ok && fieldType(fieldType(reflect.TypeFor[sinkSection](), typ), k) != nil {
+		return k, rest
+	}
+	return "", reason
+}
+
+// grace checks sink.exec.grace against the lease margin. When a lease's
+// trust window closes the engine cancels the sync, and the exec sink
+// sends its command SIGTERM and, grace later, SIGKILL. The claim can
+// expire in Redis, and another worker take the item, margin after the
+// window closed: a grace that long lets two commands run for one item.
+// The default grace is kept below the margin (see Sink).
+func (p *parser) grace() {
+	m, err := p.f.margin()
+	if p.f.SinkType() != SinkExec || !p.f.isSet("sink.exec.grace") || err != nil ||
+		p.skip("sink.exec.grace", "ownership.ttl", "ownership.margin") {
+		return
+	}
+	if g := p.f.s.Sink.Exec.Grace; g >= m {
+		p.report(nil, "sink.exec.grace", nil, "%s must be below ownership.margin (%s): a command is sent SIGTERM when "+
+			"its lease's trust window closes and SIGKILL grace later, and must be dead before the claim can expire, "+
+			"margin later, and another worker take the item", formatDuration(g), formatDuration(m))
+	}
+}
+
+func (p *parser) http() {
+	l := p.f.s.HTTP.Listen
 	if l == "" {
 		return
 	}
 	_, port, err := net.SplitHostPort(l)
 	if err != nil {
-		v.errorf(nil, "http.listen", nil, "%q is not host:port (example: 127.0.0.1:9090)", l)
+		p.report(nil, "http.listen", nil, "%s is not host:port (example: 127.0.0.1:9090)", show(l))
 		return
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		v.errorf(nil, "http.listen", nil, "port %q is not a number from 0 to 65535", port)
+		p.report(nil, "http.listen", nil, "port %s is not a number from 0 to 65535", show(port))
 	}
 }
 
@@ -388,12 +341,12 @@ var (
 	logFormats = []string{FormatAuto, FormatJSON, FormatConsole}
 )
 
-func (v *validator) log() {
-	l := v.f.s.Log
+func (p *parser) log() {
+	l := p.f.s.Log
 	if l.Level != "" && !slices.Contains(logLevels, l.Level) {
-		v.errorf(nil, "log.level", nil, "unknown level %q (one of: %s)", l.Level, strings.Join(logLevels, ", "))
+		p.report(nil, "log.level", nil, "unknown level %s (one of: %s)", show(l.Level), strings.Join(logLevels, ", "))
 	}
 	if l.Format != "" && !slices.Contains(logFormats, l.Format) {
-		v.errorf(nil, "log.format", nil, "unknown format %q (one of: %s)", l.Format, strings.Join(logFormats, ", "))
+		p.report(nil, "log.format", nil, "unknown format %s (one of: %s)", show(l.Format), strings.Join(logFormats, ", "))
 	}
 }

@@ -1,0 +1,99 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// Issue #15: validate printed an env value DATABASE_URL=postgres://u:SECRET@h/db
+// and a custom header in full, as redaction went by name only.
+func TestRedactedValues(t *testing.T) {
+	tests := []struct {
+		src  string
+		want []string
+	}{{`
+sink:
+	type: exec
+	exec:
+		command: [sync, --password=hunter1, "https://u:hunter2@h/x?sig=hunter3", "Authorization: Bearer hunter4"]
+		env: ["DATABASE_URL=postgres://u:hunter5@h/db", "DSN=host=h password=hunter6", "MODE=fast"]
+`, []string{"--password=xxxxx", "https://xxxxx@h/x?sig=xxxxx", "Authorization: Bearer xxxxx",
+		"DATABASE_URL=postgres://xxxxx@h/db", "DSN=host=h password=xxxxx", "MODE=fast"},
+	}, {`
+sink:
+	type: http
+	http:
+		url: https://h/hook?token=hunter7&team=a
+		headers:
+			X-Hub: sha1=hunter8
+			accept: application/json
+`, []string{"url: https://h/hook?token=xxxxx&team=xxxxx", "X-Hub: '[redacted]'", "accept: application/json"},
+	}}
+	for _, tt := range tests {
+		red, err := mustParse(t, yamlText(tt.src)).Redacted()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := string(red)
+		if strings.Contains(out, "hunter") {
+			t.Errorf("Redacted shows a secret:\n%s", out)
+		}
+		for _, want := range tt.want {
+			if !strings.Contains(out, want) {
+				t.Errorf("Redacted lacks %q:\n%s", want, out)
+			}
+		}
+	}
+}
+
+// Messages that quote a value redact it as well.
+func TestErrorsRedacted(t *testing.T) {
+	_, err := Parse("c.yaml", []byte(yamlText(`
+ownership:
+	ttl: token=hunter1
+sink:
+	type: exec
+	exec:
+		command: [sh]
+		env: ["DATABASE_URL postgres://u:hunter2@h/db"]
+log:
+	level: https://u:hunter3@h
+`)))
+	want := []string{
+		`c.yaml:2: ownership.ttl: "token=xxxxx" is not a duration (examples: 30s, 500ms, 2m)`,
+		`c.yaml:7: sink.exec.env[0]: "DATABASE_URL postgres://xxxxx@h/db" is not KEY=value`,
+		`c.yaml:9: log.level: unknown level "https://xxxxx@h" (one of: debug, info, warn, error)`,
+	}
+	if diff := cmp.Diff(errLines(err), want); diff != "" {
+		t.Errorf("errors (-got +want):\n%s", diff)
+	}
+	_, err = Parse("c.yaml", []byte("sink:\n  type: http\n  http:\n    url: http://u:hunter4@/x\n"))
+	want = []string{`c.yaml:4: sink.http.url: host must not be empty in "http://xxxxx@/x"`}
+	if diff := cmp.Diff(errLines(err), want); diff != "" {
+		t.Errorf("errors (-got +want):\n%s", diff)
+	}
+}
+
+func TestRedactValue(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"plain text, key_prefix and 30s", "plain text, key_prefix and 30s"},
+		{"DATABASE_URL=postgres://u:pw@h/db", "DATABASE_URL=postgres://xxxxx@h/db"},
+		{"--api-key=abc --token=def", "--api-key=xxxxx --token=xxxxx"},
+		{"host=h user=u password=pw sslmode=off", "host=h user=u password=xxxxx sslmode=off"},
+		{"SECRET=s; passwd=p, pwd=q", "SECRET=xxxxx; passwd=xxxxx, pwd=xxxxx"},
+		{"Bearer abc.def", "Bearer xxxxx"},
+		{"Authorization: basic dXNlcjpwdw==", "Authorization: basic xxxxx"},
+		{"API_TOKEN=[redacted]", "API_TOKEN=[redacted]"},
+	}
+	for _, tt := range tests {
+		got := redactValue(tt.in)
+		if got != tt.want {
+			t.Errorf("redactValue(%q) = %q; want %q", tt.in, got, tt.want)
+		}
+		if again := redactValue(got); again != got {
+			t.Errorf("redactValue(%q) = %q; not stable", got, again)
+		}
+	}
+}
