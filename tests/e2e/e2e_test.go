@@ -394,14 +394,16 @@ func TestRunRetriesAndSignals(t *testing.T) {
 	// A second signal while draining exits at once.
 	srv := redistest.Start(t, nil)
 	// A grace longer than the 3s the second signal may take needs a
-	// margin above it (sink.exec.grace must be below ownership.margin).
+	// margin above it (sink.exec.grace must be below ownership.margin),
+	// and a ttl above twice that; a fresh Redis holds new shards off
+	// for one ttl, so keep it short enough to sync within the wait.
 	slow := writeConfig(t, fmt.Sprintf(`redis:
   addrs: [%q]
   key_prefix: sig
   shards: 4
 ownership:
-  ttl: 20s
-  margin: 9s
+  ttl: 8s
+  margin: 3900ms
 log:
   format: json
 items:
@@ -412,7 +414,7 @@ sink:
   type: exec
   exec:
     command: ["sh", "-c", "trap '' TERM; sleep 60"]
-    grace: 8s
+    grace: 3500ms
 `, srv.Addr()))
 	daemon2, _ := startDaemon(t, slow)
 	waitFor(t, 15*time.Second, "the sync to start", func() bool {
