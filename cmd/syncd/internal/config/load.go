@@ -82,14 +82,13 @@ func Parse(name string, data []byte) (*File, error) {
 // Name returns the file's name as it was given to Load or Parse.
 func (f *File) Name() string { return f.name }
 
-// parser decodes one file with a walk over yaml.v3's node tree against
-// the schema, rather than yaml.v3's strict Decode: that stops at the first
-// syntax problem and reports type errors by line only, while the walk
-// finds every problem with its field. It is as strict: unknown keys
-// (with a suggestion), duplicate keys and type errors; each scalar is
-// decoded by yaml.v3 itself (node.Decode), durations included. It also
-// refuses what yaml.v3 lets through: merge keys, an empty list element,
-// a number with a fraction where a whole one belongs.
+// parser decodes one file by a walk over yaml.v3's node tree against the
+// schema, not by yaml.v3's strict Decode, whose errors carry a line but
+// not the field. The walk is as strict (unknown keys, with a suggestion;
+// duplicate keys; every type error at once) and has each scalar decoded
+// by yaml.v3 (node.Decode), durations included. It also refuses what
+// yaml.v3 lets through: merge keys, an empty list element, a number with
+// a fraction where a whole one belongs.
 type parser struct {
 	f       *File
 	errs    []*FieldError   // the first maxKept problems
@@ -128,7 +127,11 @@ func decode(name string, data []byte) (*parser, bool) {
 	}
 	root, ok := p.parseNodes(data)
 	if ok && root != nil {
-		p.walk(root, "", reflect.ValueOf(&p.f.s).Elem())
+		err := safely(func() error { p.walk(root, "", reflect.ValueOf(&p.f.s).Elem()); return nil })
+		if err != nil {
+			p.errorf(0, "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+			return p, false
+		}
 	}
 	return p, ok
 }
