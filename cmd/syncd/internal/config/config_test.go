@@ -393,6 +393,13 @@ sink:
 			`c.yaml:7: sink.http.headers.bad name: invalid header name "bad name"`,
 			"c.yaml:8: sink.http.timeout: must not be negative, got -1s",
 		}},
+		{"http redirects", `
+sink:
+	type: http
+	http:
+		url: http://x
+		redirects: sideways
+`, []string{`c.yaml:5: sink.http.redirects: must be same-origin, none or any, got "sideways"`}},
 		{"http url password not shown", `
 sink:
 	type: http
@@ -1123,7 +1130,7 @@ func TestSinkExecGrace(t *testing.T) {
 		want             time.Duration
 	}{
 		{"{}", "", 1501 * time.Millisecond},
-		{"{ttl: 2m}", "", execsink.DefaultGrace},
+		{"{ttl: 2m}", "", execsink.GraceDefault},
 		{"{ttl: 1s}", "", 51 * time.Millisecond},
 		{"{ttl: 1s, margin: 400ms}", "", 200 * time.Millisecond},
 		{"{}", "grace: 3s", 3 * time.Second},

@@ -224,24 +224,25 @@ func (f *File) SinkType() string {
 }
 
 // Sink returns the configuration of the sink. An exec sink's grace, when
-// not set, is execsink.DefaultGrace or half the lease margin, whichever
+// not set, is execsink.GraceDefault or half the lease margin, whichever
 // is less: see the sink.exec.grace rule.
 func (f *File) Sink() SinkConfig {
-	c := SinkConfig{Type: f.SinkType()}
-	switch c.Type {
-	case SinkExec:
-		copyFields(&c.Exec, f.s.Sink.Exec)
-		if c.Exec.Grace == 0 {
-			margin, _ := f.margin()
-			c.Exec.Grace = min(execsink.DefaultGrace, margin/2)
-		}
-	case SinkHTTP:
-		copyFields(&c.HTTP, f.s.Sink.HTTP)
-	case SinkFile:
-		copyFields(&c.File, f.s.Sink.File)
-	case SinkLog:
-		copyFields(&c.Log, f.s.Sink.Log)
+	c := f.sinkConfig()
+	if c.Type == SinkExec && c.Exec.Grace == 0 {
+		margin, _ := f.margin()
+		c.Exec.Grace = min(execsink.GraceDefault, margin/2)
 	}
+	return c
+}
+
+// sinkConfig is the sink's configuration as the file sets it; in a valid
+// file, only the sub-section of sink.type is set.
+func (f *File) sinkConfig() SinkConfig {
+	c := SinkConfig{Type: f.SinkType()}
+	copyFields(&c.Exec, f.s.Sink.Exec)
+	copyFields(&c.HTTP, f.s.Sink.HTTP)
+	copyFields(&c.File, f.s.Sink.File)
+	copyFields(&c.Log, f.s.Sink.Log)
 	return c
 }
 
@@ -268,11 +269,7 @@ func (f *File) BuildSink(logger zerolog.Logger) (sinks.Sink, error) {
 	if err == nil {
 		return s, nil
 	}
-	field := "sink." + c.Type
-	key, msg := sinkError(c.Type, err)
-	if key != "" {
-		field += "." + key
-	}
+	field, msg := sinkError(c.Type, err)
 	msg = redactURLs(f.scrub(field, msg))
 	return nil, fail(&FieldError{File: f.name, Line: f.lineOf(field, "sink.type"), Field: field, Msg: msg, Err: err})
 }

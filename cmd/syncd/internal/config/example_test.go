@@ -59,4 +59,5 @@ sink:
 	//       User-Agent: syncd
 	//       X-Team: '[redacted]'
 	//     timeout: 30s
+	//     redirects: same-origin
 }

@@ -82,28 +82,18 @@ func Parse(name string, data []byte) (*File, error) {
 // Name returns the file's name as it was given to Load or Parse.
 func (f *File) Name() string { return f.name }
 
-// parser decodes one file. yaml.v3 decides what decodes: strict, it
-// refuses unknown keys, duplicate keys and wrong types, and reports them
-// all. Its errors carry a line only, so a walk over the node tree records
-// which field each line holds, to name the field; the walk also refuses
-// what yaml.v3 lets through (merge keys, an empty list element, a number
-// with a fraction where a whole one belongs).
+// parser decodes one file by a walk over yaml.v3's node tree against the
+// schema, not by yaml.v3's strict Decode, whose errors carry a line but
+// not the field. The walk is as strict (unknown keys, with a suggestion;
+// duplicate keys; every type error at once) and has each scalar decoded
+// by yaml.v3 (node.Decode), durations included. It also refuses what
+// yaml.v3 lets through: merge keys, an empty list element, a number with
+// a fraction where a whole one belongs.
 type parser struct {
 	f       *File
-	errs    []*FieldError     // the first maxKept problems
-	dropped int               // and how many more
-	bad     map[string]bool   // fields that did not decode: their rules are skipped
-	byLine  map[int][]*walked // what the walk found on each line
-	next    map[int]int       // where take looks first on each line
-}
-
-// walked is a key or a value the walk found.
-type walked struct {
-	path  string
-	typ   reflect.Type // the type the value decodes to; nil for a key
-	n     *yaml.Node
-	in    reflect.Type // for a key, the type of its mapping
-	taken bool         // an error was mapped to it
+	errs    []*FieldError   // the first maxKept problems
+	dropped int             // and how many more
+	bad     map[string]bool // fields that did not decode: their rules are skipped
 }
 
 var (
@@ -128,34 +118,22 @@ func (p *parser) add(fe *FieldError) {
 }
 
 // decode parses data into p.f. It returns false when the file is beyond
-// validating: it is not YAML, or yaml.v3 gave up on it.
+// validating: it is not YAML, or not one document of sane size.
 func decode(name string, data []byte) (*parser, bool) {
-	p := &parser{f: &File{name: name, keys: map[string]key{}}, bad: map[string]bool{}, byLine: map[int][]*walked{}, next: map[int]int{}}
+	p := &parser{f: &File{name: name, keys: map[string]key{}}, bad: map[string]bool{}}
 	if len(data) > maxFileSize {
 		p.errorf(0, "", "larger than %d bytes (1 MiB), the limit for a configuration file", maxFileSize)
 		return p, false
 	}
 	root, ok := p.parseNodes(data)
-	if !ok || root == nil {
-		return p, ok
-	}
-	p.walk(root, "", schemaType)
-	err := safely(func() error {
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		return dec.Decode(&p.f.s)
-	})
-	var te *yaml.TypeError
-	switch {
-	case errors.As(err, &te):
-		for _, msg := range te.Errors {
-			p.translate(msg)
+	if ok && root != nil {
+		err := safely(func() error { p.walk(root, "", reflect.ValueOf(&p.f.s).Elem()); return nil })
+		if err != nil {
+			p.errorf(0, "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+			return p, false
 		}
-	case err != nil && !errors.Is(err, io.EOF):
-		p.errorf(0, "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
-		return p, false
 	}
-	return p, true
+	return p, ok
 }
 
 // safely runs fn, turning a panic into an error: yaml.v3 has panicked on
@@ -276,111 +254,84 @@ func errorLine(data []byte, err error) int {
 	return 0
 }
 
-// walk records what the file sets, and where, for the value n of the
-// field at path, of type t.
-func (p *parser) walk(n *yaml.Node, path string, t reflect.Type) {
+// walk decodes n, the value of the field at path, into v, recording
+// where each field is set. A null leaves v at its zero value: the
+// default.
+func (p *parser) walk(n *yaml.Node, path string, v reflect.Value) {
 	n = resolve(n)
-	p.index(&walked{path: path, typ: t, n: n})
+	t := v.Type()
 	switch {
-	case n.Kind == yaml.MappingNode && (t.Kind() == reflect.Struct || t.Kind() == reflect.Map):
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := resolve(n.Content[i])
-			if k.Kind != yaml.ScalarNode {
-				p.index(&walked{path: path, typ: stringType, n: k})
-				continue
-			}
-			field := join(path, keyName(k.Value))
-			p.index(&walked{path: field, n: k, in: t})
-			if k.ShortTag() == "!!merge" {
-				p.errorf(k.Line, field, "merge keys are not supported")
-			} else if et := fieldType(t, k.Value); et != nil {
-				p.set(field, k.Line, n.Content[i+1], et)
-			}
-		}
-	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
+	case isNull(n):
+	case (t.Kind() == reflect.Struct || t.Kind() == reflect.Map) && n.Kind == yaml.MappingNode:
+		p.mapping(n, path, v)
+	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
+		v.Set(reflect.MakeSlice(t, len(n.Content), len(n.Content)))
 		for i, el := range n.Content {
 			field := fmt.Sprintf("%s[%d]", path, i)
-			if el = resolve(el); isNull(el) { // yaml.v3 drops it
-				p.errorf(el.Line, field, "%s", typeMessage(el, t.Elem()))
-			} else {
-				p.set(field, el.Line, el, t.Elem())
+			if el = resolve(el); isNull(el) {
+				p.errorf(el.Line, field, "%s", typeMessage(el, t.Elem())) // yaml.v3 would drop it
+				continue
 			}
+			p.f.keys[field] = key{el.Line, el}
+			p.walk(el, field, v.Index(i))
 		}
-	case n.ShortTag() == "!!float" && t.Kind() == reflect.Int: // yaml.v3 truncates it
+	case n.Kind != yaml.ScalarNode || t.Kind() == reflect.Struct || t.Kind() == reflect.Slice || t.Kind() == reflect.Map,
+		n.ShortTag() == "!!float" && t.Kind() == reflect.Int, // yaml.v3 would truncate it
+		n.Decode(v.Addr().Interface()) != nil:
 		p.errorf(n.Line, path, "%s", typeMessage(n, t))
 	}
 }
 
-// set records that field is set at line to v, unless v is null, and walks v.
-func (p *parser) set(field string, line int, v *yaml.Node, t reflect.Type) {
-	if v = resolve(v); !isNull(v) {
-		p.f.keys[field] = key{line, v}
+// mapping decodes the mapping n into v, a section or a map of names.
+func (p *parser) mapping(n *yaml.Node, path string, v reflect.Value) {
+	t := v.Type()
+	if t.Kind() == reflect.Map {
+		v.Set(reflect.MakeMap(t))
 	}
-	p.walk(v, field, t)
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := resolve(n.Content[i]), resolve(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			p.errorf(k.Line, path, "%s", typeMessage(k, stringType))
+			continue
+		}
+		field := join(path, keyName(k.Value))
+		fv := fieldOf(v, k.Value)
+		first, dup := seen[k.Value]
+		switch {
+		case k.ShortTag() == "!!merge":
+			p.errorf(k.Line, field, "merge keys are not supported")
+		case dup:
+			p.errorf(k.Line, field, "duplicate key (first at line %d)", first)
+		case !fv.IsValid():
+			seen[k.Value] = k.Line
+			p.errorf(k.Line, field, "%s", unknownKey(field, k.Value, t))
+		default:
+			seen[k.Value] = k.Line
+			if !isNull(val) {
+				p.f.keys[field] = key{k.Line, val}
+			}
+			p.walk(val, field, fv)
+			if t.Kind() == reflect.Map {
+				v.SetMapIndex(reflect.ValueOf(k.Value), fv)
+			}
+		}
+	}
 }
 
-func (p *parser) index(w *walked) {
-	p.byLine[w.n.Line] = append(p.byLine[w.n.Line], w)
-}
-
-// take returns an entry on line that match accepts and that no error was
-// mapped to yet. yaml.v3 reports errors in the order of the walk, so the
-// search starts after the entry taken last: a line of thousands of errors
-// costs linear time.
-func (p *parser) take(line int, match func(*walked) bool) *walked {
-	ws := p.byLine[line]
-	for j := range ws {
-		i := (p.next[line] + j) % len(ws)
-		if w := ws[i]; !w.taken && match(w) {
-			w.taken, p.next[line] = true, i+1
-			return w
+// fieldOf returns where the value of name goes in v: the field with that
+// yaml tag of a section, a new element of a map; invalid for an unknown
+// key.
+func fieldOf(v reflect.Value, name string) reflect.Value {
+	if v.Kind() == reflect.Map {
+		return reflect.New(v.Type().Elem()).Elem()
+	}
+	for i := range v.NumField() {
+		if v.Type().Field(i).Tag.Get("yaml") == name {
+			return v.Field(i)
 		}
 	}
-	return nil
-}
-
-var (
-	yamlErr    = regexp.MustCompile(`(?s)^line (\d+): (.*)$`)
-	typeErr    = regexp.MustCompile(`(?s)^cannot unmarshal (!\S*).* into (\S+)$`)
-	unknownErr = regexp.MustCompile(`(?s)^field (.*) not found in type \S+$`)
-	dupErr     = regexp.MustCompile(`(?s)^mapping key (".*") already defined at line (\d+)$`)
-)
-
-// translate turns one of yaml.v3's type errors into a FieldError that
-// names the field, using what the walk found on its line; one it cannot
-// place keeps yaml.v3's words.
-func (p *parser) translate(msg string) {
-	if len(p.errs) >= maxKept {
-		p.dropped++
-		return
-	}
-	m := yamlErr.FindStringSubmatch(msg)
-	if m == nil {
-		m = []string{msg, "0", msg}
-	}
-	line, _ := strconv.Atoi(m[1])
-	key := func(name string) func(*walked) bool {
-		return func(w *walked) bool { return w.typ == nil && w.n.Value == name }
-	}
-	if t := typeErr.FindStringSubmatch(m[2]); t != nil {
-		if w := p.take(line, func(w *walked) bool { return w.typ != nil && w.typ.String() == t[2] && w.n.ShortTag() == t[1] }); w != nil {
-			p.errorf(line, w.path, "%s", typeMessage(w.n, w.typ))
-			return
-		}
-	} else if u := unknownErr.FindStringSubmatch(m[2]); u != nil {
-		if w := p.take(line, key(u[1])); w != nil {
-			p.errorf(line, w.path, "%s", unknownKey(w))
-			return
-		}
-	} else if d := dupErr.FindStringSubmatch(m[2]); d != nil {
-		name, _ := strconv.Unquote(d[1])
-		if w := p.take(line, key(name)); w != nil {
-			p.errorf(line, w.path, "duplicate key (first at line %s)", d[2])
-			p.bad[parent(w.path)] = true // yaml.v3 skipped the whole mapping
-			return
-		}
-	}
-	p.errorf(line, "", "%s", keyName(m[2]))
+	return reflect.Value{}
 }
 
 // hints replace "unknown key" for keys people write by mistake.
@@ -391,14 +342,14 @@ var hints = map[string]string{
 
 // unknownKey is the message for an unknown key, suggesting a known one it
 // is close to.
-func unknownKey(w *walked) string {
-	if h, ok := hints[w.path]; ok {
+func unknownKey(field, key string, section reflect.Type) string {
+	if h, ok := hints[field]; ok {
 		return h
 	}
 	best, bestDist := "", 3
-	for i := range w.in.NumField() {
-		name := w.in.Field(i).Tag.Get("yaml")
-		if d := editDistance(w.n.Value, name); d < bestDist || d == bestDist && name < best {
+	for i := range section.NumField() {
+		name := section.Field(i).Tag.Get("yaml")
+		if d := editDistance(key, name); d < bestDist || d == bestDist && name < best {
 			best, bestDist = name, d
 		}
 	}
@@ -473,24 +424,6 @@ func keyName(k string) string {
 		return strconv.Quote(clip(k))
 	}
 	return clip(k)
-}
-
-// fieldType returns the type of the value of key in a mapping decoded to
-// t: the field's for a struct, the element's for a map; nil for a key t
-// does not have.
-func fieldType(t reflect.Type, key string) reflect.Type {
-	switch {
-	case t == nil:
-		return nil
-	case t.Kind() == reflect.Map:
-		return t.Elem()
-	}
-	for i := range t.NumField() {
-		if t.Field(i).Tag.Get("yaml") == key {
-			return t.Field(i).Type
-		}
-	}
-	return nil
 }
 
 // fsReason is the text of a file system error without the operation and

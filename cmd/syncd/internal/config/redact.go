@@ -14,8 +14,6 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
-
-	httpsink "github.com/syncd/syncd/sinks/http"
 )
 
 // Redacted returns the effective configuration as YAML: every key, with
@@ -70,12 +68,11 @@ func (f *File) effective() schema {
 	copyFields(&s.Engine, f.Engine().WithDefaults())
 	sc := f.Sink()
 	s.Sink.Type = sc.Type
-	copyFields(&s.Sink.Exec, sc.Exec)
-	copyFields(&s.Sink.HTTP, sc.HTTP)
-	copyFields(&s.Sink.File, sc.File)
-	copyFields(&s.Sink.Log, sc.Log)
-	if sc.Type == SinkHTTP && s.Sink.HTTP.Timeout == 0 {
-		s.Sink.HTTP.Timeout = httpsink.DefaultTimeout
+	switch sc.Type {
+	case SinkExec:
+		copyFields(&s.Sink.Exec, sc.Exec.WithDefaults())
+	case SinkHTTP:
+		copyFields(&s.Sink.HTTP, sc.HTTP.WithDefaults())
 	}
 	s.Log.Level, s.Log.Format = f.LogLevel().String(), f.LogFormat()
 	return s

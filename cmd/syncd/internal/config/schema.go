@@ -89,9 +89,10 @@ type execSinkSection struct {
 }
 
 type httpSinkSection struct {
-	URL     string            `yaml:"url"`
-	Headers map[string]string `yaml:"headers"`
-	Timeout time.Duration     `yaml:"timeout"`
+	URL       string            `yaml:"url"`
+	Headers   map[string]string `yaml:"headers"`
+	Timeout   time.Duration     `yaml:"timeout"`
+	Redirects string            `yaml:"redirects"`
 }
 
 type fileSinkSection struct {

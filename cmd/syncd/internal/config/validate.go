@@ -15,10 +15,6 @@ import (
 
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/ownership"
-	execsink "github.com/syncd/syncd/sinks/exec"
-	filesink "github.com/syncd/syncd/sinks/file"
-	httpsink "github.com/syncd/syncd/sinks/http"
-	logsink "github.com/syncd/syncd/sinks/log"
 	"github.com/syncd/syncd/store"
 )
 
@@ -103,13 +99,7 @@ func (f *File) scrub(field, msg string) string {
 // library's *ConfigError) at the field that name gives it, unless that
 // field did not decode; anything else at the section.
 func libErrors[E error](p *parser, section string, err error, name func(E) (field, reason string)) {
-	var errs []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	} else if err != nil {
-		errs = []error{err}
-	}
-	for _, err := range errs {
+	for _, err := range unjoin(err) {
 		var ce E
 		if !errors.As(err, &ce) {
 			p.report(err, section, nil, "%v", err)
@@ -208,8 +198,9 @@ func valueText(v reflect.Value) string {
 
 func (p *parser) items() {
 	for i, id := range p.f.s.Items.IDs {
-		if err := store.ValidateID(id); err != nil {
-			p.report(err, fmt.Sprintf("items.ids[%d]", i), nil, "%s", idReason(err))
+		field := fmt.Sprintf("items.ids[%d]", i)
+		if err := store.ValidateID(id); err != nil && !p.skip(field) {
+			p.report(err, field, nil, "%s", idReason(err))
 		}
 	}
 }
@@ -224,13 +215,11 @@ func idReason(err error) string {
 	return strings.TrimPrefix(err.Error(), "store: ")
 }
 
-// sink checks sink.type, that only its sub-section is set, and each value
-// of that sub-section with the sink package's own Validate. The sink
-// validators stop at the first problem and have no rules across fields,
-// so each value is validated on its own, with placeholders for the
-// required ones: that finds every bad value and knows its key.
+// sink checks sink.type and that only its sub-section is set, then runs
+// the sink's own Validate, which reports every bad field, and reports each
+// error at its key; one about an entry of a list or a map (an exec env
+// variable, an http header) at the entry it names.
 func (p *parser) sink() {
-	s := &p.f.s.Sink
 	typ := p.f.SinkType()
 	if !slices.Contains(sinkTypes, typ) {
 		if !p.skip("sink.type") {
@@ -239,67 +228,74 @@ func (p *parser) sink() {
 		return
 	}
 	for _, other := range sinkTypes {
-		if other == typ || !p.f.isSet("sink."+other) || p.bad["sink."+other] {
-			continue
-		}
-		if s.Type == "" {
+		switch {
+		case other == typ || !p.f.isSet("sink."+other) || p.bad["sink."+other]:
+		case p.f.s.Sink.Type == "":
 			p.report(nil, "sink."+other, nil, "set but sink.type is %s (the default); add sink.type: %s", typ, other)
-		} else {
+		default:
 			p.report(nil, "sink."+other, nil, "set but sink.type is %s", typ)
 		}
 	}
-	required := func(field string, missing bool) bool {
-		if missing && !p.skip(field) {
-			p.report(nil, field, []string{"sink." + typ, "sink.type"}, "required when sink.type is %s", typ)
+	c := p.f.sinkConfig()
+	validate := map[string]func() error{SinkExec: c.Exec.Validate, SinkHTTP: c.HTTP.Validate, SinkFile: c.File.Validate, SinkLog: c.Log.Validate}
+	for _, err := range unjoin(validate[typ]()) {
+		field, reason := sinkError(typ, err)
+		field = p.f.entry(field, reason)
+		switch {
+		case p.skip(field):
+		case reason == "must not be empty" && !p.f.isSet(field):
+			p.report(err, field, []string{"sink." + typ, "sink.type"}, "required when sink.type is %s", typ)
+		default:
+			p.report(err, field, nil, "%s", redactURLs(reason))
 		}
-		return !missing
-	}
-	check := func(field string, err error) {
-		if err != nil && !p.skip(field) {
-			_, reason := sinkError(typ, err)
-			p.report(err, field, nil, "%s", reason)
-		}
-	}
-	cmd := []string{"placeholder"}
-	const url = "http://placeholder"
-	switch typ {
-	case SinkExec:
-		e := s.Exec
-		if required("sink.exec.command", len(e.Command) == 0) {
-			check("sink.exec.command", execsink.Config{Command: e.Command}.Validate())
-		}
-		for i, kv := range e.Env {
-			check(fmt.Sprintf("sink.exec.env[%d]", i), execsink.Config{Command: cmd, Env: []string{kv}}.Validate())
-		}
-		check("sink.exec.timeout", execsink.Config{Command: cmd, Timeout: e.Timeout}.Validate())
-		check("sink.exec.grace", execsink.Config{Command: cmd, Grace: e.Grace}.Validate())
-	case SinkHTTP:
-		h := s.HTTP
-		if required("sink.http.url", h.URL == "") {
-			check("sink.http.url", httpsink.Config{URL: h.URL}.Validate())
-		}
-		for _, name := range sortedKeys(h.Headers) {
-			check("sink.http.headers."+name, httpsink.Config{URL: url, Headers: map[string]string{name: h.Headers[name]}}.Validate())
-		}
-		check("sink.http.timeout", httpsink.Config{URL: url, Timeout: h.Timeout}.Validate())
-	case SinkFile:
-		if required("sink.file.path", s.File.Path == "") {
-			check("sink.file.path", filesink.Config{Path: s.File.Path}.Validate())
-		}
-	case SinkLog:
-		check("sink.log.delay", logsink.Config{Delay: s.Log.Delay}.Validate())
-		check("sink.log.fail_every", logsink.Config{FailEvery: s.Log.FailEvery}.Validate())
 	}
 }
 
 // sinkError splits a sink package's error, "type: key: reason", into the
-// key, when it is one of the sink's, and the reason.
-func sinkError(typ string, err error) (key, reason string) {
+// field of the key, when it is one of the sink's, else sink.<type>, and
+// the reason.
+func sinkError(typ string, err error) (field, reason string) {
 	reason = strings.TrimPrefix(err.Error(), typ+": ")
-	if k, rest, ok := strings.Cut(reason, ": "); ok && fieldType(fieldType(reflect.TypeFor[sinkSection](), typ), k) != nil {
-		return k, rest
+	sub := fieldOf(reflect.ValueOf(sinkSection{}), typ)
+	if k, rest, ok := strings.Cut(reason, ": "); ok && sub.IsValid() && fieldOf(sub, k).IsValid() {
+		return "sink." + typ + "." + k, rest
 	}
-	return "", reason
+	return "sink." + typ, reason
+}
+
+// entry returns the field of the entry of the list or map at field that
+// reason names, quoted or as a word (an env entry by its name too);
+// field itself when it names none.
+func (f *File) entry(field, reason string) string {
+	named := func(name string) bool {
+		return strings.Contains(reason, strconv.Quote(name)) ||
+			slices.ContainsFunc(strings.Fields(reason), func(w string) bool { return strings.EqualFold(w, name) })
+	}
+	switch field {
+	case "sink.exec.env":
+		for i, kv := range f.s.Sink.Exec.Env {
+			if k, _, _ := strings.Cut(kv, "="); named(kv) || named(k) {
+				return fmt.Sprintf("%s[%d]", field, i)
+			}
+		}
+	case "sink.http.headers":
+		for _, name := range sortedKeys(f.s.Sink.HTTP.Headers) {
+			if named(name) {
+				return field + "." + keyName(name)
+			}
+		}
+	}
+	return field
+}
+
+// unjoin returns the errors joined in err.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	} else if err != nil {
+		return []error{err}
+	}
+	return nil
 }
 
 // grace checks sink.exec.grace against the lease margin. When a lease's
