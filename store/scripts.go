@@ -116,7 +116,7 @@ var (
 	scriptUnlock  = loadScript("unlock", "wrongtype", "get_rec", "token_of")
 	scriptEpoch   = loadScript("epoch", "now", "num")
 	scriptPending = loadScript("pending", "now", "unbe", "meta_get", "is_inf")
-	scriptBatch   = loadScript("batch", "now", "num")
+	scriptBatch   = loadScript("batch", "now", "wrongtype", "num")
 )
 
 // ScriptSHAs maps each script's file name ("claim_pick.lua") to the SHA1
