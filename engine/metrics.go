@@ -18,6 +18,9 @@ type Metrics struct {
 	// syncd's own (descriptors, memory): handed back, not the item's fault.
 	SyncsResource                     atomic.Int64
 	InFlight, DueBacklog, OldestDueMs atomic.Int64
+	// ShardsDamaged is how many shards are skipped now because their
+	// keys are damaged (see Engine.Damaged).
+	ShardsDamaged atomic.Int64
 
 	own *ownership.Stats
 
@@ -77,6 +80,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"syncd_heartbeat_errors_total", "Heartbeat round trips that failed.", "counter", "", o.HeartbeatErrors.Load()},
 		{"syncd_in_flight", "Syncs running now.", "gauge", "", m.InFlight.Load()},
 		{"syncd_due_backlog", "Items due now, fleet-wide.", "gauge", "", m.DueBacklog.Load()},
+		{"syncd_shards_damaged", "Shards skipped because a key of theirs is damaged (see /readyz).", "gauge", "", m.ShardsDamaged.Load()},
 	}
 	for _, x := range ms {
 		if x.help != "" {

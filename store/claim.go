@@ -60,9 +60,9 @@ type ClaimPickResult struct {
 	// found held by a foreign record (ClaimForeign), which take no
 	// record template.
 	Items []ItemClaim
-	// Head is the lowest due score left in the shard (ms, Redis clock;
-	// in the future when nothing is due), 0 when the shard holds nothing
-	// but quarantined items.
+	// Head is the lowest due score left in the shard (ms, Redis clock,
+	// clamped to ±MaxDue; in the future when nothing is due), NoDue when
+	// the shard holds nothing but quarantined items.
 	Head int64
 	// Replicas is what WAIT reported, when MinReplicas > 0.
 	Replicas int
@@ -208,7 +208,8 @@ type replicaWait struct {
 
 // claim runs one claim script call, followed by WAIT when w asks for
 // replicas, and turns the replies that refuse the whole shard into
-// errors: ErrEpochMissing and *HoldError (see claim_gate in prelude.lua).
+// errors: ErrEpochMissing and *HoldError (see claim_gate in prelude.lua),
+// and a *DamageError when a key of the shard is damaged.
 func (s *Store) claim(ctx context.Context, sc *redis.Script, shard int, keys []string, args []any, w replicaWait) (any, int, error) {
 	if w.min > 0 && s.mini != nil {
 		return nil, 0, ErrNoReplicas
@@ -222,6 +223,9 @@ func (s *Store) claim(ctx context.Context, sc *redis.Script, shard int, keys []s
 		reply, err = s.runScript(ctx, s.rdb, sc, keys, args...)
 	}
 	if err != nil {
+		if err := s.shardErr(ctx, shard, err); errors.Is(err, ErrDamaged) {
+			return nil, 0, err
+		}
 		return nil, 0, fmt.Errorf("store: claim shard %d: %w", shard, err)
 	}
 	if err := gateError(reply, shard); err != nil {
@@ -274,15 +278,20 @@ func namedResults(reply any, ids []string) ([]ItemClaim, error) {
 
 // pickResults decodes a pick claim's reply: id, fence, attempt,
 // lastSyncMs, previous score per item claimed; a fence of -1 marks an
-// item held by a foreign record. The shard's new head ends it.
+// item held by a foreign record. The shard's new head ends it: 1 and
+// the head, or 0, 0 for none.
 func pickResults(reply any) ([]ItemClaim, int64, error) {
 	arr, ok := reply.([]any)
-	if !ok || len(arr)%5 != 1 {
+	if !ok || len(arr)%5 != 2 {
 		return nil, 0, fmt.Errorf("store: unexpected pick claim reply %T of %d values", reply, len(arr))
 	}
-	head, ok := arr[len(arr)-1].(int64)
-	if !ok {
-		return nil, 0, fmt.Errorf("store: unexpected pick claim head %T", arr[len(arr)-1])
+	has, ok1 := arr[len(arr)-2].(int64)
+	head, ok2 := arr[len(arr)-1].(int64)
+	if !ok1 || !ok2 {
+		return nil, 0, fmt.Errorf("store: unexpected pick claim head %T, %T", arr[len(arr)-2], arr[len(arr)-1])
+	}
+	if has == 0 {
+		head = NoDue
 	}
 	out := make([]ItemClaim, len(arr)/5)
 	for i := range out {

@@ -373,7 +373,7 @@ func ints(v any, want int) ([]int64, error) {
 // IsUnavailable reports whether err means Redis could not be reached or
 // did not answer in time, as opposed to a reply saying no.
 func IsUnavailable(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, ErrDamaged) {
 		return false
 	}
 	var ne net.Error

@@ -15,9 +15,9 @@
 -- Result: {-1} or {-2, ms} when the shard may not be claimed (claim_gate).
 -- Else 5 values per item claimed, in due order: id, fence, attempt,
 -- lastSyncMs, score before the claim; an item held by a foreign record
--- (see held) comes as id, -1, 0, 0, 0 and takes no template; one more
--- value ends the reply: the lowest due score left in the shard (ms), 0
--- when there is none.
+-- (see held) comes as id, -1, 0, 0, 0 and takes no template. Two more
+-- values end the reply: 1 and the lowest due score left in the shard
+-- (ms, due_ms), or 0, 0 when there is none (only quarantined items).
 local nowms, nowus = now()
 local gate = claim_gate(KEYS[3], nowms)
 if gate then return gate end
@@ -35,7 +35,7 @@ for i = 1, #cand, 2 do
     out[#out + 1] = fence
     out[#out + 1] = attempt
     out[#out + 1] = last
-    out[#out + 1] = tonumber(cand[i + 1])
+    out[#out + 1] = due_ms(cand[i + 1])
   elseif held(KEYS[1], rk, id, cur, ttl, nowms) then
     out[#out + 1] = id
     out[#out + 1] = -1
@@ -47,12 +47,15 @@ end
 if #got > 0 then
   redis.call('SET', KEYS[4], table.concat(got, '\n'), 'PX', ttl)
 end
--- Last, the shard's lowest score left (0: none, or only quarantined),
--- so the caller knows when to come back without asking again.
+-- Last, the shard's lowest score left, so the caller knows when to come
+-- back without asking again. A flag says whether there is one: any
+-- score, 0 and negative ones included, is a due time.
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if head[2] and not is_inf(head[2]) then
-  out[#out + 1] = math.max(tonumber(head[2]), 1) -- never read as {-1}
+  out[#out + 1] = 1
+  out[#out + 1] = due_ms(head[2])
 else
+  out[#out + 1] = 0
   out[#out + 1] = 0
 end
 return out

@@ -90,6 +90,25 @@ local function enc(id)
   return (string.gsub(id, '[%c{}:*?%[%]\\%% ]', function(c) return string.format('%%%02X', string.byte(c)) end))
 end
 local function is_inf(score) return score == 'inf' or score == '+inf' end
+-- due_ms: a due score as Redis returns it (not +inf, which callers
+-- check first), in ms clamped to +-2^53 (store.MaxDue): a planted -inf
+-- or 1e300 must not overflow a reply, which Redis makes an integer by a
+-- cast. The embedded store's Lua reads neither '-inf' nor a dotless
+-- mantissa ('2e+12', as the embedded store writes 2000000000000).
+local function due_ms(score)
+  local n = tonumber(score)
+  if not n then
+    local m, e = string.match(score, '^(-?%d+)e%+?(-?%d+)$')
+    if m then
+      n = tonumber(m) * 10 ^ tonumber(e)
+    elseif string.byte(score) == 45 then -- '-'
+      n = -9007199254740992
+    else
+      n = 9007199254740992
+    end
+  end
+  return math.max(math.min(n, 9007199254740992), -9007199254740992)
+end
 -- The claim scripts' steps (claim_pick, claim_ids, claim_batch).
 -- claim_gate: nil when the shard may be claimed, else the claim script's
 -- reply: {-1} when the epoch marker is missing (Redis lost its data; the
