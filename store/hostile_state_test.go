@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,168 @@ func TestDamagedShardKeys(t *testing.T) {
 				if err != nil || len(res.Items) != 1 || res.Items[0].ID != ids[sh] {
 					t.Errorf("claim of shard %d = %+v, %v; want %s", sh, res, err, ids[sh])
 				}
+			}
+		}
+	})
+}
+
+// An epoch marker that is not one syncd writes (a plain decimal time at
+// most one ttl ahead) is rewritten to hold the shard off one ttl, and the
+// claim says so: Redis may have lost data, and one ttl is all a lease
+// from before can last. Before, "inf" or 1e300 overflowed the hold in
+// the reply (held for ever, about 40 warn lines a second) and a finite
+// far-future marker held the shard until then.
+func TestDamagedEpochMarker(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		rdb, key := s.Client(), s.Keys().Epoch(0)
+		s.Add(ctx, "a")
+		const ttl = 300 * time.Millisecond
+		p := store.ClaimIDsParams{IDs: []string{"a"}, Records: []*store.Record{record("w")}, TTL: ttl}
+		now, _ := s.Now(ctx)
+		for name, plant := range map[string]func(){
+			"1e300":       func() { rdb.Set(ctx, key, "1e300", 0) },
+			"inf":         func() { rdb.Set(ctx, key, "inf", 0) },
+			"negative":    func() { rdb.Set(ctx, key, "-5", 0) },
+			"garbage":     func() { rdb.Set(ctx, key, "garbage", 0) },
+			"a year away": func() { rdb.Set(ctx, key, fmt.Sprint(now+365*24*3600*1000), 0) },
+			"20 digits":   func() { rdb.Set(ctx, key, strings.Repeat("9", 20), 0) },
+			"a hash":      func() { rdb.Del(ctx, key); rdb.HSet(ctx, key, "f", "v") },
+		} {
+			plant()
+			_, err := s.ClaimIDs(ctx, p)
+			var hold *store.HoldError
+			if !errors.As(err, &hold) || !hold.Rewritten || hold.For != ttl {
+				t.Errorf("%s: claim = %v; want held off one ttl, the marker rewritten", name, err)
+				continue
+			}
+			mark, err := rdb.Get(ctx, key).Int64()
+			if now, _ := s.Now(ctx); err != nil || mark < now || mark > now+ttl.Milliseconds() {
+				t.Errorf("%s: marker now %d, %v; want a time within one ttl of %d", name, mark, err, now)
+			}
+			if d, err := s.MarkEpoch(ctx, 0, ttl); err != nil || d > ttl {
+				t.Errorf("%s: MarkEpoch = %v, %v; want at most one ttl", name, d, err)
+			}
+			plant()
+			if d, err := s.MarkEpoch(ctx, 0, ttl); err != nil || d > ttl || d < ttl-50*time.Millisecond {
+				t.Errorf("%s: MarkEpoch over the planted marker = %v, %v; want one ttl", name, d, err)
+			}
+		}
+		// A marker syncd writes is kept, and so is its hold.
+		now, _ = s.Now(ctx)
+		rdb.Set(ctx, key, fmt.Sprint(now+ttl.Milliseconds()/2), 0)
+		_, err := s.ClaimIDs(ctx, p)
+		if hold := (*store.HoldError)(nil); !errors.As(err, &hold) || hold.Rewritten || hold.For > ttl/2 {
+			t.Errorf("claim under a marker half a ttl ahead = %v; want held off for what is left, not rewritten", err)
+		}
+		time.Sleep(ttl)
+		if res, err := s.ClaimIDs(ctx, p); err != nil || res.Items[0].Code != store.ClaimOK {
+			t.Errorf("claim after the hold = %+v, %v", res, err)
+		}
+	})
+}
+
+// metaValue is a meta hash value as the scripts write it (meta.go):
+// 7 bytes of fence, 6 of lastSync, 1 of attempts.
+func metaValue(fence uint64, last int64, attempts byte) string {
+	b := make([]byte, 14)
+	for i := 6; i >= 0; i-- {
+		b[i], fence = byte(fence), fence>>8
+	}
+	for i, l := 12, uint64(last); i >= 7; i-- {
+		b[i], l = byte(l), l>>8
+	}
+	b[13] = attempts
+	return string(b)
+}
+
+// A stored fence at or past 2^53-1 cannot be raised exactly in Lua (a
+// double): the claim quarantines the item with an error that says what
+// is wrong and how to fix it, and reports it once; a forced release
+// refuses it and changes nothing. Before, a fence of 2^53+2 stopped
+// rising and two claims got the same fence.
+func TestFenceBeyondExactLimit(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		rdb, k := s.Client(), s.Keys()
+		s.Add(ctx, "a", "b", "c")
+		rdb.HSet(ctx, k.Meta(0), "a", metaValue(1<<53+2, 1000, 0))
+		rdb.HSet(ctx, k.Meta(0), "b", metaValue(store.MaxFence-1, 1000, 0))
+		res, err := pickResult(t, s, 0, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]store.ItemClaim{}
+		for _, r := range res.Items {
+			got[r.ID] = r
+		}
+		if got["a"].Code != store.ClaimDamaged || got["c"].Code != store.ClaimOK {
+			t.Errorf("pick = %+v; want a quarantined (ClaimDamaged), c claimed", res.Items)
+		}
+		if r := got["b"]; r.Code != store.ClaimOK || r.Fence != store.MaxFence {
+			t.Errorf("b, fence 2^53-2: %+v; want claimed with fence 2^53-1 exactly", r)
+		}
+		if score := rdb.ZScore(ctx, k.Due(0), "a").Val(); !math.IsInf(score, 1) {
+			t.Errorf("a's due score = %v, want +inf (quarantined)", score)
+		}
+		if msg := rdb.HGet(ctx, k.Errors(0), "a").Val(); !strings.Contains(msg, "2^53-1") || !strings.Contains(msg, "HDEL "+k.Meta(0)) {
+			t.Errorf("a's error %q does not say what is wrong and how to fix it", msg)
+		}
+		// b now holds 2^53-1: a claim by name refuses it too.
+		rdb.ZAdd(ctx, k.Due(0), redis.Z{Score: 0, Member: "b"})
+		rdb.Del(ctx, k.Record(0, "b"))
+		if r := claim(t, s, record("w"), time.Minute, "b")[0]; r.Code != store.ClaimDamaged {
+			t.Errorf("claim of b at 2^53-1 = %+v, want ClaimDamaged", r)
+		}
+		// A forced release reports no raise it did not make.
+		before := rdb.HGet(ctx, k.Meta(0), "a").Val()
+		if held, fence, err := s.ForceRelease(ctx, "a"); !errors.Is(err, store.ErrFenceLimit) || held || fence != 0 ||
+			!strings.Contains(err.Error(), fmt.Sprint(uint64(1<<53+2))) {
+			t.Errorf("ForceRelease = %v, %d, %v; want ErrFenceLimit naming the fence", held, fence, err)
+		}
+		if after := rdb.HGet(ctx, k.Meta(0), "a").Val(); after != before {
+			t.Error("ForceRelease changed the meta value it refused")
+		}
+		// The fix the error gives works.
+		rdb.HDel(ctx, k.Meta(0), "a")
+		s.Requeue(ctx, "a")
+		if r := claim(t, s, record("w"), time.Minute, "a")[0]; r.Code != store.ClaimOK || r.Fence >= store.MaxFence {
+			t.Errorf("claim after the fix = %+v", r)
+		}
+	})
+}
+
+// A meta value of any length but 14 or 17 bytes was not written by syncd
+// and reads as zeros without being walked; the claim replaces it. Before,
+// the script read every byte of a 20 MB value (0.93 s of Redis on one
+// call), and its first 7 bytes as a fence.
+func TestOverlongMetaValue(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		rdb, k := s.Client(), s.Keys()
+		s.Add(ctx, "big", "short", "odd")
+		rdb.HSet(ctx, k.Meta(0), "big", strings.Repeat("x", 20<<20))
+		rdb.HSet(ctx, k.Meta(0), "short", "xxxxxxxxxxxxx")
+		rdb.HSet(ctx, k.Meta(0), "odd", metaValue(1, 1000, 0)+"x")
+		res, err := pickResult(t, s, 0, 4)
+		if err != nil || len(res.Items) != 3 {
+			t.Fatalf("pick = %+v, %v; want all three claimed", res, err)
+		}
+		now, _ := s.Now(ctx)
+		for _, r := range res.Items {
+			if r.Code != store.ClaimOK || r.Attempt != 1 || !r.LastSync.IsZero() || r.Fence < uint64(now-60000)*1000 {
+				t.Errorf("%s: %+v; want claimed as never synced, fence from the clock", r.ID, r)
+			}
+			if n := rdb.HStrLen(ctx, k.Meta(0), r.ID).Val(); n != 14 {
+				t.Errorf("%s: meta value now %d bytes, want 14", r.ID, n)
+			}
+		}
+		for _, v := range []string{strings.Repeat("x", 20<<20), "xxxxxxxxxxxxx", metaValue(1, 1000, 0) + "x"} {
+			if f, l, a := store.ParseMeta(v); f != 0 || l != 0 || a != 0 {
+				t.Errorf("ParseMeta of %d bytes = %d, %d, %d; want zeros, as the scripts", len(v), f, l, a)
 			}
 		}
 	})

@@ -97,13 +97,13 @@ func splitPrelude(text string) []helper {
 // each calls.
 var (
 	scriptClaimPick = loadScript("claim_pick", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "is_record",
-		"meta_get", "meta_value", "enc", "is_inf", "due_ms", "claim_gate", "held", "take")
+		"num", "meta_get", "meta_value", "enc", "is_inf", "due_ms", "epoch_at", "claim_gate", "held", "fence_refused", "take")
 	scriptClaimIDs = loadScript("claim_ids", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "get_rec",
-		"is_record", "token_of", "fence_of", "attempt_of", "meta_get", "meta_value", "is_inf", "due_ms",
-		"claim_gate", "held", "take", "claim_named")
+		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_get", "meta_value", "is_inf", "due_ms",
+		"epoch_at", "claim_gate", "held", "fence_refused", "take", "claim_named")
 	scriptClaimBatch = loadScript("claim_batch", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "get_rec",
-		"is_record", "token_of", "fence_of", "attempt_of", "meta_get", "meta_value", "is_inf", "due_ms",
-		"claim_gate", "held", "take", "claim_named")
+		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_get", "meta_value", "is_inf", "due_ms",
+		"epoch_at", "claim_gate", "held", "fence_refused", "take", "claim_named")
 	scriptExtend = loadScript("extend", "now", "be4", "be8", "unbe", "patch", "wrongtype", "get_rec",
 		"token_of", "fence_of")
 	scriptRelease = loadScript("release", "now", "be4", "unbe", "wrongtype", "get_rec", "token_of", "fence_of",
@@ -114,7 +114,7 @@ var (
 	scriptForce   = loadScript("force", "now", "be4", "unbe", "meta_get", "meta_value", "meta_set")
 	scriptLock    = loadScript("lock", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "token_of", "fence_of", "num")
 	scriptUnlock  = loadScript("unlock", "wrongtype", "get_rec", "token_of")
-	scriptEpoch   = loadScript("epoch", "now", "num")
+	scriptEpoch   = loadScript("epoch", "now", "wrongtype", "num", "epoch_at")
 	scriptPending = loadScript("pending", "now", "unbe", "meta_get", "is_inf", "due_ms")
 	scriptBatch   = loadScript("batch", "now", "wrongtype", "num")
 )
