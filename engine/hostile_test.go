@@ -163,3 +163,72 @@ func TestPlantedDueScoresSync(t *testing.T) {
 		waitFor(t, 3*time.Second, "the items due at 0 and -inf synced", func() bool { return synced(rec, []string{ids[0][0], ids[1][0]}) })
 	})
 }
+
+// Items planted under ids syncd refuses, or with a fence it cannot raise
+// exactly, never reach the sink: each is quarantined, logged once and
+// counted, and every other item syncs. Before, an empty id reached the
+// sink and a fence of 2^53+2 was issued again and again.
+func TestPlantedItemsNeverReachSink(t *testing.T) {
+	bothBackends(t, func(t *testing.T, addr string) {
+		ctx := t.Context()
+		st := openStore(t, addr, 2)
+		st.Add(ctx, "fine-1", "fine-2", "fenced")
+		sh := st.Keys().Shard("fenced")
+		fence := make([]byte, 14)
+		fence[0], fence[6] = 0x20, 2 // 2^53 + 2
+		st.Client().HSet(ctx, st.Keys().Meta(sh), "fenced", string(fence))
+		bad := []string{"", "\x1b[2J", strings.Repeat("y", 200<<10)}
+		for _, id := range bad {
+			st.Client().ZAdd(ctx, st.Keys().Due(st.Keys().Shard(id)), redis.Z{Score: 0, Member: id})
+		}
+		rec := &recorder{}
+		var logs testutil.Buffer
+		e := loggedEngine(t, st, rec, engine.Config{Workers: 4, Interval: time.Hour, Poll: 10 * time.Millisecond}, &logs)
+		if err := e.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 3*time.Second, "the valid items synced", func() bool { return synced(rec, []string{"fine-1", "fine-2"}) })
+		waitFor(t, 3*time.Second, "every planted item quarantined", func() bool {
+			n, q, err := st.Count(ctx, 10)
+			return err == nil && n == 6 && len(q) == 4
+		})
+		e.Stop(context.Background())
+		for _, ev := range rec.snapshot() {
+			if ev.id != "fine-1" && ev.id != "fine-2" {
+				t.Errorf("the sink was given %.20q", ev.id)
+			}
+		}
+		var m bytes.Buffer
+		e.Metrics().WritePrometheus(&m)
+		for _, want := range []string{`syncd_items_damaged_total{reason="fence"} 1`, `syncd_items_damaged_total{reason="id"} 3`} {
+			if !strings.Contains(m.String(), want) {
+				t.Errorf("metrics lack %s", want)
+			}
+		}
+		if n := strings.Count(logs.String(), "item quarantined"); n != 4 {
+			t.Errorf("%d quarantine log lines, want 4 (one per planted item):\n%.3000s", n, logs.String())
+		}
+	})
+}
+
+// A batch run over a batch marker of 1e300 (or inf) syncs every item:
+// the store starts a fresh run (store.TestJoinBatchReplacesDamagedMarker)
+// and the engine's batch path agrees. Before, syncd batch exited 0
+// having synced none.
+func TestBatchOverDamagedMarker(t *testing.T) {
+	bothBackends(t, func(t *testing.T, addr string) {
+		for _, mark := range []string{"1e300", "inf"} {
+			ctx := t.Context()
+			st := openStore(t, addr, 2)
+			ids := []string{"a", "b", "c", "d"}
+			st.Add(ctx, ids...)
+			st.Client().Set(ctx, st.Keys().Batch(), mark, 0)
+			rec := &recorder{}
+			e := newEngine(t, st, rec, engine.Config{Workers: 2, Poll: 5 * time.Millisecond})
+			rep, err := e.RunBatch(ctx, engine.BatchOptions{})
+			if err != nil || rep.Synced != len(ids) || !rep.OK() || !synced(rec, ids) {
+				t.Errorf("batch over marker %s = %+v, %v; want all %d synced here", mark, rep, err, len(ids))
+			}
+		}
+	})
+}

@@ -72,6 +72,8 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"syncd_syncs_total", "", "", `outcome="stale_fence"`, m.StaleFences.Load()},
 		{"syncd_syncs_total", "", "", `outcome="handed_back"`, m.HandedBack.Load()},
 		{"syncd_quarantined_total", "Items quarantined after max_attempts or a permanent error.", "counter", "", m.Quarantined.Load()},
+		{"syncd_items_damaged_total", "Items a claim quarantined because their state in Redis is damaged, by what.", "counter", `reason="fence"`, o.DamagedFences.Load()},
+		{"syncd_items_damaged_total", "", "", `reason="id"`, o.DamagedIDs.Load()},
 		{"syncd_lease_losses_total", "Leases lost, by reason.", "counter", `reason="taken"`, o.LostTaken.Load()},
 		{"syncd_lease_losses_total", "", "", `reason="deleted"`, o.LostDeleted.Load()},
 		{"syncd_lease_losses_total", "", "", `reason="expired"`, o.LostExpired.Load()},
