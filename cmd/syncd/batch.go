@@ -74,7 +74,11 @@ func writeSummary(w io.Writer, r *engine.Report) {
 	fmt.Fprintf(tw, "synced here\t%d\t(%.1f/s)\n", r.Synced, rate)
 	fmt.Fprintf(tw, "synced by other processes\t%d\n", r.SyncedElsewhere)
 	fmt.Fprintf(tw, "failed attempts\t%d\n", r.Failed)
-	fmt.Fprintf(tw, "quarantined\t%d\t%s\n", r.Quarantined, strings.Join(r.QuarantinedIDs, " "))
+	ids := make([]string, len(r.QuarantinedIDs))
+	for i, id := range r.QuarantinedIDs {
+		ids[i] = shown(id, 64) // read back from Redis: may be planted
+	}
+	fmt.Fprintf(tw, "quarantined\t%d\t%s\n", r.Quarantined, strings.Join(ids, " "))
 	fmt.Fprintf(tw, "not synced\t%d\n", r.Unsynced)
 	fmt.Fprintf(tw, "took\t%v\n", took.Round(time.Millisecond))
 	fmt.Fprintf(tw, "sync p50 / p99 / max\t%v / %v / %v\n", r.SyncP50.Round(time.Microsecond), r.SyncP99.Round(time.Microsecond), r.SyncMax.Round(time.Microsecond))

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/redistest"
 	"github.com/syncd/syncd/tests/testutil"
@@ -89,5 +91,28 @@ func TestReadyzNamesDamagedShards(t *testing.T) {
 		if code != tt.code || !strings.HasPrefix(text, tt.want) {
 			t.Errorf("readyz(%v, %v) = %d %q, want %d %q", tt.ready, tt.damaged, code, text, tt.code, tt.want)
 		}
+	}
+}
+
+// items remove takes ids that items add refuses, so an operator can
+// clean up items planted in Redis under them (claims quarantine those):
+// the empty id, escape sequences as arguments, and a 200 KB id from a
+// file. Before, every one was refused as invalid.
+func TestItemsRemovePlantedIDs(t *testing.T) {
+	cfg, st := adminConfig(t, "rm")
+	ctx := context.Background()
+	long := strings.Repeat("z", 200<<10)
+	for _, id := range []string{"", "\x1b[31mred", long} {
+		st.Client().ZAdd(ctx, st.Keys().Due(st.Keys().Shard(id)), redis.Z{Score: 0, Member: id})
+	}
+	file := testutil.WriteFile(t, "ids.txt", "# planted\n"+long+"\n")
+	var out, errb bytes.Buffer
+	if code := runMain([]string{"items", "add", "-c", cfg, "\x1b[31mred"}, &out, &errb); code != exitUsage {
+		t.Errorf("items add of an invalid id: exit %d, want %d", code, exitUsage)
+	}
+	out.Reset()
+	if code := runMain([]string{"items", "remove", "-c", cfg, "", "\x1b[31mred", "--file", file}, &out, &errb); code != exitOK ||
+		!strings.Contains(out.String(), "3 of 3 items removed") {
+		t.Errorf("items remove: exit %d, %q, %s; want 3 of 3 removed", code, out.String(), errb.String())
 	}
 }
