@@ -232,3 +232,34 @@ func TestBatchOverDamagedMarker(t *testing.T) {
 		}
 	})
 }
+
+// A batch run over a set with a damaged shard syncs every other shard's
+// items, ends, and names the shard in its report, which is then not OK.
+// Before, every pass failed on the shard and the run never ended.
+func TestBatchWithDamagedShard(t *testing.T) {
+	bothBackends(t, func(t *testing.T, addr string) {
+		ctx := t.Context()
+		st := openStore(t, addr, 4)
+		ids := idsByShard(st, 2)
+		var healthy []string
+		for sh, group := range ids {
+			st.Add(ctx, group...)
+			if sh != 3 {
+				healthy = append(healthy, group...)
+			}
+		}
+		st.Client().Set(ctx, st.Keys().Meta(3), "garbage", 0)
+		rec := &recorder{}
+		e := newEngine(t, st, rec, engine.Config{Workers: 2, Poll: 5 * time.Millisecond})
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		rep, err := e.RunBatch(rctx, engine.BatchOptions{})
+		if err != nil || rctx.Err() != nil {
+			t.Fatalf("RunBatch = %+v, %v (ctx %v); want it to end by itself", rep, err, rctx.Err())
+		}
+		if rep.OK() || rep.Synced != len(healthy) || rep.Items != len(healthy) || rep.SyncedElsewhere != 0 ||
+			len(rep.Damaged) != 1 || !strings.Contains(rep.Damaged[0], "shard 3") || !synced(rec, healthy) {
+			t.Errorf("report %+v; want the %d healthy items synced and shard 3 named", rep, len(healthy))
+		}
+	})
+}

@@ -150,6 +150,21 @@ func TestDamagedShardKeys(t *testing.T) {
 		if !errors.Is(err, store.ErrDamaged) || !strings.Contains(err.Error(), "shard 1") || n != 3 {
 			t.Errorf("Backlog = %d, %v; want the 3 items of the other shards and shard 1's damage", n, err)
 		}
+		if n, _, err := s.Count(ctx, 10); !errors.Is(err, store.ErrDamaged) || n != 3 {
+			t.Errorf("Count = %d, %v; want the 3 items of the other shards and shard 1's damage", n, err)
+		}
+		for _, sh := range []int{1, 3} {
+			var de *store.DamageError
+			if _, err := s.Pending(ctx, sh, 0, 0, 10); !errors.As(err, &de) || de.Shard != sh {
+				t.Errorf("Pending of shard %d: %v; want a *DamageError", sh, err)
+			}
+			if _, _, err := s.List(ctx, sh, 0, 10); !errors.As(err, &de) || de.Shard != sh {
+				t.Errorf("List of shard %d: %v; want a *DamageError", sh, err)
+			}
+		}
+		if n, err := s.ShardSize(ctx, 3); err != nil || n != 1 {
+			t.Errorf("ShardSize(3) = %d, %v; want 1", n, err)
+		}
 		for sh := range 4 {
 			res, err := pickResult(t, s, sh, 2)
 			var de *store.DamageError
@@ -327,6 +342,38 @@ func TestOverlongMetaValue(t *testing.T) {
 		for _, v := range []string{strings.Repeat("x", 20<<20), "xxxxxxxxxxxxx", metaValue(1, 1000, 0) + "x"} {
 			if f, l, a := store.ParseMeta(v); f != 0 || l != 0 || a != 0 {
 				t.Errorf("ParseMeta of %d bytes = %d, %d, %d; want zeros, as the scripts", len(v), f, l, a)
+			}
+		}
+	})
+}
+
+// A receipt key of another type does not stop a pick (SET replaces it),
+// and a record key of another type shows in List as a bad record of its
+// item, not as an error of the whole shard.
+func TestPlantedReceiptAndRecordKeys(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		rdb, k := s.Client(), s.Keys()
+		s.Add(ctx, "a", "b")
+		s.MarkEpoch(ctx, 0, 0)
+		rec := record("w")
+		rdb.HSet(ctx, k.Receipt(0, rec.Token), "f", "v")
+		rdb.HSet(ctx, k.Record(0, "b"), "f", "v")
+		res, err := s.ClaimPick(ctx, store.ClaimPickParams{Records: []*store.Record{rec}, TTL: time.Minute})
+		if err != nil || len(res.Items) != 1 || res.Items[0].ID != "a" {
+			t.Fatalf("pick over a planted receipt key = %+v, %v", res, err)
+		}
+		if ids, err := s.ClaimReceipt(ctx, 0, rec.Token); err != nil || len(ids) != 1 || ids[0] != "a" {
+			t.Errorf("receipt = %q, %v", ids, err)
+		}
+		items, _, err := s.List(ctx, 0, 0, 10)
+		if err != nil || len(items) != 2 {
+			t.Fatalf("List = %+v, %v", items, err)
+		}
+		for _, it := range items {
+			if it.ID == "b" && !errors.Is(it.RecordErr, store.ErrBadRecord) {
+				t.Errorf("b, held by a hash: RecordErr %v, want ErrBadRecord", it.RecordErr)
 			}
 		}
 	})

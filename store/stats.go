@@ -50,24 +50,31 @@ func (s *Store) Backlog(ctx context.Context) (due int64, oldest int64, err error
 }
 
 // Count returns the number of items in the set and up to max
-// quarantined IDs, in one round trip.
+// quarantined IDs, in one round trip. A shard whose due index is
+// damaged is left out, as in Backlog: the error then wraps ErrDamaged
+// and the counts are the other shards'.
 func (s *Store) Count(ctx context.Context, max int) (int, []string, error) {
 	n := s.keys.Shards()
 	cards := make([]*redis.IntCmd, n)
 	quar := make([]*redis.StringSliceCmd, n)
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range n {
 			cards[i] = p.ZCard(ctx, s.keys.Due(i))
 			quar[i] = p.ZRangeByScore(ctx, s.keys.Due(i), &redis.ZRangeBy{Min: "+inf", Max: "+inf", Count: int64(max)})
 		}
 		return nil
 	})
-	if err != nil {
-		return 0, nil, fmt.Errorf("store: count: %w", err)
-	}
 	total := 0
 	var ids []string
+	var damaged []error
 	for i := range n {
+		if err := cmp.Or(cards[i].Err(), quar[i].Err()); err != nil {
+			if !isDamageReply(err) {
+				return 0, nil, fmt.Errorf("store: count: %w", err)
+			}
+			damaged = append(damaged, &DamageError{Shard: i, Problem: s.keys.Due(i) + " is not a sorted set", Err: err})
+			continue
+		}
 		total += int(cards[i].Val())
 		for _, id := range quar[i].Val() {
 			if len(ids) < max {
@@ -75,7 +82,17 @@ func (s *Store) Count(ctx context.Context, max int) (int, []string, error) {
 			}
 		}
 	}
-	return total, ids, nil
+	return total, ids, errors.Join(damaged...)
+}
+
+// ShardSize returns how many items a shard holds, 0 when its due index
+// is damaged (a *DamageError).
+func (s *Store) ShardSize(ctx context.Context, shard int) (int, error) {
+	n, err := s.rdb.ZCard(ctx, s.keys.Due(shard)).Result()
+	if err != nil {
+		return 0, s.shardErr(ctx, shard, err)
+	}
+	return int(n), nil
 }
 
 // Now returns Redis's clock, in ms: the one clock of the fleet.
