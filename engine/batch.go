@@ -2,11 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/store"
 )
 
 // Report is the outcome of a batch run, as seen by this process.
@@ -39,10 +41,13 @@ type Report struct {
 	SyncMax time.Duration `json:"sync_max"`
 	// QuarantinedIDs lists up to 100 quarantined items.
 	QuarantinedIDs []string `json:"quarantined_ids,omitempty"`
+	// Damaged names, by shard, the shards whose keys are damaged: their
+	// items were neither synced nor counted (see Engine.Damaged).
+	Damaged []string `json:"damaged_shards,omitempty"`
 }
 
 // OK reports whether every item synced.
-func (r *Report) OK() bool { return r.Quarantined == 0 && r.Unsynced == 0 }
+func (r *Report) OK() bool { return r.Quarantined == 0 && r.Unsynced == 0 && len(r.Damaged) == 0 }
 
 // Progress is a batch run's state, reported after every pass.
 type Progress struct {
@@ -95,6 +100,9 @@ func (b *batchRun) fill(rep *Report, t tally) {
 	rep.Failed, rep.Lost = b.failed, b.lost
 	rep.Quarantined, rep.QuarantinedIDs = t.quarantined, t.quarantinedIDs
 	rep.Unsynced = t.pending
+	for _, err := range t.damaged {
+		rep.Damaged = append(rep.Damaged, err.Error())
+	}
 	slices.Sort(b.durations)
 	if n := len(b.durations); n > 0 {
 		rep.SyncP50, rep.SyncP99, rep.SyncMax = b.durations[n/2], b.durations[min(n-1, n*99/100)], b.durations[n-1]
@@ -218,6 +226,9 @@ func (s *pendingSource) next(ctx context.Context, n int) (int, []string, error) 
 			s.passSeen++ // still to do: the pass cannot end the run
 			s.cursor[s.shard] = -1
 		}
+		if skip, _ := s.e.damage.check(s.shard); skip {
+			s.cursor[s.shard] = -1 // damaged: the run ends without it, and says so
+		}
 		if s.cursor[s.shard] < 0 {
 			s.shard++
 			if s.shard == shards {
@@ -229,9 +240,15 @@ func (s *pendingSource) next(ctx context.Context, n int) (int, []string, error) 
 			continue
 		}
 		p, err := s.e.st.Pending(ctx, s.shard, s.since, s.cursor[s.shard], pendingPage)
+		if errors.Is(err, store.ErrDamaged) {
+			s.e.damage.mark(s.shard, err)
+			s.cursor[s.shard] = -1
+			continue
+		}
 		if err != nil {
 			return 0, nil, err
 		}
+		s.e.damage.clear(s.shard)
 		s.cursor[s.shard] = p.Next
 		s.passSeen += len(p.IDs)
 		if len(p.IDs) > 0 {
@@ -294,15 +311,24 @@ func (s *pendingSource) syncedHere() int {
 type tally struct {
 	total, done, quarantined, pending int
 	quarantinedIDs                    []string
+	damaged                           []error // shards not counted: their keys are damaged
 }
 
 // tally counts the whole set: done (lastSync after the run started),
-// quarantined and pending.
+// quarantined and pending. A shard whose keys are damaged is left out
+// of every count and named in t.damaged.
 func (s *pendingSource) tally(ctx context.Context) (tally, error) {
 	var t tally
 	for sh := range len(s.cursor) {
 		for off := 0; off >= 0; {
 			p, err := s.e.st.Pending(ctx, sh, s.since, off, 1000)
+			if errors.Is(err, store.ErrDamaged) {
+				t.damaged = append(t.damaged, err)
+				if n, err := s.e.st.ShardSize(ctx, sh); err == nil {
+					t.total -= n // Count below counts them; nothing else can
+				}
+				break
+			}
 			if err != nil {
 				return t, err
 			}
@@ -312,10 +338,10 @@ func (s *pendingSource) tally(ctx context.Context) (tally, error) {
 		}
 	}
 	total, ids, err := s.e.st.Count(ctx, 100)
-	if err != nil {
+	if err != nil && !errors.Is(err, store.ErrDamaged) {
 		return t, err
 	}
-	t.total, t.quarantinedIDs = total, ids
+	t.total, t.quarantinedIDs = t.total+total, ids
 	t.done = t.total - t.pending - t.quarantined
 	return t, nil
 }

@@ -27,7 +27,11 @@
 // script call per shard: the script picks, claims and returns the items,
 // so concurrent claimers never collide on an item). Shards that ownership
 // holds off after Redis lost its data (Manager.Held) are skipped until
-// the hold ends. A claimed item's score becomes its lease
+// the hold ends. So are shards whose keys are damaged (a key of another
+// type, store.ErrDamaged): logged once, counted in syncd_shards_damaged,
+// named by Engine.Damaged (for /readyz), tried again every few seconds,
+// while every other shard goes on; a batch run ends without them and
+// names them in its report. A claimed item's score becomes its lease
 // expiry, so it leaves the due range and comes back by itself when its
 // owner dies: no reaper is needed for correctness.
 //

@@ -43,11 +43,14 @@ type claimer interface {
 type dueIndex interface {
 	Keys() store.Keys
 	// Oldest returns the lowest due score of each shard (ms, Redis
-	// clock; 0 when the shard has nothing claimable).
-	Oldest(ctx context.Context) ([]int64, error)
+	// clock; store.NoDue when the shard has nothing claimable), with an
+	// error of its own for a shard whose due index is damaged.
+	Oldest(ctx context.Context) ([]store.ShardHead, error)
 	// Now returns Redis's clock, in ms.
 	Now(ctx context.Context) (int64, error)
-	// Backlog returns how many items are due and the oldest due time.
+	// Backlog returns how many items are due and the oldest due time
+	// (store.NoDue when none); with an error wrapping store.ErrDamaged,
+	// those of the shards it could read.
 	Backlog(ctx context.Context) (due int64, oldest int64, err error)
 }
 
@@ -69,6 +72,8 @@ type Engine struct {
 	own  claimer
 	rel  *releaser
 	m    *Metrics
+	// damage tracks the shards whose keys are damaged.
+	damage *damage
 
 	sem   *semaphore.Weighted // bounds concurrent syncs at cfg.Workers
 	idsMu sync.Mutex
@@ -117,6 +122,7 @@ func newEngine(idx dueIndex, own claimer, sink sinks.Sink, c Config) *Engine {
 		sem: semaphore.NewWeighted(int64(c.Workers)), stopCh: make(chan struct{}), done: make(chan struct{}),
 		inflight: map[*ownership.Lease]context.CancelCauseFunc{}}
 	e.m = newMetrics(own.Stats())
+	e.damage = newDamage(e.log, &e.m.ShardsDamaged)
 	e.rel = newReleaser(own, own.Config().Heartbeat)
 	for w := c.Workers - 1; w >= 0; w-- {
 		e.ids = append(e.ids, w)
@@ -133,6 +139,12 @@ func (e *Engine) Metrics() *Metrics { return e.m }
 // Ready reports whether the engine is running and its last round trip to
 // Redis succeeded.
 func (e *Engine) Ready() bool { return e.ready.Load() }
+
+// Damaged returns, by shard, the error of each shard whose keys are
+// damaged (each wraps store.ErrDamaged and names its shard): their items
+// wait while every other shard goes on, until the key is fixed or
+// deleted. Nil when every shard works.
+func (e *Engine) Damaged() []error { return e.damage.list() }
 
 // Add adds items to the set; each new one is due at once.
 func (e *Engine) Add(ctx context.Context, ids ...string) (int, error) { return e.st.Add(ctx, ids...) }
@@ -297,6 +309,9 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), every)
 		due, oldest, err := e.idx.Backlog(ctx)
+		if errors.Is(err, store.ErrDamaged) {
+			err = nil // the other shards' figures; the scheduler reports the damage
+		}
 		if err == nil {
 			err = e.syncClock(ctx)
 		}
@@ -312,7 +327,7 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 		if err == nil {
 			e.m.DueBacklog.Store(due)
 			age := int64(0)
-			if oldest > 0 {
+			if oldest != store.NoDue {
 				age = max(e.redisNow()-oldest, 0)
 			}
 			e.m.OldestDueMs.Store(age)

@@ -29,6 +29,7 @@ type fakeOwn struct {
 	items    map[string]*fakeItem
 	holds    map[int]time.Time     // shard -> held until
 	holdNext map[int]time.Duration // shard -> hold learned at its next pick
+	damaged  map[int]error         // shard -> the error its picks fail with
 	picks    []fakePick            // every ClaimPick, in order
 	releases []fakeRelease         // every released lease, in order
 }
@@ -44,11 +45,12 @@ type fakeItem struct {
 // fakePick is one ClaimPick: when, of which shard, for how many workers,
 // what it got; held when it found the shard held off.
 type fakePick struct {
-	at    time.Time
-	shard int
-	n     int
-	got   []string
-	held  bool
+	at      time.Time
+	shard   int
+	n       int
+	got     []string
+	held    bool
+	damaged bool
 }
 
 type fakeRelease struct {
@@ -59,7 +61,19 @@ type fakeRelease struct {
 
 func newFakeOwn(shards int) *fakeOwn {
 	return &fakeOwn{shards: shards, cfg: ownership.Config{TTL: 30 * time.Second, Heartbeat: 10 * time.Second},
-		items: map[string]*fakeItem{}, holds: map[int]time.Time{}, holdNext: map[int]time.Duration{}}
+		items: map[string]*fakeItem{}, holds: map[int]time.Time{}, holdNext: map[int]time.Duration{}, damaged: map[int]error{}}
+}
+
+// damage makes the picks of shard fail as a claim of a shard with a
+// damaged key does (nil: they work again).
+func (f *fakeOwn) damage(shard int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		delete(f.damaged, shard)
+		return
+	}
+	f.damaged[shard] = &store.DamageError{Shard: shard, Err: err}
 }
 
 func nowMs() int64 { return time.Now().UnixMilli() }
@@ -129,6 +143,11 @@ func (f *fakeOwn) ClaimPick(ctx context.Context, p ownership.ClaimPickParams) (*
 		f.picks = append(f.picks, pick)
 		return nil, &ownership.HoldError{Shard: p.Shard, For: left}
 	}
+	if err := f.damaged[p.Shard]; err != nil {
+		pick.damaged = true
+		f.picks = append(f.picks, pick)
+		return nil, err
+	}
 	now := nowMs()
 	var cand []string
 	for id, it := range f.items {
@@ -160,12 +179,12 @@ func (f *fakeOwn) ClaimPick(ctx context.Context, p ownership.ClaimPickParams) (*
 }
 
 // headLocked is the shard's lowest due score, claimed items (at their
-// lease expiry) included, quarantined ones not; 0 when none.
+// lease expiry) included, quarantined ones not; store.NoDue when none.
 func (f *fakeOwn) headLocked(shard int) int64 {
-	head := int64(0)
+	head := store.NoDue
 	for _, it := range f.items {
-		if it.shard == shard && it.due != math.MaxInt64 && (head == 0 || it.due < head) {
-			head = it.due
+		if it.shard == shard && it.due != math.MaxInt64 {
+			head = min(head, it.due)
 		}
 	}
 	return head
@@ -203,12 +222,12 @@ func (f *fakeOwn) Release(ctx context.Context, leases []*ownership.Lease, outs [
 
 func (f *fakeOwn) Keys() store.Keys { return store.NewKeys("fake", f.shards) }
 
-func (f *fakeOwn) Oldest(context.Context) ([]int64, error) {
+func (f *fakeOwn) Oldest(context.Context) ([]store.ShardHead, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]int64, f.shards)
+	out := make([]store.ShardHead, f.shards)
 	for sh := range out {
-		out[sh] = f.headLocked(sh)
+		out[sh].Due = f.headLocked(sh)
 	}
 	return out, nil
 }
@@ -218,13 +237,11 @@ func (f *fakeOwn) Now(context.Context) (int64, error) { return nowMs(), nil }
 func (f *fakeOwn) Backlog(context.Context) (int64, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	due, oldest, now := int64(0), int64(0), nowMs()
+	due, oldest, now := int64(0), store.NoDue, nowMs()
 	for _, it := range f.items {
 		if it.due <= now {
 			due++
-			if oldest == 0 || it.due < oldest {
-				oldest = it.due
-			}
+			oldest = min(oldest, it.due)
 		}
 	}
 	return due, oldest, nil

@@ -18,6 +18,9 @@ type Metrics struct {
 	// syncd's own (descriptors, memory): handed back, not the item's fault.
 	SyncsResource                     atomic.Int64
 	InFlight, DueBacklog, OldestDueMs atomic.Int64
+	// ShardsDamaged is how many shards are skipped now because their
+	// keys are damaged (see Engine.Damaged).
+	ShardsDamaged atomic.Int64
 
 	own *ownership.Stats
 
@@ -69,6 +72,8 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"syncd_syncs_total", "", "", `outcome="stale_fence"`, m.StaleFences.Load()},
 		{"syncd_syncs_total", "", "", `outcome="handed_back"`, m.HandedBack.Load()},
 		{"syncd_quarantined_total", "Items quarantined after max_attempts or a permanent error.", "counter", "", m.Quarantined.Load()},
+		{"syncd_items_damaged_total", "Items a claim quarantined because their state in Redis is damaged, by what.", "counter", `reason="fence"`, o.DamagedFences.Load()},
+		{"syncd_items_damaged_total", "", "", `reason="id"`, o.DamagedIDs.Load()},
 		{"syncd_lease_losses_total", "Leases lost, by reason.", "counter", `reason="taken"`, o.LostTaken.Load()},
 		{"syncd_lease_losses_total", "", "", `reason="deleted"`, o.LostDeleted.Load()},
 		{"syncd_lease_losses_total", "", "", `reason="expired"`, o.LostExpired.Load()},
@@ -77,6 +82,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"syncd_heartbeat_errors_total", "Heartbeat round trips that failed.", "counter", "", o.HeartbeatErrors.Load()},
 		{"syncd_in_flight", "Syncs running now.", "gauge", "", m.InFlight.Load()},
 		{"syncd_due_backlog", "Items due now, fleet-wide.", "gauge", "", m.DueBacklog.Load()},
+		{"syncd_shards_damaged", "Shards skipped because a key of theirs is damaged (see /readyz).", "gauge", "", m.ShardsDamaged.Load()},
 	}
 	for _, x := range ms {
 		if x.help != "" {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/store"
 )
 
 // source says what a claim round claims: the daemon's lets Redis pick the
@@ -140,7 +142,9 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, error) {
 
 // claim claims for slots free workers and starts a sync for each lease;
 // it returns how many it started. A shard held off is no error: ownership
-// logged it and the sources skip it until the hold ends.
+// logged it and the sources skip it until the hold ends. Nor is a shard
+// whose keys are damaged: it is marked, and skipped but for a probe
+// every damageProbe (see damage).
 func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int) (int, error) {
 	workers := e.takeIDs(slots)
 	leases, err := src.claim(ctx, req, workers)
@@ -153,12 +157,17 @@ func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int)
 			e.giveID(w)
 		}
 	}
-	if errors.Is(err, ownership.ErrHeldOff) {
+	switch {
+	case errors.Is(err, ownership.ErrHeldOff):
 		return 0, nil
-	}
-	if err != nil {
+	case errors.Is(err, store.ErrDamaged):
+		// The shard's own problem: the round goes on with the others.
+		e.damage.mark(req.shard, err)
+		return 0, nil
+	case err != nil:
 		return 0, err
 	}
+	e.damage.clear(req.shard)
 	for _, l := range leases {
 		e.workers.Add(1)
 		go e.work(l)
@@ -180,7 +189,7 @@ type dueSource struct {
 	e *Engine
 
 	mu    sync.Mutex
-	heads []int64   // lowest due score per shard, ms; 0 = nothing
+	heads []int64   // lowest due score per shard, ms; store.NoDue = nothing
 	read  time.Time // when heads were last read whole
 }
 
@@ -229,18 +238,40 @@ func (s *dueSource) setHead(shard int, ms int64) {
 
 // order returns the shards that have due items, the one with the
 // longest-waiting item first (none with a single shard, which the claim
-// itself checks).
+// itself checks). Shards held off are left out, and so are damaged ones
+// but for a probe every damageProbe, which comes last.
 func (s *dueSource) order(ctx context.Context) ([]int, error) {
 	shards := s.e.idx.Keys().Shards()
 	if shards == 1 {
-		if s.e.held(0) {
+		if skip, _ := s.e.damage.check(0); skip || s.e.held(0) {
 			return nil, nil
 		}
 		return []int{0}, nil
 	}
-	// The loop that finds the heads stale reads them; the other goes on
-	// with the cache meanwhile instead of reading them a second time
-	// (until there is a cache, both read).
+	heads, err := s.cachedHeads(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := s.e.redisNow() + 50 // tolerate a little clock estimate error
+	var order []int
+	for sh, o := range heads {
+		if s.e.held(sh) {
+			continue
+		}
+		if skip, probe := s.e.damage.check(sh); probe || !skip && o <= now {
+			order = append(order, sh)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(heads[a], heads[b]) })
+	return order, nil
+}
+
+// cachedHeads returns the heads, read whole when the cache is stale. The
+// loop that finds them stale reads them; the other goes on with the
+// cache meanwhile instead of reading them a second time (until there is
+// a cache, both read). A shard whose due index is damaged is marked so,
+// and has no head.
+func (s *dueSource) cachedHeads(ctx context.Context) ([]int64, error) {
 	s.mu.Lock()
 	stale := s.heads == nil || time.Since(s.read) > headsMaxAge
 	if stale {
@@ -248,28 +279,25 @@ func (s *dueSource) order(ctx context.Context) ([]int, error) {
 	}
 	s.mu.Unlock()
 	if stale {
-		oldest, err := s.e.idx.Oldest(ctx)
-		s.mu.Lock()
+		read, err := s.e.idx.Oldest(ctx)
 		if err != nil {
+			s.mu.Lock()
 			s.read = time.Time{} // the next round reads them again
-		} else {
-			s.heads = oldest
-		}
-		s.mu.Unlock()
-		if err != nil {
+			s.mu.Unlock()
 			return nil, err
 		}
-	}
-	now := s.e.redisNow() + 50 // tolerate a little clock estimate error
-	s.mu.Lock()
-	heads := slices.Clone(s.heads)
-	s.mu.Unlock()
-	var order []int
-	for sh, o := range heads {
-		if o > 0 && o <= now && !s.e.held(sh) {
-			order = append(order, sh)
+		heads := make([]int64, len(read))
+		for sh, h := range read {
+			heads[sh] = h.Due
+			if h.Err != nil {
+				s.e.damage.mark(sh, h.Err)
+			}
 		}
+		s.mu.Lock()
+		s.heads = heads
+		s.mu.Unlock()
 	}
-	slices.SortFunc(order, func(a, b int) int { return int(heads[a] - heads[b]) })
-	return order, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.heads), nil
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
+	"github.com/syncd/syncd/store"
 )
 
 // The scheduler tests run the engine over fakeOwn in synctest bubbles:
@@ -221,6 +223,59 @@ func TestSchedulerDrainHandsBack(t *testing.T) {
 		}
 		if due := f.due("stuck"); due != stuckDue {
 			t.Errorf("stuck is due at %d after the hand-back, want %d, where it was", due, stuckDue)
+		}
+	})
+}
+
+// A shard whose keys are damaged is tried once, then once every
+// damageProbe, not every poll, while the other shards go on; Damaged
+// names it until a probe finds it working again, and its items then
+// sync.
+func TestSchedulerProbesDamagedShard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeOwn(2)
+		f.add(0, "damaged", -20*time.Second)
+		f.add(1, "fine", -10*time.Second)
+		f.damage(0, errors.New("WRONGTYPE planted"))
+		const poll = 250 * time.Millisecond
+		sink := &syncLog{hold: 10 * time.Millisecond}
+		start := time.Now()
+		e := startFake(t, f, sink, Config{Workers: 1, Batch: 1, Poll: poll, Interval: time.Hour})
+		time.Sleep(2*damageProbe + time.Second)
+		if got := e.Damaged(); len(got) != 1 || !errors.Is(got[0], store.ErrDamaged) {
+			t.Errorf("Damaged() = %v, want shard 0", got)
+		}
+		f.damage(0, nil)
+		fixed := time.Now()
+		time.Sleep(damageProbe)
+		e.Stop(context.Background())
+		if diff := cmp.Diff(sink.order(), []string{"fine", "damaged"}); diff != "" {
+			t.Fatalf("sync order (-got +want):\n%s", diff)
+		}
+		if at := sink.at["fine"].Sub(start); at != 0 {
+			t.Errorf("the healthy shard synced at +%v, want at once", at)
+		}
+		var tries []time.Duration
+		for _, p := range f.pickLog() {
+			if p.shard == 0 && p.at.Before(fixed) {
+				tries = append(tries, p.at.Sub(start))
+			}
+		}
+		// Found at once, then tried at the first poll after each probe
+		// time.
+		if len(tries) != 3 || tries[0] != 0 {
+			t.Fatalf("the damaged shard was picked at %v, want at 0 and about every %v", tries, damageProbe)
+		}
+		for i, at := range tries[1:] {
+			if since := at - tries[i]; since < damageProbe || since > damageProbe+poll {
+				t.Errorf("the damaged shard was picked at %v, want every %v (within a poll)", tries, damageProbe)
+			}
+		}
+		if at := sink.at["damaged"].Sub(fixed); at > damageProbe {
+			t.Errorf("shard 0 synced %v after the fix, want within a probe (%v)", at, damageProbe)
+		}
+		if got := e.Damaged(); len(got) != 0 {
+			t.Errorf("Damaged() after the fix = %v, want none", got)
 		}
 	})
 }

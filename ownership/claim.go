@@ -34,9 +34,9 @@ type ClaimPickResult struct {
 	// Leases are the claims won, in due order.
 	Leases []*Lease
 	// Head is the lowest due score left in the shard after the claim (ms,
-	// Redis clock; in the future when nothing is due), 0 when the shard
-	// holds nothing but quarantined items. HeadKnown is false when Redis's
-	// reply was lost.
+	// Redis clock; in the future when nothing is due), store.NoDue when
+	// the shard holds nothing but quarantined items. HeadKnown is false
+	// when Redis's reply was lost.
 	Head      int64
 	HeadKnown bool
 }
@@ -187,7 +187,8 @@ func (m *Manager) newClaim(shard int, ids []string, workers []int, pick bool) cl
 }
 
 // claim runs c through the protocol: send the claim (send), resolve a
-// lost reply (resolveLost), keep what was won (keepWon), check the
+// lost reply (resolveLost), quarantine what was won under an id that is
+// not valid (quarantineBadIDs), keep the rest (keepWon), check the
 // replicas (checkReplicas), settle and confirm (settle, confirm, with
 // recover after a lost reply), and build the leases (leases).
 func (m *Manager) claim(ctx context.Context, c *claim, call claimCall) ([]*Lease, error) {
@@ -206,7 +207,9 @@ func (m *Manager) claim(ctx context.Context, c *claim, call claimCall) ([]*Lease
 			return nil, err
 		}
 	}
-	m.keepWon(c, reply.items)
+	if bad := m.keepWon(c, reply.items); len(bad) > 0 {
+		m.quarantineBadIDs(c, bad)
+	}
 	if len(c.won) == 0 {
 		return nil, nil
 	}
@@ -231,7 +234,7 @@ func (m *Manager) send(ctx context.Context, c *claim, call claimCall) (claimRepl
 	if errors.Is(err, store.ErrHeldOff) {
 		var hold *store.HoldError
 		if errors.As(err, &hold) {
-			m.setHold(c.shard, hold.For)
+			m.setHold(hold)
 		}
 	}
 	return reply, err
@@ -267,29 +270,39 @@ func (m *Manager) resolveLost(ctx context.Context, c *claim, err error) (claimRe
 }
 
 // keepWon keeps the items the claim won; a pick's fill its slots in
-// order. It counts the items lost and warns of foreign records.
-func (m *Manager) keepWon(c *claim, items []store.ItemClaim) {
+// order. It counts the items lost and warns of foreign records and
+// damaged fences. It returns the items won whose ids are not valid
+// (store.ValidateID: read back from Redis, they are input too): they
+// fill their slots but are not kept.
+func (m *Manager) keepWon(c *claim, items []store.ItemClaim) (bad []store.ItemClaim) {
 	if c.pick {
 		c.ids = make([]string, 0, len(items))
 	}
 	for _, r := range items {
 		switch {
 		case r.Code == store.ClaimOK:
-			c.won = append(c.won, r)
 			if c.pick {
 				c.ids = append(c.ids, r.ID)
+			}
+			if store.ValidateID(r.ID) != nil {
+				bad = append(bad, r)
+			} else {
+				c.won = append(c.won, r)
 			}
 			continue
 		case r.Code == store.ClaimForeign:
 			// Reported by the one claim that finds it (the item then
 			// leaves the due range until the record is gone).
-			m.log.Warn().Str(keyID, r.ID).Int(keyShard, c.shard).Dur("ttl", m.cfg.TTL).
+			m.log.Warn().Str(keyID, shownID(r.ID)).Int(keyShard, c.shard).Dur("ttl", m.cfg.TTL).
 				Msg("item held by a record syncd did not write (no expiry, corrupt, oversized or another type): treated as another owner's claim until it expires; one without expiry now expires after one ttl")
+		case r.Code == store.ClaimDamaged:
+			m.damagedFence(c, r) // quarantined by the claim: found once
 		}
 		if !c.pick {
 			m.stats.ClaimsLost.Add(1)
 		}
 	}
+	return bad
 }
 
 // checkReplicas hands the claims back when fewer than MinReplicas

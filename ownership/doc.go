@@ -50,11 +50,30 @@
 // in microseconds), computed inside the claim script. Fences of an item
 // rise strictly from claim to claim, across processes, and across Redis
 // restarts that forgot the counter, as long as Redis's clock does not go
-// back. A paused process can wake up and write after its lease ended;
+// back and the fence is below 2^53: the script computes in Lua doubles,
+// exact up to 2^53, and Redis TIME in microseconds stays below it until
+// the year 2255. A stored fence at or past 2^53-1 was planted or is
+// corrupt: the claim quarantines the item instead (store.ClaimDamaged,
+// with why and how to fix it as the item's error), logged once and
+// counted (Stats.DamagedFences), and a forced release refuses it. A paused process can wake up and write after its lease ended;
 // nothing in a lock service can stop that (Kleppmann, "How to do
 // distributed locking"). The only way to never accept two writers is for
 // the target to check the fence: keep the highest fence it accepted per
 // item and reject lower ones (see sinks.FenceGuard).
+//
+// # State in Redis that syncd did not write
+//
+// Whatever a claim reads back from Redis is input. A record syncd did not
+// write is another owner's claim until it expires (store.ClaimForeign,
+// logged once). An epoch marker that is not a time within one TTL (inf,
+// 1e300, a year ahead, another type) is rewritten to hold the shard one
+// TTL, and no reply makes the Manager hold a shard longer than one TTL;
+// a hold is logged once, when it begins. An item claimed under an id that
+// store.ValidateID refuses (empty, control characters, 200 KB) fills its
+// slot but never becomes a lease: it is quarantined with the reason as
+// its error, logged once with the id quoted and cut to 64 bytes, and
+// counted (Stats.DamagedIDs). A claim that meets a key of another type
+// returns a *store.DamageError for the caller to skip that shard.
 //
 // # What holds, per topology
 //

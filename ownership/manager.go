@@ -48,6 +48,10 @@ type Stats struct {
 	LostTaken, LostDeleted                atomic.Int64
 	LostExpired, LostUnreachable          atomic.Int64
 	Released, ReleasedNotHeld, ReleaseErr atomic.Int64
+	// DamagedFences and DamagedIDs count the items a claim quarantined
+	// because their state in Redis is damaged: a fence at or past
+	// store.MaxFence, an id that fails store.ValidateID.
+	DamagedFences, DamagedIDs atomic.Int64
 }
 
 // New returns a Manager over st. Close it to stop its heartbeats.
@@ -142,15 +146,25 @@ func (m *Manager) checkHold(shard int) error {
 	return nil
 }
 
-// setHold holds shard off for d, as Redis reported; a hold that begins is
-// logged once.
-func (m *Manager) setHold(shard int, d time.Duration) {
+// setHold holds h.Shard off for h.For, as Redis reported, but never
+// longer than one TTL, which is all a lease from before a data loss can
+// last (a reply that says more, or less than nothing, holds one TTL). A
+// hold that begins is logged once.
+func (m *Manager) setHold(h *store.HoldError) {
+	d := h.For
+	if d <= 0 || d > m.cfg.TTL {
+		d = m.cfg.TTL
+	}
 	m.mu.Lock()
-	begins := m.heldLocked(shard) == 0
-	m.hold[shard] = time.Now().Add(d)
+	begins := m.heldLocked(h.Shard) == 0
+	m.hold[h.Shard] = time.Now().Add(d)
 	m.mu.Unlock()
-	if begins {
-		m.log.Warn().Int(keyShard, shard).Dur("for", d).
+	switch {
+	case begins && h.Rewritten:
+		m.log.Warn().Int(keyShard, h.Shard).Dur("for", d).
+			Msg("shard held off: its epoch marker was not a time syncd writes (planted, or what is left after redis lost data); rewritten to hold the shard off one ttl")
+	case begins:
+		m.log.Warn().Int(keyShard, h.Shard).Dur("for", d).
 			Msg("shard held off: no claims until every lease from before redis lost its data has expired")
 	}
 }

@@ -45,7 +45,12 @@
 // (2016): no lock service, however careful, can prevent it on its own; only
 // the storage that receives the writes can, by checking a fencing token.
 //
-// syncd issues one: Item.Fence rises strictly with every claim of an item.
+// syncd issues one: Item.Fence rises strictly with every claim of an item
+// while it is below 2^53 (the claim scripts compute in Lua doubles, exact
+// up to there; fences come from Redis's clock in microseconds and stay
+// below it until the year 2255). An item whose stored fence was planted
+// at or past 2^53-1 is quarantined, never given a fence that does not
+// rise.
 // A target that remembers the highest fence it accepted for an item and
 // rejects writes with a lower one never accepts a write from an owner that
 // has been superseded. This is the only way to get "never two accepted

@@ -8,10 +8,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func (s *Store) byShard(ids []string) (map[int][]any, error) {
+// byShard groups ids by shard, after check accepts each.
+func (s *Store) byShard(ids []string, check func(string) error) (map[int][]any, error) {
 	g := map[int][]any{}
 	for _, id := range ids {
-		if err := ValidateID(id); err != nil {
+		if err := check(id); err != nil {
 			return nil, err
 		}
 		sh := s.keys.Shard(id)
@@ -20,10 +21,24 @@ func (s *Store) byShard(ids []string) (map[int][]any, error) {
 	return g, nil
 }
 
-// eachShard runs a script over ids grouped by shard and sums the integer
-// replies.
-func (s *Store) eachShard(ctx context.Context, what string, sc *redis.Script, ids []string, keys func(int) []string) (int, error) {
-	g, err := s.byShard(ids)
+// MaxRemoveIDLen bounds the ids Remove accepts: any id at all up to
+// 1 MiB, so that an item planted in Redis under an id that ValidateID
+// refuses (empty, control characters, 200 KB long) can still be removed.
+const MaxRemoveIDLen = 1 << 20
+
+// removable is Remove's check: an id of at most MaxRemoveIDLen bytes.
+func removable(id string) error {
+	if len(id) > MaxRemoveIDLen {
+		return &IDError{ID: id[:64] + "...", Reason: fmt.Sprintf("%d bytes long, the limit for removal is %d", len(id), MaxRemoveIDLen)}
+	}
+	return nil
+}
+
+// eachShard runs a script over ids grouped by shard, after check accepts
+// each, and sums the integer replies.
+func (s *Store) eachShard(ctx context.Context, what string, sc *redis.Script, ids []string, check func(string) error,
+	keys func(int) []string) (int, error) {
+	g, err := s.byShard(ids, check)
 	if err != nil {
 		return 0, err
 	}
@@ -46,18 +61,21 @@ func (s *Store) eachShard(ctx context.Context, what string, sc *redis.Script, id
 // Add adds items; each new one is due at once. It returns how many were
 // new. Invalid IDs are refused before anything is written.
 func (s *Store) Add(ctx context.Context, ids ...string) (int, error) {
-	return s.eachShard(ctx, "add", scriptAdd, ids, func(sh int) []string { return []string{s.keys.Due(sh)} })
+	return s.eachShard(ctx, "add", scriptAdd, ids, ValidateID, func(sh int) []string { return []string{s.keys.Due(sh)} })
 }
 
-// Remove removes items and returns how many were present.
+// Remove removes items and returns how many were present. It takes any
+// id up to MaxRemoveIDLen bytes, valid or not: an operator must be able
+// to clean up an item planted under an id syncd would refuse to add
+// (claims quarantine such items).
 func (s *Store) Remove(ctx context.Context, ids ...string) (int, error) {
-	return s.eachShard(ctx, "remove", scriptRemove, ids, s.stateKeys)
+	return s.eachShard(ctx, "remove", scriptRemove, ids, removable, s.stateKeys)
 }
 
 // Requeue makes items due now and clears their failures, which brings
 // quarantined items back. It returns how many exist.
 func (s *Store) Requeue(ctx context.Context, ids ...string) (int, error) {
-	return s.eachShard(ctx, "requeue", scriptRequeue, ids, s.stateKeys)
+	return s.eachShard(ctx, "requeue", scriptRequeue, ids, ValidateID, s.stateKeys)
 }
 
 func (s *Store) stateKeys(sh int) []string {
@@ -69,7 +87,10 @@ var ErrUnknownItem = errors.New("store: unknown item")
 
 // ForceRelease deletes an item's claim whoever holds it and raises its
 // fence, so the old owner's late writes are rejected by fenced sinks. It
-// reports whether a claim was held and the new fence.
+// reports whether a claim was held and the new fence. An item whose
+// fence is at or past MaxFence is left as it is, with an error wrapping
+// ErrFenceLimit that says how to fix it: a raise that cannot be made
+// exactly is never reported.
 func (s *Store) ForceRelease(ctx context.Context, id string) (held bool, fence uint64, err error) {
 	if err := ValidateID(id); err != nil {
 		return false, 0, err
@@ -83,8 +104,15 @@ func (s *Store) ForceRelease(ctx context.Context, id string) (held bool, fence u
 	if err != nil {
 		return false, 0, err
 	}
-	if r[0] == 0 {
+	switch r[0] {
+	case 0:
 		return false, 0, fmt.Errorf("%w: %q", ErrUnknownItem, id)
+	case -1:
+		meta := s.keys.Meta(sh)
+		f, _, _ := ParseMeta(s.rdb.HGet(ctx, meta, id).Val())
+		return false, 0, fmt.Errorf("%w: item %q has fence %d in %s (planted or corrupt): nothing was changed. "+
+			"Fix: HDEL %s <id> (fences start again from Redis TIME in microseconds; reset a fenced target that "+
+			"stored a higher fence for the item), then syncd requeue <id>", ErrFenceLimit, id, f, meta, meta)
 	}
 	return r[1] == 1, uint64(r[2]), nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -17,10 +18,14 @@ type PendingPage struct {
 
 // Pending returns one page of a shard's items that a batch run started at
 // since (ms, Redis clock) still has to sync, walking the due index from
-// offset.
+// offset. A shard whose due index or meta hash is damaged gives a
+// *DamageError.
 func (s *Store) Pending(ctx context.Context, shard int, since int64, offset, count int) (*PendingPage, error) {
 	v, err := s.runScript(ctx, s.rdb, scriptPending, []string{s.keys.Due(shard), s.keys.Meta(shard)}, since, offset, count)
 	if err != nil {
+		if err := s.shardErr(ctx, shard, err); errors.Is(err, ErrDamaged) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("store: pending of shard %d: %w", shard, err)
 	}
 	arr, ok := v.([]any)

@@ -16,11 +16,14 @@ import (
 // program. It is treated as another owner's claim until it expires; one
 // without expiry is given the claim's TTL, so it cannot block the item
 // for ever. The claim that finds it reports it once: afterwards the item
-// is out of the due range until the record is gone.
+// is out of the due range until the record is gone. ClaimDamaged is an
+// item whose stored fence is at or past MaxFence: the claim quarantined
+// it, with why and how to fix it as its error, and reports it once.
 type ClaimCode int8
 
 // Claim outcomes of one item.
 const (
+	ClaimDamaged ClaimCode = -3 // quarantined: its fence cannot be raised (see above)
 	ClaimForeign ClaimCode = -2 // held by a record syncd did not write (see above)
 	ClaimTaken   ClaimCode = -1 // another owner holds it
 	ClaimSkipped ClaimCode = 0  // not due, unknown or quarantined
@@ -57,12 +60,12 @@ type ClaimPickParams struct {
 // ClaimPickResult is the outcome of ClaimPick.
 type ClaimPickResult struct {
 	// Items are the items claimed (ClaimOK), in due order, and items
-	// found held by a foreign record (ClaimForeign), which take no
-	// record template.
+	// found held by a foreign record (ClaimForeign) or quarantined now
+	// (ClaimDamaged), which take no record template.
 	Items []ItemClaim
-	// Head is the lowest due score left in the shard (ms, Redis clock;
-	// in the future when nothing is due), 0 when the shard holds nothing
-	// but quarantined items.
+	// Head is the lowest due score left in the shard (ms, Redis clock,
+	// clamped to ±MaxDue; in the future when nothing is due), NoDue when
+	// the shard holds nothing but quarantined items.
 	Head int64
 	// Replicas is what WAIT reported, when MinReplicas > 0.
 	Replicas int
@@ -80,7 +83,7 @@ func (s *Store) ClaimPick(ctx context.Context, p ClaimPickParams) (*ClaimPickRes
 		return nil, fmt.Errorf("store: pick claim of shard %d with no records", p.Shard)
 	}
 	k := s.keys
-	keys := []string{k.Due(p.Shard), k.Meta(p.Shard), k.Epoch(p.Shard), k.Receipt(p.Shard, p.Records[0].Token)}
+	keys := []string{k.Due(p.Shard), k.Meta(p.Shard), k.Epoch(p.Shard), k.Receipt(p.Shard, p.Records[0].Token), k.Errors(p.Shard)}
 	args := make([]any, 0, 2+len(p.Records))
 	args = append(args, "pick", p.TTL.Milliseconds())
 	for _, r := range p.Records {
@@ -167,17 +170,17 @@ func (s *Store) ClaimBatch(ctx context.Context, p ClaimBatchParams) (*ClaimBatch
 	return &ClaimBatchResult{Items: items, Replicas: replicas}, nil
 }
 
-// claimNamed runs a claim script over named items: KEYS due, meta, epoch
-// and the items' record keys; ARGV head, then id and record template per
-// item. It returns one outcome per id, in order.
+// claimNamed runs a claim script over named items: KEYS due, meta,
+// epoch, err and the items' record keys; ARGV head, then id and record
+// template per item. It returns one outcome per id, in order.
 func (s *Store) claimNamed(ctx context.Context, sc *redis.Script, shard int, ids []string, recs []*Record,
 	head []any, w replicaWait) ([]ItemClaim, int, error) {
 	if len(recs) != 1 && len(recs) != len(ids) {
 		return nil, 0, fmt.Errorf("store: claim: %d records for %d ids", len(recs), len(ids))
 	}
 	k := s.keys
-	keys := make([]string, 0, 3+len(ids))
-	keys = append(keys, k.Due(shard), k.Meta(shard), k.Epoch(shard))
+	keys := make([]string, 0, 4+len(ids))
+	keys = append(keys, k.Due(shard), k.Meta(shard), k.Epoch(shard), k.Errors(shard))
 	args := make([]any, 0, len(head)+2*len(ids))
 	args = append(args, head...)
 	var one []byte
@@ -208,7 +211,8 @@ type replicaWait struct {
 
 // claim runs one claim script call, followed by WAIT when w asks for
 // replicas, and turns the replies that refuse the whole shard into
-// errors: ErrEpochMissing and *HoldError (see claim_gate in prelude.lua).
+// errors: ErrEpochMissing and *HoldError (see claim_gate in prelude.lua),
+// and a *DamageError when a key of the shard is damaged.
 func (s *Store) claim(ctx context.Context, sc *redis.Script, shard int, keys []string, args []any, w replicaWait) (any, int, error) {
 	if w.min > 0 && s.mini != nil {
 		return nil, 0, ErrNoReplicas
@@ -222,6 +226,9 @@ func (s *Store) claim(ctx context.Context, sc *redis.Script, shard int, keys []s
 		reply, err = s.runScript(ctx, s.rdb, sc, keys, args...)
 	}
 	if err != nil {
+		if err := s.shardErr(ctx, shard, err); errors.Is(err, ErrDamaged) {
+			return nil, 0, err
+		}
 		return nil, 0, fmt.Errorf("store: claim shard %d: %w", shard, err)
 	}
 	if err := gateError(reply, shard); err != nil {
@@ -231,11 +238,13 @@ func (s *Store) claim(ctx context.Context, sc *redis.Script, shard int, keys []s
 }
 
 // gateError decodes a claim script's refusal of the whole shard: {-1},
-// the epoch marker is missing; {-2, ms}, the shard is held off. Any other
-// reply is the claim's and gives nil.
+// the epoch marker is missing; {-2, ms}, the shard is held off; {-2, ms,
+// 1}, held off after a damaged marker was rewritten. Any other reply is
+// the claim's and gives nil (none has 1 to 3 values and a negative
+// first one).
 func gateError(reply any, shard int) error {
 	arr, _ := reply.([]any)
-	if len(arr) == 0 || len(arr) > 2 {
+	if len(arr) == 0 || len(arr) > 3 {
 		return nil
 	}
 	if c, ok := arr[0].(int64); !ok || c >= 0 {
@@ -247,8 +256,8 @@ func gateError(reply any, shard int) error {
 		return err
 	case len(v) == 1 && v[0] == -1:
 		return fmt.Errorf("%w: shard %d", ErrEpochMissing, shard)
-	case len(v) == 2 && v[0] == -2:
-		return &HoldError{Shard: shard, For: time.Duration(v[1]) * time.Millisecond}
+	case len(v) >= 2 && v[0] == -2:
+		return &HoldError{Shard: shard, For: time.Duration(v[1]) * time.Millisecond, Rewritten: len(v) == 3}
 	}
 	return nil
 }
@@ -274,15 +283,20 @@ func namedResults(reply any, ids []string) ([]ItemClaim, error) {
 
 // pickResults decodes a pick claim's reply: id, fence, attempt,
 // lastSyncMs, previous score per item claimed; a fence of -1 marks an
-// item held by a foreign record. The shard's new head ends it.
+// item held by a foreign record, -2 one quarantined now (ClaimDamaged).
+// The shard's new head ends it: 1 and the head, or 0, 0 for none.
 func pickResults(reply any) ([]ItemClaim, int64, error) {
 	arr, ok := reply.([]any)
-	if !ok || len(arr)%5 != 1 {
+	if !ok || len(arr)%5 != 2 {
 		return nil, 0, fmt.Errorf("store: unexpected pick claim reply %T of %d values", reply, len(arr))
 	}
-	head, ok := arr[len(arr)-1].(int64)
-	if !ok {
-		return nil, 0, fmt.Errorf("store: unexpected pick claim head %T", arr[len(arr)-1])
+	has, ok1 := arr[len(arr)-2].(int64)
+	head, ok2 := arr[len(arr)-1].(int64)
+	if !ok1 || !ok2 {
+		return nil, 0, fmt.Errorf("store: unexpected pick claim head %T, %T", arr[len(arr)-2], arr[len(arr)-1])
+	}
+	if has == 0 {
+		head = NoDue
 	}
 	out := make([]ItemClaim, len(arr)/5)
 	for i := range out {
@@ -297,8 +311,12 @@ func pickResults(reply any) ([]ItemClaim, int64, error) {
 				return nil, 0, fmt.Errorf("store: unexpected pick claim value %T", r[1+j])
 			}
 		}
-		if n[0] < 0 {
+		switch n[0] {
+		case -1:
 			out[i] = ItemClaim{ID: id, Code: ClaimForeign}
+			continue
+		case -2:
+			out[i] = ItemClaim{ID: id, Code: ClaimDamaged}
 			continue
 		}
 		out[i] = ItemClaim{ID: id, Code: ClaimOK, Fence: uint64(n[0]), Attempt: int(n[1]),
@@ -356,6 +374,8 @@ func (s *Store) claimWait(ctx context.Context, sc *redis.Script, keys []string, 
 // of ttl that the serving Redis has not been up for. An owner that claimed
 // before Redis lost its data cannot hold a lease past that. A new
 // deployment on a Redis that has run longer than ttl is not held off.
+// Never more than ttl: a marker already there that is not one syncd
+// writes (see epoch.lua) is rewritten to hold the shard off one ttl.
 func (s *Store) MarkEpoch(ctx context.Context, shard int, ttl time.Duration) (time.Duration, error) {
 	key := s.keys.Epoch(shard)
 	hold := time.Duration(0)
@@ -376,10 +396,10 @@ func (s *Store) MarkEpoch(ctx context.Context, shard int, ttl time.Duration) (ti
 			hold = ttl - up
 		}
 	}
-	v, err := s.runScript(ctx, s.rdb, scriptEpoch, []string{key}, hold.Milliseconds())
+	v, err := s.runScript(ctx, s.rdb, scriptEpoch, []string{key}, hold.Milliseconds(), ttl.Milliseconds())
 	if err != nil {
 		return 0, fmt.Errorf("store: mark epoch of shard %d: %w", shard, err)
 	}
 	left, _ := v.(int64)
-	return time.Duration(left) * time.Millisecond, nil
+	return min(time.Duration(left)*time.Millisecond, ttl), nil
 }

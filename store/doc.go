@@ -18,13 +18,22 @@
 //	due ZSET   score = when the item is due (ms, Redis clock); a claimed
 //	           item's score is its lease expiry, so it leaves the due range
 //	           and comes back by itself if its owner dies; +inf means
-//	           quarantined.
-//	meta HASH  fence, lastSync and attempts, 14 bytes (meta.go).
-//	err HASH   the last error, while the item is failing.
+//	           quarantined. Read back clamped to ±MaxDue; NoDue is "none".
+//	meta HASH  fence, lastSync and attempts, 14 bytes, 17 from 256
+//	           attempts (meta.go); any other length reads as zeros.
+//	err HASH   the last error, while the item is failing or quarantined.
 //	rec        the owner/state record while the item is claimed.
 //
 // All times that matter across hosts come from Redis's TIME, so one clock
 // orders the whole fleet.
+//
+// What comes back from Redis is input too. A key of another type costs
+// its own shard only: calls that read several shards give that shard a
+// *DamageError (ErrDamaged) and go on with the others. A value the
+// scripts cannot trust is rewritten when that is safe (an epoch marker
+// that is not a time within one ttl holds the shard one ttl; a meta value
+// of the wrong length reads as zeros) and refused when it is not (a fence
+// at or past MaxFence quarantines its item: ClaimDamaged).
 //
 // # What store owns, and what it must not touch
 //

@@ -1,10 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,11 +30,12 @@ type ItemState struct {
 
 // List returns one page of a shard's items in due order (longest waiting
 // first) and the offset of the next page, -1 at the end. It takes two
-// round trips whatever the page size.
+// round trips whatever the page size. A shard whose due index, meta or
+// err hash is damaged gives a *DamageError.
 func (s *Store) List(ctx context.Context, shard, offset, count int) ([]ItemState, int, error) {
 	z, err := s.rdb.ZRangeWithScores(ctx, s.keys.Due(shard), int64(offset), int64(offset+count-1)).Result()
 	if err != nil {
-		return nil, -1, fmt.Errorf("store: list shard %d: %w", shard, err)
+		return nil, -1, s.listErr(ctx, shard, err)
 	}
 	next := -1
 	if len(z) == count {
@@ -49,7 +50,7 @@ func (s *Store) List(ctx context.Context, shard, offset, count int) ([]ItemState
 	}
 	var meta, errs *redis.SliceCmd
 	recs := make([]*redis.StringCmd, len(ids))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		meta = p.HMGet(ctx, s.keys.Meta(shard), ids...)
 		errs = p.HMGet(ctx, s.keys.Errors(shard), ids...)
 		for i, id := range ids {
@@ -57,16 +58,14 @@ func (s *Store) List(ctx context.Context, shard, offset, count int) ([]ItemState
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, -1, fmt.Errorf("store: list shard %d: %w", shard, err)
+	if err := cmp.Or(meta.Err(), errs.Err()); err != nil {
+		return nil, -1, s.listErr(ctx, shard, err)
 	}
 	out := make([]ItemState, len(ids))
 	for i, id := range ids {
-		st := ItemState{ID: id, Shard: shard}
-		if math.IsInf(z[i].Score, 1) {
-			st.Quarantined = true
-		} else {
-			st.Due = int64(z[i].Score)
+		st := ItemState{ID: id, Shard: shard, Due: dueOf(z[i].Score)}
+		if st.Due == NoDue {
+			st.Quarantined, st.Due = true, 0
 		}
 		if v, ok := meta.Val()[i].(string); ok {
 			f, l, a := ParseMeta(v)
@@ -75,10 +74,22 @@ func (s *Store) List(ctx context.Context, shard, offset, count int) ([]ItemState
 		if v, ok := errs.Val()[i].(string); ok {
 			st.Error = v
 		}
-		if b, err := recs[i].Bytes(); err == nil {
+		switch b, err := recs[i].Bytes(); {
+		case err == nil:
 			st.Record, st.RecordErr = UnmarshalRecord(b)
+		case isDamageReply(err):
+			st.RecordErr = fmt.Errorf("%w: a key of another type", ErrBadRecord)
+		case !errors.Is(err, redis.Nil):
+			return nil, -1, fmt.Errorf("store: list shard %d: %w", shard, err)
 		}
 		out[i] = st
 	}
 	return out, next, nil
+}
+
+func (s *Store) listErr(ctx context.Context, shard int, err error) error {
+	if err := s.shardErr(ctx, shard, err); errors.Is(err, ErrDamaged) {
+		return err
+	}
+	return fmt.Errorf("store: list shard %d: %w", shard, err)
 }

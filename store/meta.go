@@ -1,5 +1,7 @@
 package store
 
+import "errors"
+
 // The meta hash of a shard keeps, per item, the fence of its last claim,
 // when it last synced and how many attempts in a row have failed, as one
 // 14-byte big-endian value (prelude.lua writes it):
@@ -36,9 +38,12 @@ func encodeMeta(fence uint64, last int64, attempts int) []byte {
 // ParseMeta decodes a value of a shard's meta hash (Keys.Meta): the fence
 // of the item's last claim, its lastSync (ms since the Unix epoch, 0 for
 // never) and its failed attempts in a row. Anything that is not such a
-// value (truncated, written by hand) reads as zeros, as in the scripts.
+// value (not 14 or 17 bytes long: truncated, written by hand) reads as
+// zeros, as in the scripts (meta_get in prelude.lua). The fence is read
+// exactly, all 7 bytes; one at or past MaxFence was not issued by syncd
+// (see MaxFence).
 func ParseMeta(v string) (fence uint64, last int64, attempts int) {
-	if len(v) < metaLen {
+	if len(v) != metaLen && len(v) != metaLen+3 {
 		return 0, 0, 0
 	}
 	for i := 0; i < 7; i++ {
@@ -48,8 +53,21 @@ func ParseMeta(v string) (fence uint64, last int64, attempts int) {
 		last = last<<8 | int64(v[i])
 	}
 	var a uint64
-	for i := 13; i < len(v) && i < 13+8; i++ {
+	for i := 13; i < len(v); i++ {
 		a = a<<8 | uint64(v[i])
 	}
 	return fence, last, int(min(a, 1<<31-1))
 }
+
+// MaxFence is the highest fence the scripts can issue: 2^53-1, the
+// largest integer a Lua number (a double) holds exactly. syncd's fences
+// come from max(last + 1, Redis TIME in µs), below it until the year
+// 2255, so a stored fence at or past it was planted or is corrupt: a
+// claim quarantines such an item (ClaimDamaged, with why in its error)
+// and ForceRelease refuses it (ErrFenceLimit), rather than issue a fence
+// that does not rise.
+const MaxFence = 1<<53 - 1
+
+// ErrFenceLimit reports an item whose stored fence is at or past
+// MaxFence.
+var ErrFenceLimit = errors.New("store: fence at or past 2^53-1, which syncd cannot raise exactly")

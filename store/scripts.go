@@ -97,26 +97,26 @@ func splitPrelude(text string) []helper {
 // each calls.
 var (
 	scriptClaimPick = loadScript("claim_pick", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "is_record",
-		"meta_get", "meta_value", "enc", "is_inf", "claim_gate", "held", "take")
+		"num", "meta_get", "meta_value", "enc", "is_inf", "due_ms", "epoch_at", "claim_gate", "held", "fence_refused", "take")
 	scriptClaimIDs = loadScript("claim_ids", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "get_rec",
-		"is_record", "token_of", "fence_of", "attempt_of", "meta_get", "meta_value", "is_inf", "claim_gate",
-		"held", "take", "claim_named")
+		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_get", "meta_value", "is_inf", "due_ms",
+		"epoch_at", "claim_gate", "held", "fence_refused", "take", "claim_named")
 	scriptClaimBatch = loadScript("claim_batch", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "get_rec",
-		"is_record", "token_of", "fence_of", "attempt_of", "meta_get", "meta_value", "is_inf", "claim_gate",
-		"held", "take", "claim_named")
+		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_get", "meta_value", "is_inf", "due_ms",
+		"epoch_at", "claim_gate", "held", "fence_refused", "take", "claim_named")
 	scriptExtend = loadScript("extend", "now", "be4", "be8", "unbe", "patch", "wrongtype", "get_rec",
 		"token_of", "fence_of")
 	scriptRelease = loadScript("release", "now", "be4", "unbe", "wrongtype", "get_rec", "token_of", "fence_of",
 		"attempt_of", "meta_get", "meta_value", "meta_set")
 	scriptAdd     = loadScript("add", "now")
 	scriptRemove  = loadScript("remove")
-	scriptRequeue = loadScript("requeue", "now", "be4", "unbe", "meta_get", "meta_value", "meta_set", "is_inf")
+	scriptRequeue = loadScript("requeue", "now", "be4", "unbe", "meta_get", "meta_value", "meta_set", "is_inf", "due_ms")
 	scriptForce   = loadScript("force", "now", "be4", "unbe", "meta_get", "meta_value", "meta_set")
 	scriptLock    = loadScript("lock", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "token_of", "fence_of", "num")
 	scriptUnlock  = loadScript("unlock", "wrongtype", "get_rec", "token_of")
-	scriptEpoch   = loadScript("epoch", "now", "num")
-	scriptPending = loadScript("pending", "now", "unbe", "meta_get", "is_inf")
-	scriptBatch   = loadScript("batch", "now", "num", "wrongtype")
+	scriptEpoch   = loadScript("epoch", "now", "wrongtype", "num", "epoch_at")
+	scriptPending = loadScript("pending", "now", "unbe", "meta_get", "is_inf", "due_ms")
+	scriptBatch   = loadScript("batch", "now", "wrongtype", "num")
 )
 
 // ScriptSHAs maps each script's file name ("claim_pick.lua") to the SHA1

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -9,55 +11,70 @@ import (
 )
 
 // Backlog counts, per shard in one round trip, the items that are due
-// now, and returns the total and the oldest due time (ms, Redis clock; 0
-// when nothing is due).
+// now, and returns the total and the oldest due time (ms, Redis clock;
+// NoDue when nothing is due). A shard whose due index is damaged is left
+// out: the error then wraps ErrDamaged (a *DamageError per such shard)
+// and due and oldest count the other shards.
 func (s *Store) Backlog(ctx context.Context) (due int64, oldest int64, err error) {
 	now, err := s.Now(ctx)
 	if err != nil {
-		return 0, 0, err
+		return 0, NoDue, err
 	}
 	n := s.keys.Shards()
 	counts := make([]*redis.IntCmd, n)
 	heads := make([]*redis.ZSliceCmd, n)
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		max := strconv.FormatInt(now, 10)
 		for i := range n {
-			max := strconv.FormatInt(now, 10)
 			counts[i] = p.ZCount(ctx, s.keys.Due(i), "-inf", max)
 			heads[i] = p.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: s.keys.Due(i), Start: 0, Stop: 0})
 		}
 		return nil
 	})
-	if err != nil {
-		return 0, 0, fmt.Errorf("store: backlog: %w", err)
-	}
+	oldest = NoDue
+	var damaged []error
 	for i := range n {
+		if err := cmp.Or(counts[i].Err(), heads[i].Err()); err != nil {
+			if !isDamageReply(err) {
+				return 0, NoDue, fmt.Errorf("store: backlog: %w", err)
+			}
+			damaged = append(damaged, &DamageError{Shard: i, Problem: s.keys.Due(i) + " is not a sorted set", Err: err})
+			continue
+		}
 		due += counts[i].Val()
-		if z := heads[i].Val(); len(z) > 0 && z[0].Score <= float64(now) && (oldest == 0 || int64(z[0].Score) < oldest) {
-			oldest = int64(z[0].Score)
+		if z := heads[i].Val(); len(z) > 0 && z[0].Score <= float64(now) {
+			oldest = min(oldest, dueOf(z[0].Score))
 		}
 	}
-	return due, oldest, nil
+	return due, oldest, errors.Join(damaged...)
 }
 
 // Count returns the number of items in the set and up to max
-// quarantined IDs, in one round trip.
+// quarantined IDs, in one round trip. A shard whose due index is
+// damaged is left out, as in Backlog: the error then wraps ErrDamaged
+// and the counts are the other shards'.
 func (s *Store) Count(ctx context.Context, max int) (int, []string, error) {
 	n := s.keys.Shards()
 	cards := make([]*redis.IntCmd, n)
 	quar := make([]*redis.StringSliceCmd, n)
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range n {
 			cards[i] = p.ZCard(ctx, s.keys.Due(i))
 			quar[i] = p.ZRangeByScore(ctx, s.keys.Due(i), &redis.ZRangeBy{Min: "+inf", Max: "+inf", Count: int64(max)})
 		}
 		return nil
 	})
-	if err != nil {
-		return 0, nil, fmt.Errorf("store: count: %w", err)
-	}
 	total := 0
 	var ids []string
+	var damaged []error
 	for i := range n {
+		if err := cmp.Or(cards[i].Err(), quar[i].Err()); err != nil {
+			if !isDamageReply(err) {
+				return 0, nil, fmt.Errorf("store: count: %w", err)
+			}
+			damaged = append(damaged, &DamageError{Shard: i, Problem: s.keys.Due(i) + " is not a sorted set", Err: err})
+			continue
+		}
 		total += int(cards[i].Val())
 		for _, id := range quar[i].Val() {
 			if len(ids) < max {
@@ -65,7 +82,17 @@ func (s *Store) Count(ctx context.Context, max int) (int, []string, error) {
 			}
 		}
 	}
-	return total, ids, nil
+	return total, ids, errors.Join(damaged...)
+}
+
+// ShardSize returns how many items a shard holds, 0 when its due index
+// is damaged (a *DamageError).
+func (s *Store) ShardSize(ctx context.Context, shard int) (int, error) {
+	n, err := s.rdb.ZCard(ctx, s.keys.Due(shard)).Result()
+	if err != nil {
+		return 0, s.shardErr(ctx, shard, err)
+	}
+	return int(n), nil
 }
 
 // Now returns Redis's clock, in ms: the one clock of the fleet.
@@ -77,24 +104,40 @@ func (s *Store) Now(ctx context.Context) (int64, error) {
 	return t.UnixMilli(), nil
 }
 
-// Oldest returns the lowest due score of each shard (ms, Redis clock;
-// 0 when the shard has nothing claimable), in one round trip.
-func (s *Store) Oldest(ctx context.Context) ([]int64, error) {
+// ShardHead is what Oldest read of one shard.
+type ShardHead struct {
+	// Due is the lowest due score of the shard (ms, Redis clock, clamped
+	// to ±MaxDue; in the future when nothing is due yet), NoDue when the
+	// shard has nothing claimable.
+	Due int64
+	// Err is a *DamageError when the shard's due index is damaged; Due is
+	// then NoDue.
+	Err error
+}
+
+// Oldest returns the lowest due score of each shard, in one round trip.
+// A shard whose due index is damaged has its own error, in its
+// ShardHead; the error returned is for a call that failed as a whole
+// (Redis unreachable).
+func (s *Store) Oldest(ctx context.Context) ([]ShardHead, error) {
 	n := s.keys.Shards()
 	cmds := make([]*redis.ZSliceCmd, n)
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range n {
 			cmds[i] = p.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: s.keys.Due(i), Start: 0, Stop: 0})
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("store: oldest: %w", err)
-	}
-	out := make([]int64, n)
+	out := make([]ShardHead, n)
 	for i, c := range cmds {
-		if z := c.Val(); len(z) > 0 && z[0].Score < 1e300 {
-			out[i] = int64(z[0].Score)
+		out[i].Due = NoDue
+		switch z, err := c.Result(); {
+		case isDamageReply(err):
+			out[i].Err = &DamageError{Shard: i, Problem: s.keys.Due(i) + " is not a sorted set", Err: err}
+		case err != nil:
+			return nil, fmt.Errorf("store: oldest: %w", err)
+		case len(z) > 0:
+			out[i].Due = dueOf(z[0].Score)
 		}
 	}
 	return out, nil

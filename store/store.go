@@ -38,9 +38,17 @@ var (
 type HoldError struct {
 	Shard int
 	For   time.Duration
+	// Rewritten reports that the shard's epoch marker was not one syncd
+	// writes (1e300, inf, a time more than one ttl ahead, garbage, a key
+	// of another type): Redis may have lost data, so the marker was
+	// rewritten to hold the shard off one ttl, which is always safe.
+	Rewritten bool
 }
 
 func (e *HoldError) Error() string {
+	if e.Rewritten {
+		return fmt.Sprintf("store: shard %d held off for %v: its epoch marker was damaged and is rewritten", e.Shard, e.For)
+	}
 	return fmt.Sprintf("store: shard %d held off for %v after data loss", e.Shard, e.For)
 }
 
@@ -373,7 +381,7 @@ func ints(v any, want int) ([]int64, error) {
 // IsUnavailable reports whether err means Redis could not be reached or
 // did not answer in time, as opposed to a reply saying no.
 func IsUnavailable(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, ErrDamaged) {
 		return false
 	}
 	var ne net.Error

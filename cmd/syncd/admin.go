@@ -25,16 +25,25 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// remove takes ids that add refuses: an item planted in Redis under
+	// one (empty, control characters, 200 KB) must be removable. The
+	// store still bounds their length (store.MaxRemoveIDLen).
+	check := store.ValidateID
+	if verb == "remove" {
+		check = nil
+	}
 	if *file != "" {
-		more, err := readIDs(*file)
+		more, err := readLines(*file, check)
 		if err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
 		ids = append(ids, more...)
 	}
 	for _, id := range ids {
-		if err := store.ValidateID(id); err != nil {
-			return &exitError{code: exitUsage, err: err}
+		if check != nil {
+			if err := check(id); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
 		}
 	}
 	ctx := context.Background()
@@ -85,8 +94,13 @@ func warnEmbedded(st *store.Store, w io.Writer) {
 	}
 }
 
-// readIDs reads one ID per line; blank lines and # comments are skipped.
-func readIDs(path string) ([]string, error) {
+// readIDs reads one valid ID per line; blank lines and # comments are
+// skipped.
+func readIDs(path string) ([]string, error) { return readLines(path, store.ValidateID) }
+
+// readLines reads one ID per line, each accepted by check (any, if nil);
+// blank lines and # comments are skipped.
+func readLines(path string, check func(string) error) ([]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--file: %w", err)
@@ -96,14 +110,16 @@ func readIDs(path string) ([]string, error) {
 	b = bytes.TrimPrefix(b, []byte("\ufeff"))
 	var ids []string
 	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	sc.Buffer(make([]byte, 64*1024), store.MaxRemoveIDLen+2)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if err := store.ValidateID(line); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		if check != nil {
+			if err := check(line); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			}
 		}
 		ids = append(ids, line)
 	}

@@ -58,7 +58,8 @@ func cmdBatch(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if !rep.OK() {
-		return &exitError{code: exitFailed, err: fmt.Errorf("%d items quarantined, %d not synced", rep.Quarantined, rep.Unsynced)}
+		return &exitError{code: exitFailed, err: fmt.Errorf("%d items quarantined, %d not synced, %d shards damaged",
+			rep.Quarantined, rep.Unsynced, len(rep.Damaged))}
 	}
 	return nil
 }
@@ -74,8 +75,15 @@ func writeSummary(w io.Writer, r *engine.Report) {
 	fmt.Fprintf(tw, "synced here\t%d\t(%.1f/s)\n", r.Synced, rate)
 	fmt.Fprintf(tw, "synced by other processes\t%d\n", r.SyncedElsewhere)
 	fmt.Fprintf(tw, "failed attempts\t%d\n", r.Failed)
-	fmt.Fprintf(tw, "quarantined\t%d\t%s\n", r.Quarantined, strings.Join(r.QuarantinedIDs, " "))
+	ids := make([]string, len(r.QuarantinedIDs))
+	for i, id := range r.QuarantinedIDs {
+		ids[i] = shown(id, 64) // read back from Redis: may be planted
+	}
+	fmt.Fprintf(tw, "quarantined\t%d\t%s\n", r.Quarantined, strings.Join(ids, " "))
 	fmt.Fprintf(tw, "not synced\t%d\n", r.Unsynced)
+	for _, d := range r.Damaged {
+		fmt.Fprintf(tw, "damaged, not counted\t%s\n", shown(d, 300))
+	}
 	fmt.Fprintf(tw, "took\t%v\n", took.Round(time.Millisecond))
 	fmt.Fprintf(tw, "sync p50 / p99 / max\t%v / %v / %v\n", r.SyncP50.Round(time.Microsecond), r.SyncP99.Round(time.Microsecond), r.SyncMax.Round(time.Microsecond))
 	tw.Flush()

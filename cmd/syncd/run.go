@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -69,7 +70,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 }
 
 // serveHTTP serves /metrics (Prometheus), /healthz (the process is alive)
-// and /readyz (Redis reachable and claiming).
+// and /readyz (Redis reachable and claiming, every shard working).
 func serveHTTP(addr string, e *engine.Engine, log zerolog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -82,11 +83,12 @@ func serveHTTP(addr string, e *engine.Engine, log zerolog.Logger) (*http.Server,
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !e.Ready() {
-			http.Error(w, "not ready: redis unreachable or not claiming yet", http.StatusServiceUnavailable)
+		code, text := readyz(e.Ready(), e.Damaged())
+		if code != http.StatusOK {
+			http.Error(w, text, code)
 			return
 		}
-		fmt.Fprintln(w, "ready")
+		fmt.Fprintln(w, text)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
@@ -98,4 +100,23 @@ func serveHTTP(addr string, e *engine.Engine, log zerolog.Logger) (*http.Server,
 	}()
 	log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz and /readyz")
 	return srv, nil
+}
+
+// readyz is the answer to /readyz: 200 "ready" while the engine claims
+// and every shard works; 503 while Redis is unreachable or the engine is
+// not claiming yet, and 503 "degraded", naming each damaged shard and
+// its error, while a shard's damaged key keeps its items waiting (every
+// other shard syncs on).
+func readyz(ready bool, damaged []error) (int, string) {
+	if !ready {
+		return http.StatusServiceUnavailable, "not ready: redis unreachable or not claiming yet"
+	}
+	if len(damaged) == 0 {
+		return http.StatusOK, "ready"
+	}
+	lines := make([]string, len(damaged))
+	for i, err := range damaged {
+		lines[i] = "degraded: " + shown(err.Error(), 500)
+	}
+	return http.StatusServiceUnavailable, strings.Join(lines, "\n")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -40,6 +41,15 @@ type summary struct {
 	Quarantined int    `json:"quarantined"`
 	OldestWait  string `json:"oldest_wait"`
 	Redis       string `json:"redis"`
+	// Damaged lists the shards whose keys are damaged; their items are
+	// not counted or shown.
+	Damaged []shardDamage `json:"damaged_shards,omitempty"`
+}
+
+// shardDamage is a shard whose keys are damaged, in status output.
+type shardDamage struct {
+	Shard int    `json:"shard"`
+	Error string `json:"error"`
 }
 
 // cmdStatus prints every item's state and a summary; it reads Redis only,
@@ -61,35 +71,11 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	var rows []itemRow
 	sum := summary{Redis: st.Addr()}
-	var oldest int64
-	for sh := range st.Keys().Shards() {
-		for off := 0; off >= 0; {
-			page, next, err := st.List(ctx, sh, off, 500)
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			off = next
-			for _, it := range page {
-				r := classify(it, now)
-				sum.Items++
-				switch r.State {
-				case "due":
-					sum.Due++
-					oldest = max(oldest, r.waitingMs)
-				case "syncing", "claimed":
-					sum.InFlight++
-				case "backing off":
-					sum.BackingOff++
-				case "quarantined":
-					sum.Quarantined++
-				}
-				rows = append(rows, r)
-			}
-		}
+	rows, err := collect(ctx, st, now, &sum)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
 	}
-	sum.OldestWait = (time.Duration(oldest) * time.Millisecond).String()
 	slices.SortStableFunc(rows, func(a, b itemRow) int { return cmpInt(a.dueSortable, b.dueSortable) })
 	if *limit > 0 && len(rows) > *limit {
 		rows = rows[:*limit]
@@ -114,7 +100,48 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	tw.Flush()
 	fmt.Fprintf(stdout, "\n%d items: %d due, %d in flight, %d backing off, %d quarantined; oldest wait %s (%s)\n",
 		sum.Items, sum.Due, sum.InFlight, sum.BackingOff, sum.Quarantined, sum.OldestWait, sum.Redis)
+	for _, d := range sum.Damaged {
+		fmt.Fprintf(stdout, "shard %d damaged, its items are not shown and wait: %s\n", d.Shard, shown(d.Error, 500))
+	}
 	return nil
+}
+
+// collect reads every shard's items and counts them into sum. A shard
+// whose keys are damaged is listed in sum.Damaged and skipped.
+func collect(ctx context.Context, st *store.Store, now int64, sum *summary) ([]itemRow, error) {
+	var rows []itemRow
+	var oldest int64
+	for sh := range st.Keys().Shards() {
+		for off := 0; off >= 0; {
+			page, next, err := st.List(ctx, sh, off, 500)
+			if errors.Is(err, store.ErrDamaged) {
+				sum.Damaged = append(sum.Damaged, shardDamage{Shard: sh, Error: err.Error()})
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			off = next
+			for _, it := range page {
+				r := classify(it, now)
+				sum.Items++
+				switch r.State {
+				case "due":
+					sum.Due++
+					oldest = max(oldest, r.waitingMs)
+				case "syncing", "claimed":
+					sum.InFlight++
+				case "backing off":
+					sum.BackingOff++
+				case "quarantined":
+					sum.Quarantined++
+				}
+				rows = append(rows, r)
+			}
+		}
+	}
+	sum.OldestWait = (time.Duration(oldest) * time.Millisecond).String()
+	return rows, nil
 }
 
 func classify(it store.ItemState, now int64) itemRow {

@@ -19,7 +19,7 @@ end
 -- another type) would make every item look synced since: start afresh.
 local nowms = now()
 local cur = wrongtype(redis.pcall('GET', KEYS[1]))
-local since = cur and string.match(cur, '^%d+$') and tonumber(cur)
+local since = cur and #cur <= 15 and string.match(cur, '^%d+$') and tonumber(cur)
 if not since or since <= 0 or since > nowms then
   cur = num(nowms)
   redis.call('SET', KEYS[1], cur)

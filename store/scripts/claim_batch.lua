@@ -6,7 +6,8 @@
 -- KEYS[1]    due ZSET of the shard
 -- KEYS[2]    meta HASH of the shard
 -- KEYS[3]    epoch marker of the shard
--- KEYS[3+i]  record key of item i
+-- KEYS[4]    err HASH of the shard
+-- KEYS[4+i]  record key of item i
 -- ARGV[1]    "batch": names the call on the wire (MONITOR, SLOWLOG); unread
 -- ARGV[2]    ttl in ms
 -- ARGV[3]    the run's start, ms on Redis's clock
@@ -14,21 +15,21 @@
 -- Result: as claim_ids.lua; code 0 also means synced in this run, or
 -- failing and not due.
 local nowms, nowus = now()
-local gate = claim_gate(KEYS[3], nowms)
-if gate then return gate end
 local ttl = tonumber(ARGV[2])
+local gate = claim_gate(KEYS[3], nowms, ttl)
+if gate then return gate end
 local since = tonumber(ARGV[3])
 local out = {}
-for i = 1, #KEYS - 3 do
+for i = 1, #KEYS - 4 do
   local id = ARGV[2 + 2 * i]
   local score = redis.call('ZSCORE', KEYS[1], id)
   local ok = score and not is_inf(score)
   if ok then
     local _, l, a = meta_get(KEYS[2], id)
-    ok = l < since and (a == 0 or tonumber(score) <= nowms)
+    ok = l < since and (a == 0 or due_ms(score) <= nowms)
   end
   if ok then
-    claim_named(out, KEYS[1], KEYS[2], KEYS[3 + i], id, ARGV[3 + 2 * i], tonumber(score), ttl, nowms, nowus)
+    claim_named(out, KEYS[1], KEYS[2], KEYS[4], KEYS[4 + i], id, ARGV[3 + 2 * i], due_ms(score), ttl, nowms, nowus)
   else
     local n = #out
     out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 0, 0, 0, 0, 0

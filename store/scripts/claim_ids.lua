@@ -6,25 +6,28 @@
 -- KEYS[1]    due ZSET of the shard
 -- KEYS[2]    meta HASH of the shard
 -- KEYS[3]    epoch marker of the shard
--- KEYS[3+i]  record key of item i
+-- KEYS[4]    err HASH of the shard
+-- KEYS[4+i]  record key of item i
 -- ARGV[1]    "ids": names the call on the wire (MONITOR, SLOWLOG); unread
 -- ARGV[2]    ttl in ms
 -- ARGV[1+2i] id of item i, ARGV[2+2i] its record template
--- Result: {-1} or {-2, ms} when the shard may not be claimed (claim_gate).
+-- Result: {-1}, {-2, ms} or {-2, ms, 1} when the shard may not be
+-- claimed (claim_gate).
 -- Else 5 integers per item, in order: code (1 claimed or already ours
 -- with this token, 0 unknown or quarantined, -1 held by another owner,
--- -2 held by a foreign record), fence, attempt, lastSyncMs, score before
+-- -2 held by a foreign record, -3 quarantined now: its fence cannot be
+-- raised, see fence_refused), fence, attempt, lastSyncMs, score before
 -- the claim.
 local nowms, nowus = now()
-local gate = claim_gate(KEYS[3], nowms)
-if gate then return gate end
 local ttl = tonumber(ARGV[2])
+local gate = claim_gate(KEYS[3], nowms, ttl)
+if gate then return gate end
 local out = {}
-for i = 1, #KEYS - 3 do
+for i = 1, #KEYS - 4 do
   local id = ARGV[1 + 2 * i]
   local score = redis.call('ZSCORE', KEYS[1], id)
   if score and not is_inf(score) then
-    claim_named(out, KEYS[1], KEYS[2], KEYS[3 + i], id, ARGV[2 + 2 * i], tonumber(score), ttl, nowms, nowus)
+    claim_named(out, KEYS[1], KEYS[2], KEYS[4], KEYS[4 + i], id, ARGV[2 + 2 * i], due_ms(score), ttl, nowms, nowus)
   else
     local n = #out
     out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 0, 0, 0, 0, 0

@@ -7,38 +7,48 @@
 -- KEYS[3]    epoch marker of the shard
 -- KEYS[4]    receipt: the ids claimed, kept for ttl ms, so a caller whose
 --            reply was lost can learn what it claimed
+-- KEYS[5]    err HASH of the shard
 -- ARGV[1]    "pick": names the call on the wire (MONITOR, SLOWLOG, and
 --            the proxy of tests/fault, which delays these replies); unread
 -- ARGV[2]    ttl in ms
 -- ARGV[2+i]  record template i; its fence, claimed-at, heartbeat-at and
 --            attempt are patched in here
--- Result: {-1} or {-2, ms} when the shard may not be claimed (claim_gate).
+-- Result: {-1}, {-2, ms} or {-2, ms, 1} when the shard may not be
+-- claimed (claim_gate).
 -- Else 5 values per item claimed, in due order: id, fence, attempt,
 -- lastSyncMs, score before the claim; an item held by a foreign record
--- (see held) comes as id, -1, 0, 0, 0 and takes no template; one more
--- value ends the reply: the lowest due score left in the shard (ms), 0
--- when there is none.
+-- (see held) comes as id, -1, 0, 0, 0 and takes no template, as does an
+-- item quarantined now because its fence cannot be raised (see
+-- fence_refused), as id, -2, 0, 0, 0. Two more
+-- values end the reply: 1 and the lowest due score left in the shard
+-- (ms, due_ms), or 0, 0 when there is none (only quarantined items).
 local nowms, nowus = now()
-local gate = claim_gate(KEYS[3], nowms)
-if gate then return gate end
 local ttl = tonumber(ARGV[2])
+local gate = claim_gate(KEYS[3], nowms, ttl)
+if gate then return gate end
 local cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', nowms, 'WITHSCORES', 'LIMIT', 0, #ARGV - 2)
 local recs = string.sub(KEYS[1], 1, -4) .. 'rec:' -- "<prefix>:{s<k>}:rec:"
 local got, out = {}, {}
 for i = 1, #cand, 2 do
   local id = cand[i]
   local rk = recs .. enc(id)
-  local fence, attempt, last, cur = take(KEYS[1], KEYS[2], rk, id, ARGV[3 + #got], ttl, nowms, nowus)
+  local fence, attempt, last, cur = take(KEYS[1], KEYS[2], KEYS[5], rk, id, ARGV[3 + #got], ttl, nowms, nowus)
+  local code -- of an item not claimed that is reported: -1 foreign, -2 quarantined
   if fence then
     got[#got + 1] = id
     out[#out + 1] = id
     out[#out + 1] = fence
     out[#out + 1] = attempt
     out[#out + 1] = last
-    out[#out + 1] = tonumber(cand[i + 1])
+    out[#out + 1] = due_ms(cand[i + 1])
+  elseif not cur then
+    code = -2
   elseif held(KEYS[1], rk, id, cur, ttl, nowms) then
+    code = -1
+  end
+  if code then
     out[#out + 1] = id
-    out[#out + 1] = -1
+    out[#out + 1] = code
     out[#out + 1] = 0
     out[#out + 1] = 0
     out[#out + 1] = 0
@@ -47,12 +57,15 @@ end
 if #got > 0 then
   redis.call('SET', KEYS[4], table.concat(got, '\n'), 'PX', ttl)
 end
--- Last, the shard's lowest score left (0: none, or only quarantined),
--- so the caller knows when to come back without asking again.
+-- Last, the shard's lowest score left, so the caller knows when to come
+-- back without asking again. A flag says whether there is one: any
+-- score, 0 and negative ones included, is a due time.
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if head[2] and not is_inf(head[2]) then
-  out[#out + 1] = math.max(tonumber(head[2]), 1) -- never read as {-1}
+  out[#out + 1] = 1
+  out[#out + 1] = due_ms(head[2])
 else
+  out[#out + 1] = 0
   out[#out + 1] = 0
 end
 return out

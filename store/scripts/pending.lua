@@ -22,7 +22,7 @@ for i = 1, #page, 2 do
     local _, l, a = meta_get(KEYS[2], id)
     if l < since then
       out[#out + 1] = id
-      if a > 0 and tonumber(score) > nowms then out[3] = out[3] + 1 end
+      if a > 0 and due_ms(score) > nowms then out[3] = out[3] + 1 end
     end
   end
 end

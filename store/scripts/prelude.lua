@@ -60,16 +60,19 @@ local function attempt_of(rec) return unbe(string.sub(rec, 50, 53)) end
 local function num(n) return string.format('%.0f', n) end
 -- The meta value of an item, 14 bytes big-endian (see meta.go): fence
 -- (7 bytes, us), lastSync (6 bytes, ms) and attempts (1 byte; 4 bytes
--- from 256 on). Redis keeps a hash value of up to 14 bytes in its
--- smallest allocation class, 32 bytes less per item than the decimal
--- "fence:lastSync:attempts" it replaced. Absent or foreign means zeros.
+-- from 256 on, 17 in all). Redis keeps a hash value of up to 14 bytes in
+-- its smallest allocation class, 32 bytes less per item than the decimal
+-- "fence:lastSync:attempts" it replaced. Absent or foreign (any other
+-- length: never walked, a planted 20 MB value cost 0.93 s here) means
+-- zeros, as after Redis lost data: the fence floor of take keeps fences
+-- rising, and the next claim writes a valid value.
 local function meta_get(key, id)
   local v = redis.call('HGET', key, id)
-  if not v or #v < 14 then return 0, 0, 0 end
+  if not v or #v ~= 14 and #v ~= 17 then return 0, 0, 0 end
   local a, b, c, d, e, f, g = string.byte(v, 1, 7)
   local h, i, j, k, l, m = string.byte(v, 8, 13)
   local att = string.byte(v, 14)
-  if #v > 14 then att = unbe(string.sub(v, 14)) end
+  if #v == 17 then att = unbe(string.sub(v, 14)) end
   return ((((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g),
     (((((h * 256 + i) * 256 + j) * 256 + k) * 256 + l) * 256 + m), att
 end
@@ -90,16 +93,51 @@ local function enc(id)
   return (string.gsub(id, '[%c{}:*?%[%]\\%% ]', function(c) return string.format('%%%02X', string.byte(c)) end))
 end
 local function is_inf(score) return score == 'inf' or score == '+inf' end
+-- due_ms: a due score as Redis returns it (not +inf, which callers
+-- check first), in ms clamped to +-2^53 (store.MaxDue): a planted -inf
+-- or 1e300 must not overflow a reply, which Redis makes an integer by a
+-- cast. The embedded store's Lua reads neither '-inf' nor a dotless
+-- mantissa ('2e+12', as the embedded store writes 2000000000000).
+local function due_ms(score)
+  local n = tonumber(score)
+  if not n then
+    local m, e = string.match(score, '^(-?%d+)e%+?(-?%d+)$')
+    if m then
+      n = tonumber(m) * 10 ^ tonumber(e)
+    elseif string.byte(score) == 45 then -- '-'
+      n = -9007199254740992
+    else
+      n = 9007199254740992
+    end
+  end
+  return math.max(math.min(n, 9007199254740992), -9007199254740992)
+end
 -- The claim scripts' steps (claim_pick, claim_ids, claim_batch).
+-- epoch_at: the time (ms) an epoch marker holds its shard off until, nil
+-- when it is not a marker syncd writes: a plain decimal (epoch.lua),
+-- read only if short, at most one ttl from now. Anything else (1e300,
+-- inf, a time further ahead, garbage, '' for a key of another type) is
+-- no marker to trust: the callers rewrite it to now + ttl, which holds
+-- the shard one ttl, as after a data loss, and is always safe.
+local function epoch_at(mark, nowms, ttl)
+  local at = #mark <= 15 and string.match(mark, '^%d+$') and tonumber(mark)
+  if not at or at > nowms + ttl then return nil end
+  return at
+end
 -- claim_gate: nil when the shard may be claimed, else the claim script's
 -- reply: {-1} when the epoch marker is missing (Redis lost its data; the
 -- caller sets the marker with its hold-off), {-2, ms} while the shard is
--- held off.
-local function claim_gate(epoch, nowms)
-  local mark = redis.call('GET', epoch)
+-- held off, {-2, ttl, 1} when the marker was damaged and is now
+-- rewritten to hold the shard off one ttl (see epoch_at).
+local function claim_gate(epoch, nowms, ttl)
+  local mark = wrongtype(redis.pcall('GET', epoch))
   if not mark then return {-1} end
-  local hold = tonumber(mark) or 0
-  if hold > nowms then return {-2, hold - nowms} end
+  local at = epoch_at(mark, nowms, ttl)
+  if not at then
+    redis.call('SET', epoch, num(nowms + ttl))
+    return {-2, ttl, 1}
+  end
+  if at > nowms then return {-2, at - nowms} end
   return nil
 end
 -- held: the record cur at rk belongs to another owner. Move item id out
@@ -120,14 +158,32 @@ local function held(due, rk, id, cur, ttl, nowms)
   redis.call('ZADD', due, 'XX', nowms + pttl, id)
   return foreign
 end
+-- fence_refused: quarantine item id, whose last fence f is at or past
+-- 2^53-1 (store.MaxFence). Lua numbers are doubles: such a fence cannot
+-- be raised exactly (2^53+2 stopped rising and two claims got one
+-- fence), and syncd's own fences, taken from Redis TIME in us, stay below
+-- it until the year 2255: the value was planted or is corrupt. Says so,
+-- and how to fix it, in the err HASH.
+local function fence_refused(due, meta, errs, id, f)
+  redis.call('ZADD', due, 'XX', 'inf', id)
+  wrongtype(redis.pcall('HSET', errs, id, 'fence ' .. num(f) .. ' in ' .. meta .. ' is at or past 2^53-1, ' ..
+    'which syncd never issues (planted or corrupt) and cannot raise exactly: the item is quarantined. ' ..
+    'Fix: HDEL ' .. meta .. ' <id> (fences start again from Redis TIME in microseconds; reset a fenced ' ..
+    'target that stored a higher fence for the item), then syncd requeue <id>'))
+end
 -- take: SET NX at rk the template stamped with a fresh fence; on success
 -- the fence is remembered in the meta HASH and the item leaves the due
 -- range for ttl. Returns fence, attempt, lastSync; or, when the item is
--- held, nil, nil, nil and the record in the way. The fence is
+-- held, nil, nil, nil and the record in the way; or nil when its fence
+-- cannot be raised (fence_refused: quarantined). The fence is
 -- max(last fence + 1, now in us): it keeps rising even when Redis forgot
 -- the counter, as long as Redis's clock does not go back.
-local function take(due, meta, rk, id, tmpl, ttl, nowms, nowus)
+local function take(due, meta, errs, rk, id, tmpl, ttl, nowms, nowus)
   local f, l, a = meta_get(meta, id)
+  if f >= 9007199254740991 then
+    fence_refused(due, meta, errs, id, f)
+    return nil
+  end
   local fence = math.max(f + 1, nowus)
   local cur = wrongtype(redis.pcall('SET', rk, stamp(tmpl, fence, nowms, a + 1), 'NX', 'PX', ttl, 'GET'))
   if cur then return nil, nil, nil, cur end
@@ -138,9 +194,10 @@ end
 -- claim_named: claim a named item the caller found claimable, whose due
 -- score was prev, and append 5 integers to out: code (1 claimed, or
 -- already ours with this token: a retried call whose first reply was
--- lost; -1 held by another owner; -2 held by a foreign record), fence,
--- attempt, lastSyncMs, prev.
-local function claim_named(out, due, meta, rk, id, tmpl, prev, ttl, nowms, nowus)
+-- lost; -1 held by another owner; -2 held by a foreign record; -3
+-- quarantined, its fence cannot be raised), fence, attempt, lastSyncMs,
+-- prev.
+local function claim_named(out, due, meta, errs, rk, id, tmpl, prev, ttl, nowms, nowus)
   local code, fence, attempt, last = 0, 0, 0, 0
   local cur = get_rec(rk)
   if cur and token_of(cur) == token_of(tmpl) then
@@ -149,11 +206,12 @@ local function claim_named(out, due, meta, rk, id, tmpl, prev, ttl, nowms, nowus
   elseif cur then
     code = held(due, rk, id, cur, ttl, nowms) and -2 or -1
   else
-    fence, attempt, last = take(due, meta, rk, id, tmpl, ttl, nowms, nowus)
+    -- No record: the SET NX cannot fail, so no fence means quarantined.
+    fence, attempt, last = take(due, meta, errs, rk, id, tmpl, ttl, nowms, nowus)
     if fence then
       code = 1
     else
-      fence, attempt, last = 0, 0, 0
+      code, fence, attempt, last = -3, 0, 0, 0
     end
   end
   local n = #out

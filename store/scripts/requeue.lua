@@ -10,7 +10,7 @@ for i = 1, #ARGV do
   local score = redis.call('ZSCORE', KEYS[1], id)
   if score then
     n = n + 1
-    if is_inf(score) or tonumber(score) > nowms then
+    if is_inf(score) or due_ms(score) > nowms then
       redis.call('ZADD', KEYS[1], 'XX', nowms, id)
     end
     local f, l = meta_get(KEYS[2], id)

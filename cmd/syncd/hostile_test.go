@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/redistest"
+	"github.com/syncd/syncd/tests/testutil"
+)
+
+// adminConfig writes a config for a fresh redis-server with 4 shards and
+// returns its path and a store on it.
+func adminConfig(t *testing.T, prefix string) (string, *store.Store) {
+	t.Helper()
+	srv := redistest.Start(t, nil)
+	path := testutil.WriteFile(t, "config.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  key_prefix: %s\n  shards: 4\nlog:\n  format: json\n", srv.Addr(), prefix))
+	st, err := store.Open(t.Context(), store.Config{Addrs: []string{srv.Addr()}, KeyPrefix: prefix, Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return path, st
+}
+
+// status says which shard is damaged, in its summary and in --json, and
+// shows every other shard's items. Before, one wrong-type key made status
+// fail as a whole.
+func TestStatusNamesDamagedShard(t *testing.T) {
+	cfg, st := adminConfig(t, "st")
+	ctx := context.Background()
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, fmt.Sprintf("item-%d", i))
+	}
+	st.Add(ctx, ids...)
+	healthy := 0
+	for _, id := range ids {
+		if st.Keys().Shard(id) != 3 {
+			healthy++
+		}
+	}
+	st.Client().Set(ctx, st.Keys().Meta(3), "garbage", 0)
+
+	var out, errb bytes.Buffer
+	if code := runMain([]string{"status", "-c", cfg}, &out, &errb); code != exitOK {
+		t.Fatalf("status: exit %d, %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "shard 3 damaged") || !strings.Contains(out.String(), st.Keys().Meta(3)) ||
+		!strings.Contains(out.String(), fmt.Sprintf("\n%d items:", healthy)) {
+		t.Errorf("status does not name shard 3 and show the %d other items:\n%s", healthy, out.String())
+	}
+	out.Reset()
+	if code := runMain([]string{"status", "-c", cfg, "--json"}, &out, &errb); code != exitOK {
+		t.Fatalf("status --json: exit %d, %s", code, errb.String())
+	}
+	var got struct{ Summary summary }
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if d := got.Summary.Damaged; len(d) != 1 || d[0].Shard != 3 || !strings.Contains(d[0].Error, "WRONGTYPE") || got.Summary.Items != healthy {
+		t.Errorf("status --json summary = %+v, want shard 3 damaged and %d items", got.Summary, healthy)
+	}
+}
+
+// /readyz answers 503 naming each damaged shard and its error.
+func TestReadyzNamesDamagedShards(t *testing.T) {
+	damage := &store.DamageError{Shard: 3, Problem: "p:{s3}:meta is a string, want a hash", Err: errors.New("WRONGTYPE Operation\x1b[31m")}
+	tests := []struct {
+		ready   bool
+		damaged []error
+		code    int
+		want    string
+	}{
+		{true, nil, http.StatusOK, "ready"},
+		{false, nil, http.StatusServiceUnavailable, "not ready: redis unreachable"},
+		{false, []error{damage}, http.StatusServiceUnavailable, "not ready: redis unreachable"},
+		{true, []error{damage}, http.StatusServiceUnavailable,
+			`degraded: store: shard 3 damaged: p:{s3}:meta is a string, want a hash (WRONGTYPE Operation\x1b[31m)`},
+	}
+	for _, tt := range tests {
+		code, text := readyz(tt.ready, tt.damaged)
+		if code != tt.code || !strings.HasPrefix(text, tt.want) {
+			t.Errorf("readyz(%v, %v) = %d %q, want %d %q", tt.ready, tt.damaged, code, text, tt.code, tt.want)
+		}
+	}
+}
+
+// items remove takes ids that items add refuses, so an operator can
+// clean up items planted in Redis under them (claims quarantine those):
+// the empty id, escape sequences as arguments, and a 200 KB id from a
+// file. Before, every one was refused as invalid.
+func TestItemsRemovePlantedIDs(t *testing.T) {
+	cfg, st := adminConfig(t, "rm")
+	ctx := context.Background()
+	long := strings.Repeat("z", 200<<10)
+	for _, id := range []string{"", "\x1b[31mred", long} {
+		st.Client().ZAdd(ctx, st.Keys().Due(st.Keys().Shard(id)), redis.Z{Score: 0, Member: id})
+	}
+	file := testutil.WriteFile(t, "ids.txt", "# planted\n"+long+"\n")
+	var out, errb bytes.Buffer
+	if code := runMain([]string{"items", "add", "-c", cfg, "\x1b[31mred"}, &out, &errb); code != exitUsage {
+		t.Errorf("items add of an invalid id: exit %d, want %d", code, exitUsage)
+	}
+	out.Reset()
+	if code := runMain([]string{"items", "remove", "-c", cfg, "", "\x1b[31mred", "--file", file}, &out, &errb); code != exitOK ||
+		!strings.Contains(out.String(), "3 of 3 items removed") {
+		t.Errorf("items remove: exit %d, %q, %s; want 3 of 3 removed", code, out.String(), errb.String())
+	}
+}

@@ -1,0 +1,265 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/sinks"
+	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/redistest"
+	"github.com/syncd/syncd/tests/testutil"
+)
+
+// Tests of Redis state planted by hand under a running engine (issue
+// #15), on the embedded store and on a real redis-server.
+
+// bothBackends runs f on the embedded store (addr "") and on a fresh
+// redis-server.
+func bothBackends(t *testing.T, f func(t *testing.T, addr string)) {
+	t.Run("embedded", func(t *testing.T) { t.Parallel(); f(t, "") })
+	t.Run("redis", func(t *testing.T) { t.Parallel(); f(t, redistest.Start(t, nil).Addr()) })
+}
+
+// loggedEngine is newEngine with its log (info and up) kept in logs.
+func loggedEngine(t *testing.T, st *store.Store, sink sinks.Sink, cfg engine.Config, logs *testutil.Buffer) *engine.Engine {
+	t.Helper()
+	cfg.Logger = zerolog.New(logs).Level(zerolog.InfoLevel)
+	e, err := engine.New(st, sink, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Stop(context.Background()) })
+	return e
+}
+
+// idsByShard returns n item ids of each shard.
+func idsByShard(st *store.Store, n int) [][]string {
+	out := make([][]string, st.Keys().Shards())
+	for i, left := 0, n*len(out); left > 0; i++ {
+		id := fmt.Sprintf("item-%d", i)
+		if sh := st.Keys().Shard(id); len(out[sh]) < n {
+			out[sh] = append(out[sh], id)
+			left--
+		}
+	}
+	return out
+}
+
+// synced reports whether every id has synced at least once.
+func synced(rec *recorder, ids []string) bool {
+	seen := map[string]bool{}
+	for _, ev := range rec.snapshot() {
+		if ev.err == nil {
+			seen[ev.id] = true
+		}
+	}
+	for _, id := range ids {
+		if !seen[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// A wrong-type meta or due key on one shard costs that shard only: every
+// other shard keeps syncing, the damage is logged once, named by
+// Engine.Damaged and counted in syncd_shards_damaged; once the key is
+// fixed the shard's items sync within a probe and that is logged once.
+// Before, the claim round failed as a whole, in a loop: 0 syncs in 20 s
+// on every shard.
+func TestDamagedShardCostsOnlyItself(t *testing.T) {
+	for _, key := range []string{"meta", "due"} {
+		t.Run(key, func(t *testing.T) {
+			t.Parallel()
+			bothBackends(t, func(t *testing.T, addr string) { damagedShard(t, addr, key) })
+		})
+	}
+}
+
+func damagedShard(t *testing.T, addr, key string) {
+	ctx := t.Context()
+	st := openStore(t, addr, 4)
+	ids := idsByShard(st, 3)
+	var healthy []string
+	for sh, group := range ids {
+		if _, err := st.Add(ctx, group...); err != nil {
+			t.Fatal(err)
+		}
+		if sh != 3 {
+			healthy = append(healthy, group...)
+		}
+	}
+	// Shard 3's items have waited longest: its claims come first.
+	for _, id := range ids[3] {
+		st.Client().ZAdd(ctx, st.Keys().Due(3), redis.Z{Score: float64(time.Now().Add(-time.Minute).UnixMilli()), Member: id})
+	}
+	bad := map[string]string{"meta": st.Keys().Meta(3), "due": st.Keys().Due(3)}[key]
+	st.Client().Del(ctx, bad)
+	st.Client().Set(ctx, bad, "garbage", 0)
+	rec := &recorder{}
+	var logs testutil.Buffer
+	e := loggedEngine(t, st, rec, engine.Config{Workers: 4, Interval: time.Hour, Poll: 10 * time.Millisecond}, &logs)
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Second, "every healthy shard's items synced", func() bool { return synced(rec, healthy) })
+	waitFor(t, time.Second, "shard 3 reported", func() bool { return len(e.Damaged()) > 0 })
+	damaged := e.Damaged()
+	var de *store.DamageError
+	if len(damaged) != 1 || !errors.As(damaged[0], &de) || de.Shard != 3 || !strings.Contains(damaged[0].Error(), bad) {
+		t.Fatalf("Damaged() = %v, want shard 3 with %s named", damaged, bad)
+	}
+	if !e.Ready() {
+		t.Error("not ready: a damaged shard is no round error")
+	}
+	var m bytes.Buffer
+	e.Metrics().WritePrometheus(&m)
+	if !strings.Contains(m.String(), "\nsyncd_shards_damaged 1\n") {
+		t.Errorf("metrics lack syncd_shards_damaged 1:\n%s", m.String())
+	}
+	// Fixed: the shard's items sync within a probe.
+	st.Client().Del(ctx, bad)
+	if key == "due" {
+		st.Add(ctx, ids[3]...)
+	}
+	waitFor(t, 8*time.Second, "shard 3's items synced after the fix", func() bool { return synced(rec, ids[3]) })
+	waitFor(t, time.Second, "shard 3 no longer reported", func() bool { return len(e.Damaged()) == 0 })
+	e.Stop(context.Background())
+	if n := strings.Count(logs.String(), "shard damaged"); n != 1 {
+		t.Errorf("damage logged %d times, want once:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "shard works again"); n != 1 {
+		t.Errorf("recovery logged %d times, want once:\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), "claim round failed") {
+		t.Errorf("a damaged shard failed whole claim rounds:\n%s", logs.String())
+	}
+}
+
+// Items whose due score was set to 0 or -inf by hand are due, the longest
+// waiting of all, and are synced. Before, the scheduler read a head of 0
+// or less as "nothing due": the shard stopped, silently.
+func TestPlantedDueScoresSync(t *testing.T) {
+	bothBackends(t, func(t *testing.T, addr string) {
+		ctx := t.Context()
+		st := openStore(t, addr, 2)
+		ids := idsByShard(st, 1)
+		st.Client().ZAdd(ctx, st.Keys().Due(0), redis.Z{Score: 0, Member: ids[0][0]})
+		st.Client().Do(ctx, "ZADD", st.Keys().Due(1), "-inf", ids[1][0])
+		rec := &recorder{}
+		e := newEngine(t, st, rec, engine.Config{Workers: 2, Interval: time.Hour, Poll: 10 * time.Millisecond})
+		if err := e.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 3*time.Second, "the items due at 0 and -inf synced", func() bool { return synced(rec, []string{ids[0][0], ids[1][0]}) })
+	})
+}
+
+// Items planted under ids syncd refuses, or with a fence it cannot raise
+// exactly, never reach the sink: each is quarantined, logged once and
+// counted, and every other item syncs. Before, an empty id reached the
+// sink and a fence of 2^53+2 was issued again and again.
+func TestPlantedItemsNeverReachSink(t *testing.T) {
+	bothBackends(t, func(t *testing.T, addr string) {
+		ctx := t.Context()
+		st := openStore(t, addr, 2)
+		st.Add(ctx, "fine-1", "fine-2", "fenced")
+		sh := st.Keys().Shard("fenced")
+		fence := make([]byte, 14)
+		fence[0], fence[6] = 0x20, 2 // 2^53 + 2
+		st.Client().HSet(ctx, st.Keys().Meta(sh), "fenced", string(fence))
+		bad := []string{"", "\x1b[2J", strings.Repeat("y", 200<<10)}
+		for _, id := range bad {
+			st.Client().ZAdd(ctx, st.Keys().Due(st.Keys().Shard(id)), redis.Z{Score: 0, Member: id})
+		}
+		rec := &recorder{}
+		var logs testutil.Buffer
+		e := loggedEngine(t, st, rec, engine.Config{Workers: 4, Interval: time.Hour, Poll: 10 * time.Millisecond}, &logs)
+		if err := e.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 3*time.Second, "the valid items synced", func() bool { return synced(rec, []string{"fine-1", "fine-2"}) })
+		waitFor(t, 3*time.Second, "every planted item quarantined", func() bool {
+			n, q, err := st.Count(ctx, 10)
+			return err == nil && n == 6 && len(q) == 4
+		})
+		e.Stop(context.Background())
+		for _, ev := range rec.snapshot() {
+			if ev.id != "fine-1" && ev.id != "fine-2" {
+				t.Errorf("the sink was given %.20q", ev.id)
+			}
+		}
+		var m bytes.Buffer
+		e.Metrics().WritePrometheus(&m)
+		for _, want := range []string{`syncd_items_damaged_total{reason="fence"} 1`, `syncd_items_damaged_total{reason="id"} 3`} {
+			if !strings.Contains(m.String(), want) {
+				t.Errorf("metrics lack %s", want)
+			}
+		}
+		if n := strings.Count(logs.String(), "item quarantined"); n != 4 {
+			t.Errorf("%d quarantine log lines, want 4 (one per planted item):\n%.3000s", n, logs.String())
+		}
+	})
+}
+
+// A batch run over a batch marker of 1e300 (or inf) syncs every item:
+// the store starts a fresh run (store.TestJoinBatchReplacesDamagedMarker)
+// and the engine's batch path agrees. Before, syncd batch exited 0
+// having synced none.
+func TestBatchOverDamagedMarker(t *testing.T) {
+	bothBackends(t, func(t *testing.T, addr string) {
+		for _, mark := range []string{"1e300", "inf"} {
+			ctx := t.Context()
+			st := openStore(t, addr, 2)
+			ids := []string{"a", "b", "c", "d"}
+			st.Add(ctx, ids...)
+			st.Client().Set(ctx, st.Keys().Batch(), mark, 0)
+			rec := &recorder{}
+			e := newEngine(t, st, rec, engine.Config{Workers: 2, Poll: 5 * time.Millisecond})
+			rep, err := e.RunBatch(ctx, engine.BatchOptions{})
+			if err != nil || rep.Synced != len(ids) || !rep.OK() || !synced(rec, ids) {
+				t.Errorf("batch over marker %s = %+v, %v; want all %d synced here", mark, rep, err, len(ids))
+			}
+		}
+	})
+}
+
+// A batch run over a set with a damaged shard syncs every other shard's
+// items, ends, and names the shard in its report, which is then not OK.
+// Before, every pass failed on the shard and the run never ended.
+func TestBatchWithDamagedShard(t *testing.T) {
+	bothBackends(t, func(t *testing.T, addr string) {
+		ctx := t.Context()
+		st := openStore(t, addr, 4)
+		ids := idsByShard(st, 2)
+		var healthy []string
+		for sh, group := range ids {
+			st.Add(ctx, group...)
+			if sh != 3 {
+				healthy = append(healthy, group...)
+			}
+		}
+		st.Client().Set(ctx, st.Keys().Meta(3), "garbage", 0)
+		rec := &recorder{}
+		e := newEngine(t, st, rec, engine.Config{Workers: 2, Poll: 5 * time.Millisecond})
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		rep, err := e.RunBatch(rctx, engine.BatchOptions{})
+		if err != nil || rctx.Err() != nil {
+			t.Fatalf("RunBatch = %+v, %v (ctx %v); want it to end by itself", rep, err, rctx.Err())
+		}
+		if rep.OK() || rep.Synced != len(healthy) || rep.Items != len(healthy) || rep.SyncedElsewhere != 0 ||
+			len(rep.Damaged) != 1 || !strings.Contains(rep.Damaged[0], "shard 3") || !synced(rec, healthy) {
+			t.Errorf("report %+v; want the %d healthy items synced and shard 3 named", rep, len(healthy))
+		}
+	})
+}

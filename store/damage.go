@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrDamaged marks an error confined to one shard: a key of the shard
+// holds something syncd did not write there (a key of another type, put
+// there by hand or by another program). Every other shard works; the
+// error is a *DamageError that names the shard.
+var ErrDamaged = errors.New("store: shard damaged")
+
+// DamageError reports a shard whose keys are damaged.
+type DamageError struct {
+	Shard int
+	// Problem names the damaged key and what is wrong with it, when a
+	// look at the shard's keys found it ("" when it did not).
+	Problem string
+	Err     error // Redis's reply
+}
+
+func (e *DamageError) Error() string {
+	if e.Problem != "" {
+		return fmt.Sprintf("store: shard %d damaged: %s (%v)", e.Shard, e.Problem, e.Err)
+	}
+	return fmt.Sprintf("store: shard %d damaged: %v", e.Shard, e.Err)
+}
+
+// Is makes errors.Is(err, ErrDamaged) true.
+func (e *DamageError) Is(target error) bool { return target == ErrDamaged }
+
+func (e *DamageError) Unwrap() error { return e.Err }
+
+// isDamageReply reports whether err is Redis's reply that a command met
+// a key of the wrong type: WRONGTYPE, directly or from inside a script
+// (the embedded store reports a script's error as "ERR Error compiling
+// script ...: <line>: WRONGTYPE ..."). Nothing else counts: connection
+// errors and the replies that say the server is busy, read-only,
+// loading, out of memory, moving slots or missing scripts (OOM,
+// READONLY, LOADING, BUSY, MOVED, ASK, CLUSTERDOWN, NOSCRIPT, ...) are
+// about the server, not about one shard's keys. The scripts raise no
+// error of their own on damaged values: they quarantine the item or
+// rewrite the value instead.
+func isDamageReply(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) || errors.Is(err, redis.Nil) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "WRONGTYPE ") || strings.HasPrefix(msg, "ERR ") && strings.Contains(msg, ": WRONGTYPE ")
+}
+
+// shardErr turns err, Redis's reply to a call on shard's keys, into a
+// *DamageError when it says the shard's keys are damaged; any other
+// error is returned as it is. It then looks at the shard's keys (one
+// round trip, only when damage was found) to name the damaged one.
+func (s *Store) shardErr(ctx context.Context, shard int, err error) error {
+	if !isDamageReply(err) {
+		return err
+	}
+	return &DamageError{Shard: shard, Problem: s.diagnose(ctx, shard), Err: err}
+}
+
+// diagnose names the first key of shard whose type is not the one syncd
+// writes, "" if none is (or Redis could not say).
+func (s *Store) diagnose(ctx context.Context, shard int) string {
+	k := s.keys
+	want := []struct{ key, typ string }{
+		{k.Due(shard), "zset"}, {k.Meta(shard), "hash"}, {k.Errors(shard), "hash"}, {k.Epoch(shard), "string"},
+	}
+	cmds := make([]*redis.StatusCmd, len(want))
+	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, w := range want {
+			cmds[i] = p.Type(ctx, w.key)
+		}
+		return nil
+	})
+	for i, w := range want {
+		if t := cmds[i].Val(); t != "" && t != "none" && t != w.typ {
+			return fmt.Sprintf("%s is a %s, want a %s", w.key, t, w.typ)
+		}
+	}
+	return ""
+}
+
+// NoDue is the due time of a shard that has nothing to claim (empty, or
+// only quarantined items). It cannot be mistaken for a due time: those
+// are clamped to ±MaxDue.
+const NoDue int64 = math.MaxInt64
+
+// MaxDue bounds the due times the store returns, in ms either side of
+// the epoch (2^53: about 285,000 years). A score outside, planted by
+// hand (-inf, 1e300), reads as ±MaxDue, in Go and in the scripts, whose
+// replies Redis turns into integers by a cast that would overflow; a
+// planted -inf or 0 is the longest-waiting item there is, not "none".
+const MaxDue int64 = 1 << 53
+
+// dueOf is a due score as a due time: clamped to ±MaxDue, NoDue for a
+// quarantined item (+inf).
+func dueOf(score float64) int64 {
+	switch {
+	case math.IsInf(score, 1):
+		return NoDue
+	case score >= float64(MaxDue):
+		return MaxDue
+	case score <= -float64(MaxDue):
+		return -MaxDue
+	}
+	return int64(score)
+}
