@@ -122,3 +122,27 @@ func TestLockCommandsInSteadyState(t *testing.T) {
 		t.Errorf("a free lock ran %d commands, want 3 (TIME, SET, SET): %v", inside, calls)
 	}
 }
+
+// A lock fence counter Lua cannot raise exactly (planted 1e300, or past
+// 2^53) is refused loudly once, reset to the clock, and never issued.
+func TestLockFenceCounterBeyondExactLimit(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		for sh := range s.Keys().Shards() {
+			s.MarkEpoch(ctx, sh, 0)
+		}
+		for _, planted := range []string{"1e300", "9007199254740994", "inf"} {
+			key := s.Keys().LockFence("job")
+			s.Client().Set(ctx, key, planted, 0)
+			if _, err := s.Lock(ctx, "job", record("a"), time.Minute); err == nil || !strings.Contains(err.Error(), "cannot be raised exactly") {
+				t.Fatalf("lock over counter %s: %v; want a refusal", planted, err)
+			}
+			res, err := s.Lock(ctx, "job", record("a"), time.Minute)
+			if err != nil || !res.Acquired || res.Fence >= 1<<53 {
+				t.Fatalf("lock after the refusal over %s: %+v, %v; want acquired with a fence below 2^53", planted, res, err)
+			}
+			s.Client().Del(ctx, s.Keys().Lock("job"))
+		}
+	})
+}

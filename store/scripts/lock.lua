@@ -53,6 +53,14 @@ if not prev then
     return {-2, hold}
   end
 end
+-- A counter that is not a plain decimal below 2^53 - 1 was planted or
+-- corrupted: Lua's doubles cannot raise it exactly, so two holders could
+-- get one fence. It is already replaced by the clock above; refuse this
+-- attempt loudly, and the next one takes a fence from the clock.
+if prev and not (string.match(prev, '^%d+$') and tonumber(prev) < 9007199254740991) then
+  return redis.error_reply('syncd: lock fence counter ' .. KEYS[2] .. ' held ' .. string.sub(prev, 1, 32) ..
+    ', which cannot be raised exactly: reset to the clock, try again')
+end
 prev = tonumber(prev)
 if prev and prev >= nowus then
   fence = prev + 1
