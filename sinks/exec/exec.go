@@ -294,7 +294,7 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 	if err != nil {
 		return fmt.Errorf("exec: item %q: start: %w", item.ID, err)
 	}
-	waitErr, stopped := r.wait(runCtx, s.grace)
+	stopped, waitErr := r.wait(runCtx, s.grace)
 	h := r.finish()
 	if !h.ok {
 		// The supervisor ended before it started the command.
@@ -387,10 +387,10 @@ func (s *Sink) start(item sinks.Item) (*run, error) {
 // wait waits for the supervisor to exit. When ctx is done first it has the
 // supervisor send SIGTERM to the command's group, and SIGKILL grace later,
 // and says so in stopped.
-func (r *run) wait(ctx context.Context, grace time.Duration) (waitErr error, stopped string) {
+func (r *run) wait(ctx context.Context, grace time.Duration) (stopped string, waitErr error) {
 	select {
 	case waitErr = <-r.waited:
-		return waitErr, ""
+		return "", waitErr
 	case <-ctx.Done():
 	}
 	r.send(ctlTerm)
@@ -404,7 +404,7 @@ func (r *run) wait(ctx context.Context, grace time.Duration) (waitErr error, sto
 		stopped = fmt.Sprintf("sent SIGTERM, then SIGKILL after %v", grace)
 		waitErr = <-r.waited
 	}
-	return waitErr, stopped
+	return stopped, waitErr
 }
 
 // send writes a control byte to the supervisor. An error means it has
@@ -412,9 +412,9 @@ func (r *run) wait(ctx context.Context, grace time.Duration) (waitErr error, sto
 func (r *run) send(b byte) { _, _ = r.ctl.Write([]byte{b}) }
 
 // finish is called once the supervisor exited: the command is reaped and
-// its group killed. It kills the group again, stops reading stderr shortly after, for descendants
-// that left the group holding it open, releases the pipes and returns the
-// supervisor's hello.
+// its group killed. It kills the group again, stops reading stderr
+// shortly after (for descendants that left the group holding it open),
+// releases the pipes and returns the supervisor's hello.
 func (r *run) finish() hello {
 	r.ctl.Close() // the lifeline; its reader is gone
 	h := <-r.hello

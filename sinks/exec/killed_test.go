@@ -7,7 +7,6 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -101,11 +100,11 @@ func TestSyncdKilled(t *testing.T) {
 // buildRunner builds testdata/runner into a temporary directory.
 func buildRunner(t *testing.T) string {
 	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		if goTool, err = osexec.LookPath("go"); err != nil {
-			t.Skip("no go tool to build testdata/runner")
-		}
+	// go test runs with the go tool on PATH (make test and .ci/run put
+	// it there).
+	goTool, err := osexec.LookPath("go")
+	if err != nil {
+		t.Fatalf("no go tool on PATH to build testdata/runner: %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "runner")
 	build := osexec.Command(goTool, "build", "-o", bin, "./testdata/runner")
