@@ -47,13 +47,21 @@ func displayURL(raw string) string {
 // url.Parse accepts.
 func displayUnparsed(raw string) string {
 	raw, _, _ = strings.Cut(raw, "#")
+	return redactUnparsed(raw, func(auth string) string {
+		if at := strings.LastIndexByte(auth, '@'); at >= 0 {
+			return auth[at+1:]
+		}
+		return auth
+	})
+}
+
+// redactUnparsed redacts text that url.Parse refuses: its authority goes
+// through auth, and each query value is masked.
+func redactUnparsed(raw string, auth func(string) string) string {
 	raw, query, hasQuery := strings.Cut(raw, "?")
 	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
-		auth, path, hasPath := strings.Cut(rest, "/")
-		if at := strings.LastIndexByte(auth, '@'); at >= 0 {
-			auth = auth[at+1:]
-		}
-		raw = scheme + "://" + auth
+		a, path, hasPath := strings.Cut(rest, "/")
+		raw = scheme + "://" + auth(a)
 		if hasPath {
 			raw += "/" + path
 		}
@@ -71,22 +79,13 @@ func configURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		// As displayUnparsed, but keep the user name.
-		raw, query, hasQuery := strings.Cut(raw, "?")
-		if scheme, rest, ok := strings.Cut(raw, "://"); ok {
-			auth, path, hasPath := strings.Cut(rest, "/")
+		return redactUnparsed(raw, func(auth string) string {
 			at := strings.LastIndexByte(auth, '@')
 			if colon := strings.IndexByte(auth, ':'); at >= 0 && colon >= 0 && colon < at {
-				auth = auth[:colon+1] + masked + auth[at:]
+				return auth[:colon+1] + masked + auth[at:]
 			}
-			raw = scheme + "://" + auth
-			if hasPath {
-				raw += "/" + path
-			}
-		}
-		if hasQuery && query != "" {
-			raw += "?" + maskQuery(query)
-		}
-		return raw
+			return auth
+		})
 	}
 	u.RawQuery = maskQuery(u.RawQuery)
 	return u.Redacted()

@@ -28,11 +28,6 @@ for i = 1, #KEYS - 4 do
     local _, l, a = meta_get(KEYS[2], id)
     ok = l < since and (a == 0 or due_ms(score) <= nowms)
   end
-  if ok then
-    claim_named(out, KEYS[1], KEYS[2], KEYS[4], KEYS[4 + i], id, ARGV[3 + 2 * i], due_ms(score), ttl, nowms, nowus)
-  else
-    local n = #out
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 0, 0, 0, 0, 0
-  end
+  claim_named(out, ok, KEYS[1], KEYS[2], KEYS[4], KEYS[4 + i], id, ARGV[3 + 2 * i], ok and due_ms(score), ttl, nowms, nowus)
 end
 return out

@@ -26,11 +26,7 @@ local out = {}
 for i = 1, #KEYS - 4 do
   local id = ARGV[1 + 2 * i]
   local score = redis.call('ZSCORE', KEYS[1], id)
-  if score and not is_inf(score) then
-    claim_named(out, KEYS[1], KEYS[2], KEYS[4], KEYS[4 + i], id, ARGV[2 + 2 * i], due_ms(score), ttl, nowms, nowus)
-  else
-    local n = #out
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 0, 0, 0, 0, 0
-  end
+  local ok = score and not is_inf(score)
+  claim_named(out, ok, KEYS[1], KEYS[2], KEYS[4], KEYS[4 + i], id, ARGV[2 + 2 * i], ok and due_ms(score), ttl, nowms, nowus)
 end
 return out

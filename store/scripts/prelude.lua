@@ -191,14 +191,19 @@ local function take(due, meta, errs, rk, id, tmpl, ttl, nowms, nowus)
   redis.call('ZADD', due, 'XX', nowms + ttl, id)
   return fence, a + 1, l
 end
--- claim_named: claim a named item the caller found claimable, whose due
--- score was prev, and append 5 integers to out: code (1 claimed, or
--- already ours with this token: a retried call whose first reply was
--- lost; -1 held by another owner; -2 held by a foreign record; -3
--- quarantined, its fence cannot be raised), fence, attempt, lastSyncMs,
--- prev.
-local function claim_named(out, due, meta, errs, rk, id, tmpl, prev, ttl, nowms, nowus)
+-- claim_named: claim a named item whose due score was prev, if the
+-- caller found it claimable (ok), and append 5 integers to out: code (1
+-- claimed, or already ours with this token: a retried call whose first
+-- reply was lost; 0 not claimable; -1 held by another owner; -2 held by
+-- a foreign record; -3 quarantined, its fence cannot be raised), fence,
+-- attempt, lastSyncMs, prev (0 when not claimable).
+local function claim_named(out, ok, due, meta, errs, rk, id, tmpl, prev, ttl, nowms, nowus)
   local code, fence, attempt, last = 0, 0, 0, 0
+  if not ok then
+    local n = #out
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 0, 0, 0, 0, 0
+    return
+  end
   local cur = get_rec(rk)
   if cur and token_of(cur) == token_of(tmpl) then
     local _, l = meta_get(meta, id)
