@@ -305,9 +305,14 @@ func (e *Engine) sleep(d time.Duration) bool {
 // item. It ends with the scheduler.
 func (e *Engine) monitor(schedDone <-chan struct{}) {
 	every := min(2*time.Second, max(e.cfg.Poll, 100*time.Millisecond))
+	// A read may take longer than a tick: a new pooled connection needs a
+	// dial, and over TLS a handshake. Bounding it by the tick (100 ms with
+	// a short poll) logged "cannot read the backlog" on a busy host whose
+	// Redis was fine (tests/topology's TLS case under -race in CI).
+	timeout := max(every, 2*time.Second)
 	failing := false
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), every)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		due, oldest, err := e.idx.Backlog(ctx)
 		if errors.Is(err, store.ErrDamaged) {
 			err = nil // the other shards' figures; the scheduler reports the damage
