@@ -97,9 +97,6 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// withDefaults is WithDefaults for the store's own callers.
-func (c *Config) withDefaults() Config { return c.WithDefaults() }
-
 // Validate checks c. It returns every bad field, each a *ConfigError,
 // joined with errors.Join; nil when c is good. Zero values are good: they
 // mean the defaults.

@@ -67,6 +67,12 @@ func (s *Store) shardErr(ctx context.Context, shard int, err error) error {
 	return &DamageError{Shard: shard, Problem: s.diagnose(ctx, shard), Err: err}
 }
 
+// dueDamage is the damage a read of shard's due index found: a call
+// that reads only that key needs no diagnose round trip to name it.
+func (s *Store) dueDamage(shard int, err error) *DamageError {
+	return &DamageError{Shard: shard, Problem: s.keys.Due(shard) + " is not a sorted set", Err: err}
+}
+
 // diagnose names the first key of shard whose type is not the one syncd
 // writes, "" if none is (or Redis could not say).
 func (s *Store) diagnose(ctx context.Context, shard int) string {

@@ -38,7 +38,7 @@ func (s *Store) Backlog(ctx context.Context) (due int64, oldest int64, err error
 			if !isDamageReply(err) {
 				return 0, NoDue, fmt.Errorf("store: backlog: %w", err)
 			}
-			damaged = append(damaged, &DamageError{Shard: i, Problem: s.keys.Due(i) + " is not a sorted set", Err: err})
+			damaged = append(damaged, s.dueDamage(i, err))
 			continue
 		}
 		due += counts[i].Val()
@@ -72,7 +72,7 @@ func (s *Store) Count(ctx context.Context, max int) (int, []string, error) {
 			if !isDamageReply(err) {
 				return 0, nil, fmt.Errorf("store: count: %w", err)
 			}
-			damaged = append(damaged, &DamageError{Shard: i, Problem: s.keys.Due(i) + " is not a sorted set", Err: err})
+			damaged = append(damaged, s.dueDamage(i, err))
 			continue
 		}
 		total += int(cards[i].Val())
@@ -133,7 +133,7 @@ func (s *Store) Oldest(ctx context.Context) ([]ShardHead, error) {
 		out[i].Due = NoDue
 		switch z, err := c.Result(); {
 		case isDamageReply(err):
-			out[i].Err = &DamageError{Shard: i, Problem: s.keys.Due(i) + " is not a sorted set", Err: err}
+			out[i].Err = s.dueDamage(i, err)
 		case err != nil:
 			return nil, fmt.Errorf("store: oldest: %w", err)
 		case len(z) > 0:

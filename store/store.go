@@ -85,7 +85,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := cfg.withDefaults()
+	c := cfg.WithDefaults()
 	s := &Store{cfg: c, log: c.Logger.With().Str("component", "store").Logger(), keys: NewKeys(c.KeyPrefix, c.Shards)}
 	if c.Embedded() {
 		m := miniredis.NewMiniRedis()
