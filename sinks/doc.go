@@ -1,7 +1,7 @@
 // Package sinks defines the contract between the syncd engine and the code
 // that does the work of syncing an item: the [Sink] interface, the [Item] it
 // is handed, and the errors that steer retries ([ErrStaleFence],
-// [Permanent]).
+// [Permanent], [Unavailable], [RetryAfter]; [Classify] reads them).
 //
 // # The contract
 //
@@ -23,9 +23,14 @@
 //	nil                          success; LastSync of the item advances
 //	wraps ErrStaleFence          the target rejected the fence: the claim is
 //	                             stale, the attempt is dropped, no retry
+//	Unavailable, RetryAfter      the target failed, not the item: not
+//	                             counted against it; the target's breaker
+//	                             opens and the item keeps its place
 //	IsPermanent(err)             retrying cannot help: quarantine at once
 //	any other error              retried with backoff, quarantined after
-//	                             max_attempts
+//	                             max_attempts; but failures of several
+//	                             distinct items with no success between
+//	                             them open the breaker too
 //
 // Delivery is at least once. A sync can be cut off at any point (a crash, a
 // lost lease, a network partition after the target applied the write but

@@ -36,9 +36,11 @@ type Item struct {
 //
 // Retries: a non-nil error counts as a failed attempt; the engine retries
 // the item later with backoff and quarantines it after max_attempts. Wrap
-// the error with Permanent to quarantine at once, or return an error
+// the error with Permanent to quarantine at once, with Unavailable or
+// RetryAfter when the target rather than the item failed (the attempt is
+// not counted and the target's breaker opens), or return an error
 // wrapping ErrStaleFence when the target rejected the fence: that attempt
-// is dropped without a retry. Because a sync may be cut off at any moment
+// is dropped without a retry (see Classify). Because a sync may be cut off at any moment
 // (a crash, a lost lease), the same item can be synced again with the same
 // data: Sync must be idempotent.
 type Sink interface {

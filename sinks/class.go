@@ -1,0 +1,88 @@
+package sinks
+
+import (
+	"errors"
+	"time"
+)
+
+// UnavailableError marks a failure of the target, not of the item: the
+// target is down, overloaded or asks to be left alone for a while. The
+// engine does not count it against the item; it opens the target's
+// breaker instead (see package engine), so that no item is quarantined
+// because the target was away.
+type UnavailableError struct {
+	Err error
+	// RetryAfter is how long the target asked to be left alone (an HTTP
+	// Retry-After, say); 0 when it did not say.
+	RetryAfter time.Duration
+}
+
+func (e *UnavailableError) Error() string {
+	if e.RetryAfter > 0 {
+		return "target unavailable (retry after " + e.RetryAfter.String() + "): " + e.Err.Error()
+	}
+	return "target unavailable: " + e.Err.Error()
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Unavailable wraps err to say that the target, not the item, failed.
+// Unavailable(nil) is nil.
+func Unavailable(err error) error { return RetryAfter(err, 0) }
+
+// RetryAfter wraps err to say that the target failed and asked not to be
+// called again for d (d <= 0: it did not say). RetryAfter(nil, d) is nil.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &UnavailableError{Err: err, RetryAfter: max(d, 0)}
+}
+
+// Class is what a sync's error says about whose fault it was.
+type Class int
+
+const (
+	// ClassNone: the sync succeeded (a nil error).
+	ClassNone Class = iota
+	// ClassItem is an error the sink did not classify: retried with
+	// backoff and quarantined after max_attempts, unless failures across
+	// several items show the target is what is down.
+	ClassItem
+	// ClassTarget: the target failed (UnavailableError). Not counted
+	// against the item.
+	ClassTarget
+	// ClassPermanent: retrying cannot help (PermanentError); the item is
+	// quarantined at once.
+	ClassPermanent
+	// ClassStale: the target rejected the fence (ErrStaleFence); the
+	// attempt is dropped.
+	ClassStale
+)
+
+var classNames = [...]string{"none", "item", "target", "permanent", "stale"}
+
+func (c Class) String() string {
+	if c < 0 || int(c) >= len(classNames) {
+		return "unknown"
+	}
+	return classNames[c]
+}
+
+// Classify returns err's class and, for a target failure, how long the
+// target asked to be left alone. A stale fence wins over the others, a
+// target failure over a permanent one.
+func Classify(err error) (Class, time.Duration) {
+	var u *UnavailableError
+	switch {
+	case err == nil:
+		return ClassNone, 0
+	case errors.Is(err, ErrStaleFence):
+		return ClassStale, 0
+	case errors.As(err, &u):
+		return ClassTarget, u.RetryAfter
+	case IsPermanent(err):
+		return ClassPermanent, 0
+	}
+	return ClassItem, 0
+}
