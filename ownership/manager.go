@@ -214,14 +214,14 @@ const (
 	OutcomeSynced     = store.ReleaseSynced     // lastSync = now; due again after Delay
 	OutcomeFailed     = store.ReleaseFailed     // attempts + 1; due again after Delay
 	OutcomeQuarantine = store.ReleaseQuarantine // attempts + 1; not claimed until requeued
-	OutcomeHandBack   = store.ReleaseHandBack   // nothing recorded; due where it was
+	OutcomeHandBack   = store.ReleaseHandBack   // nothing recorded; due where it was, or after Delay
 )
 
 // Outcome says how a sync ended, for Release.
 type Outcome struct {
 	Kind OutcomeKind
 	// Delay until the item is due again (synced: the interval; failed:
-	// the backoff).
+	// the backoff; a hand-back: 0 keeps its place in line).
 	Delay time.Duration
 	// Err is recorded as the item's last error (failed, quarantine).
 	Err error
@@ -275,11 +275,14 @@ func (m *Manager) releaseShard(ctx context.Context, shard int, idx []int, leases
 		l, o := leases[i], outs[i]
 		m.hb.remove(l)
 		r := store.ReleaseRequest{ID: l.id, Token: l.token, Kind: o.Kind, Delay: o.Delay, DueAt: l.prevDue}
+		if o.Kind == OutcomeHandBack && o.Delay > 0 {
+			r.DueAt = 0 // due after Delay, not where it was
+		}
 		if o.Err != nil {
 			r.Error = o.Err.Error()
 		}
 		if !l.trusted() {
-			r.Kind = store.ReleaseHandBack
+			r.Kind, r.Delay, r.DueAt = store.ReleaseHandBack, 0, l.prevDue
 		}
 		reqs[j] = r
 	}

@@ -183,3 +183,9 @@ func (k Keys) Lock(name string) string { return k.prefix + ":lock:{" + EncodeID(
 func (k Keys) LockFence(name string) string { return k.Lock(name) + lockFenceSuffix }
 
 const lockFenceSuffix = ":f"
+
+// Target returns the key of the target's state, name one of "state" (the
+// breaker's HASH), "suspects" (SET), "permits" (ZSET) or "rate" (the
+// rate limit's STRING). They share one slot, so one script reads them
+// all.
+func (k Keys) Target(name string) string { return k.prefix + ":{target}:" + name }

@@ -25,7 +25,8 @@ type ReleaseRequest struct {
 	Kind  ReleaseKind
 	// Delay is how long until the item is due again (synced, failed).
 	Delay time.Duration
-	// DueAt is the due time for a hand-back, ms on Redis's clock; 0 = now.
+	// DueAt is the due time for a hand-back, ms on Redis's clock; 0 = now,
+	// or now + Delay when Delay is set.
 	DueAt int64
 	// Error is kept as the item's last error (failed, quarantine).
 	Error string
@@ -76,6 +77,9 @@ func (s *Store) Release(ctx context.Context, shard int, reqs []ReleaseRequest) (
 		val := r.Delay.Milliseconds()
 		if r.Kind == ReleaseHandBack {
 			val = r.DueAt
+			if val <= 0 {
+				val = -r.Delay.Milliseconds()
+			}
 		}
 		args = append(args, r.ID, string(r.Token[:]), string(r.Kind), val, msg)
 	}

@@ -117,6 +117,11 @@ var (
 	scriptEpoch   = loadScript("epoch", "now", "wrongtype", "num", "epoch_at")
 	scriptPending = loadScript("pending", "now", "unbe", "meta_get", "is_inf", "due_ms")
 	scriptBatch   = loadScript("batch", "now", "wrongtype", "num")
+
+	scriptTargetAdmit  = loadScript("target_admit", "now", "num", "own_type", "breaker_get")
+	scriptTargetReport = loadScript("target_report", "now", "own_type", "breaker_get")
+	scriptTargetExtend = loadScript("target_extend", "now", "own_type")
+	scriptTargetState  = loadScript("target_state", "now", "breaker_get")
 )
 
 // ScriptSHAs maps each script's file name ("claim_pick.lua") to the SHA1

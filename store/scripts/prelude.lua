@@ -222,3 +222,26 @@ local function claim_named(out, ok, due, meta, errs, rk, id, tmpl, prev, ttl, no
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = code, fence, attempt, last, prev
 end
+-- own_type: deletes key when it holds another type than t (made by hand)
+-- and reports whether it did. The target's keys are transient state of
+-- syncd's own, safe to start afresh; failing every call instead would
+-- stop the fleet over one bad key.
+local function own_type(key, t)
+  local cur = redis.call('TYPE', key)
+  if type(cur) == 'table' then cur = cur.ok end
+  if cur ~= t and cur ~= 'none' then
+    redis.call('DEL', key)
+    return true
+  end
+  return false
+end
+-- breaker_get: the breaker's state hash read as numbers, with values
+-- made by hand (not numbers, NaN, far future) read as a breaker that may
+-- probe now.
+local function breaker_get(key, nowms, cap)
+  local v = redis.call('HMGET', key, 'open', 'since', 'next')
+  local since, nxt = tonumber(v[2]) or nowms, tonumber(v[3]) or 0
+  if nxt ~= nxt or nxt > nowms + cap then nxt = nowms end
+  if since ~= since or since > nowms then since = nowms end
+  return v[1] == '1', since, nxt
+end

@@ -8,7 +8,7 @@
 --   kind "ok"          synced: lastSync = now, attempts = 0, due at now + value ms
 --   kind "fail"        attempts + 1, due at now + value ms, error kept
 --   kind "quarantine"  attempts + 1, score +inf (not claimed until requeued)
---   kind "handback"    nothing recorded, due at value (absolute ms; 0 = now)
+--   kind "handback"    nothing recorded, due at value (absolute ms; -d: now + d)
 -- Only the holder of the token changes anything; a removed item is not
 -- put back into the due index.
 -- Result: 2 integers per item: code (1 released, 0 not held: no record,
@@ -49,7 +49,7 @@ for i = 1, #KEYS - 3 do
           redis.call('ZADD', KEYS[1], 'inf', id)
         end
       else
-        if value <= 0 then value = nowms end
+        if value <= 0 then value = nowms - value end
         redis.call('ZADD', KEYS[1], value, id)
       end
     end

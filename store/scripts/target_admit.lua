@@ -1,0 +1,74 @@
+-- target_admit.lua: asks to start up to n syncs against the target, in
+-- one call: the breaker (open: none, but for one probe per probe
+-- interval, fleet-wide), the permits of max_in_flight, then the rate
+-- limit (GCRA, as github.com/go-redis/redis_rate computes it, in ms).
+-- Permits are taken last, for what all three allow.
+-- KEYS[1]  the breaker's state HASH
+-- KEYS[2]  permits ZSET: member = permit name, score = expiry (ms)
+-- KEYS[3]  the rate limit's theoretical arrival time (ms, a STRING)
+-- ARGV[1]  n          how many syncs the caller could start
+-- ARGV[2]  breaker    1: honour the breaker
+-- ARGV[3]  probe_ms   the probe interval
+-- ARGV[4]  cap_ms     the longest a breaker may stay open without a probe
+-- ARGV[5]  max        max_in_flight; 0: no cap
+-- ARGV[6]  ttl_ms     a permit's lease
+-- ARGV[7]  base       permit names are base .. ':' .. i
+-- ARGV[8]  every_ms   the rate's emission interval; 0: no rate limit
+-- ARGV[9]  burst
+-- Result: {granted, probe (1: the grant is the fleet's probe), wait_ms
+-- (granted 0: when to ask again), open, since, next, now}.
+local nowms = now()
+local n = tonumber(ARGV[1])
+local state, permits, rate = KEYS[1], KEYS[2], KEYS[3]
+own_type(state, 'hash')
+local open, since, nxt = breaker_get(state, nowms, tonumber(ARGV[4]))
+local probe = 0
+if ARGV[2] == '1' and open then
+  if nowms < nxt then
+    return {0, 0, nxt - nowms, 1, since, nxt, nowms}
+  end
+  n, probe = 1, 1
+end
+local max = tonumber(ARGV[5])
+local ttl = tonumber(ARGV[6])
+if max > 0 then
+  own_type(permits, 'zset')
+  redis.call('ZREMRANGEBYSCORE', permits, '-inf', nowms)
+  -- A permit no daemon could have written (beyond two leases ahead,
+  -- inf) would hold a place for ever.
+  redis.call('ZREMRANGEBYSCORE', permits, '(' .. num(nowms + 2 * ttl), '+inf')
+  local free = max - redis.call('ZCARD', permits)
+  if free < n then n = math.max(free, 0) end
+  if n == 0 then
+    local first = redis.call('ZRANGE', permits, 0, 0, 'WITHSCORES')
+    local wait = ttl
+    if first[2] then wait = tonumber(first[2]) - nowms end
+    return {0, 0, wait, open and 1 or 0, since, nxt, nowms}
+  end
+end
+local every = tonumber(ARGV[8])
+if every > 0 then
+  own_type(rate, 'string')
+  local burst = tonumber(ARGV[9])
+  local tolerance = burst * every
+  local tat = tonumber(redis.call('GET', rate)) or nowms
+  -- No grant ever sets it beyond now + tolerance: a value there was
+  -- made by hand (or is garbage) and would stop the fleet.
+  if tat ~= tat or tat < nowms or tat > nowms + tolerance then tat = nowms end
+  local allowed = math.floor((nowms + tolerance - tat) / every + 1e-9)
+  if allowed < 1 then
+    return {0, 0, math.ceil(tat + every - tolerance - nowms), open and 1 or 0, since, nxt, nowms}
+  end
+  if allowed < n then n = allowed end
+  tat = tat + n * every
+  redis.call('SET', rate, string.format('%.3f', tat), 'PX', math.ceil(tat - nowms) + 1000)
+end
+if probe == 1 then
+  redis.call('HSET', state, 'next', nowms + tonumber(ARGV[3]))
+end
+if max > 0 then
+  for i = 1, n do
+    redis.call('ZADD', permits, nowms + ttl, ARGV[7] .. ':' .. i)
+  end
+end
+return {n, probe, 0, open and 1 or 0, since, nxt, nowms}

@@ -1,0 +1,193 @@
+package store_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/syncd/syncd/store"
+)
+
+// The breaker opens on a target failure, or on unclassified failures of
+// `failures` distinct items with no success between them; one item
+// failing again and again never opens it. While it is open, admission
+// grants one probe per probe interval; a success closes it.
+func TestTargetBreaker(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{})
+		item := func(id string) store.Report {
+			t.Helper()
+			r, err := s.TargetReport(ctx, store.ReportParams{Outcome: store.TargetItem, ID: id, ProbeEvery: time.Second,
+				Failures: 3, Window: time.Minute, Reason: "exit status 1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		for range 5 {
+			if r := item("poison"); r.Open || r.Suspects != 1 {
+				t.Fatalf("one item failing again: %+v, want closed with 1 suspect", r)
+			}
+		}
+		item("a")
+		r := item("b")
+		if !r.Open || r.Changed != 1 || r.Suspects != 0 {
+			t.Fatalf("third distinct item: %+v, want opened", r)
+		}
+		if r := item("c"); !r.Open || r.Changed != 0 {
+			t.Fatalf("a failure while open: %+v", r)
+		}
+		adm := func() store.Admission {
+			t.Helper()
+			a, err := s.TargetAdmit(ctx, store.AdmitParams{N: 8, Breaker: true, ProbeEvery: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}
+		if a := adm(); a.Granted != 0 || a.Wait <= 0 || a.Wait > time.Second || !a.Breaker.Open {
+			t.Fatalf("admit while open, before the probe time: %+v", a)
+		}
+		time.Sleep(time.Second)
+		if a := adm(); a.Granted != 1 || !a.Probe {
+			t.Fatalf("admit at the probe time: %+v, want one probe", a)
+		}
+		if a := adm(); a.Granted != 0 || a.Wait <= 0 || a.Wait > 200*time.Millisecond {
+			t.Fatalf("a second admit right after the probe: %+v, want a wait of up to the probe interval", a)
+		}
+		st, err := s.TargetState(ctx)
+		if err != nil || !st.Open || st.Opens != 1 || st.Reason == "" {
+			t.Fatalf("state = %+v, %v", st, err)
+		}
+		r, err = s.TargetReport(ctx, store.ReportParams{Outcome: store.TargetOK})
+		if err != nil || r.Open || r.Changed != -1 {
+			t.Fatalf("ok: %+v, %v, want closed", r, err)
+		}
+		if a := adm(); a.Granted != 8 || a.Probe {
+			t.Fatalf("admit after close: %+v", a)
+		}
+		// Retry-After keeps it open that long, capped.
+		r, err = s.TargetReport(ctx, store.ReportParams{Outcome: store.TargetFailed, RetryAfter: 10 * time.Second, ProbeEvery: time.Second})
+		if err != nil || !r.Open || r.Next-r.Now < 9900 || r.Next-r.Now > 10000 {
+			t.Fatalf("retry after 10s: %+v, %v", r, err)
+		}
+		r, _ = s.TargetReport(ctx, store.ReportParams{Outcome: store.TargetFailed, RetryAfter: 1000 * time.Hour, ProbeEvery: time.Second})
+		if got := time.Duration(r.Next-r.Now) * time.Millisecond; got > store.TargetRetryCap {
+			t.Errorf("retry after 1000h kept it open %v, want at most %v", got, store.TargetRetryCap)
+		}
+	})
+}
+
+// Permits cap syncs fleet-wide; they expire unless extended, and come
+// back when released.
+func TestTargetPermits(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{})
+		adm := func(base string, n int) store.Admission {
+			t.Helper()
+			a, err := s.TargetAdmit(ctx, store.AdmitParams{N: n, MaxInFlight: 4, TTL: 500 * time.Millisecond, Base: base})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}
+		a := adm("d1", 3)
+		b := adm("d2", 3)
+		if a.Granted != 3 || b.Granted != 1 || len(b.Permits) != 1 {
+			t.Fatalf("grants %d and %d (%v), want 3 and 1", a.Granted, b.Granted, b.Permits)
+		}
+		if c := adm("d3", 1); c.Granted != 0 || c.Wait <= 0 || c.Wait > 500*time.Millisecond {
+			t.Fatalf("admit at the cap: %+v", c)
+		}
+		if err := s.TargetRelease(ctx, b.Permits...); err != nil {
+			t.Fatal(err)
+		}
+		if c := adm("d3", 2); c.Granted != 1 {
+			t.Fatalf("after a release: %+v, want 1", c)
+		}
+		// d1 extends its permits, d3 does not: d3's come back.
+		time.Sleep(300 * time.Millisecond)
+		if gone, err := s.TargetExtend(ctx, a.Permits, 500*time.Millisecond); err != nil || gone != 0 {
+			t.Fatalf("extend = %d, %v", gone, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if c := adm("d4", 4); c.Granted != 1 {
+			t.Fatalf("after d3's permit expired: %+v, want 1", c)
+		}
+		if gone, _ := s.TargetExtend(ctx, []string{"d3:1"}, time.Second); gone != 1 {
+			t.Errorf("extending an expired permit: gone = %d, want 1", gone)
+		}
+	})
+}
+
+// The rate limit grants a burst, then one per emission interval.
+func TestTargetRate(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{})
+		p := store.AdmitParams{N: 8, Every: 50 * time.Millisecond, Burst: 5}
+		a, err := s.TargetAdmit(ctx, p)
+		if err != nil || a.Granted != 5 {
+			t.Fatalf("first admit = %+v, %v; want the burst of 5", a, err)
+		}
+		a, _ = s.TargetAdmit(ctx, p)
+		if a.Granted != 0 || a.Wait <= 0 || a.Wait > 50*time.Millisecond {
+			t.Fatalf("second admit = %+v, want a wait of up to 50ms", a)
+		}
+		// Over one second, 20 more: the rate, whatever the callers ask.
+		start, got := time.Now(), 0
+		for time.Since(start) < time.Second {
+			a, _ := s.TargetAdmit(ctx, p)
+			got += a.Granted
+			time.Sleep(5 * time.Millisecond)
+		}
+		if got < 18 || got > 21 {
+			t.Errorf("granted %d in one second at 20/s", got)
+		}
+	})
+}
+
+// Keys made by hand never stop admission: another type is replaced, and
+// values no daemon wrote (a probe time or a permit far ahead, garbage
+// in the rate key) read as ones that let work go on.
+func TestTargetHostileKeys(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{})
+		k, c := s.Keys(), s.Client()
+		p := store.AdmitParams{N: 2, Breaker: true, ProbeEvery: time.Second, MaxInFlight: 2, TTL: time.Second, Base: "d",
+			Every: time.Millisecond, Burst: 10}
+		for _, plant := range []func(){
+			func() { c.Set(ctx, k.Target("state"), "x", 0); c.HSet(ctx, k.Target("permits"), "a", 1); c.LPush(ctx, k.Target("rate"), 1) },
+			func() { c.HSet(ctx, k.Target("state"), "open", 1, "next", "1e300", "since", "nan") },
+			func() { c.HSet(ctx, k.Target("state"), "open", 1, "next", "garbage") },
+			func() { c.ZAdd(ctx, k.Target("permits"), redisZ("inf", "x"), redisZ("1e300", "y")); c.Set(ctx, k.Target("rate"), "1e300", 0) },
+			func() { c.Set(ctx, k.Target("rate"), "abc", 0) },
+		} {
+			c.Del(ctx, k.Target("state"), k.Target("permits"), k.Target("rate"), k.Target("suspects"))
+			plant()
+			a, err := s.TargetAdmit(ctx, p)
+			if err != nil || a.Granted < 1 {
+				t.Errorf("admit over planted keys = %+v, %v", a, err)
+			}
+			s.TargetRelease(ctx, a.Permits...)
+			if _, err := s.TargetState(ctx); err != nil {
+				t.Errorf("state over planted keys: %v", err)
+			}
+			c.Set(ctx, k.Target("suspects"), "x", 0)
+			if _, err := s.TargetReport(ctx, store.ReportParams{Outcome: store.TargetItem, ID: "a", Failures: 3, Window: time.Second}); err != nil {
+				t.Errorf("report over planted keys: %v", err)
+			}
+		}
+	})
+}
+
+func redisZ(score, member string) redis.Z {
+	var f float64
+	fmt.Sscan(score, &f)
+	return redis.Z{Score: f, Member: member}
+}
