@@ -162,10 +162,17 @@ func TestTargetHostileKeys(t *testing.T) {
 		p := store.AdmitParams{N: 2, Breaker: true, ProbeEvery: time.Second, MaxInFlight: 2, TTL: time.Second, Base: "d",
 			Every: time.Millisecond, Burst: 10}
 		for _, plant := range []func(){
-			func() { c.Set(ctx, k.Target("state"), "x", 0); c.HSet(ctx, k.Target("permits"), "a", 1); c.LPush(ctx, k.Target("rate"), 1) },
+			func() {
+				c.Set(ctx, k.Target("state"), "x", 0)
+				c.HSet(ctx, k.Target("permits"), "a", 1)
+				c.LPush(ctx, k.Target("rate"), 1)
+			},
 			func() { c.HSet(ctx, k.Target("state"), "open", 1, "next", "1e300", "since", "nan") },
 			func() { c.HSet(ctx, k.Target("state"), "open", 1, "next", "garbage") },
-			func() { c.ZAdd(ctx, k.Target("permits"), redisZ("inf", "x"), redisZ("1e300", "y")); c.Set(ctx, k.Target("rate"), "1e300", 0) },
+			func() {
+				c.ZAdd(ctx, k.Target("permits"), redisZ("inf", "x"), redisZ("1e300", "y"))
+				c.Set(ctx, k.Target("rate"), "1e300", 0)
+			},
 			func() { c.Set(ctx, k.Target("rate"), "abc", 0) },
 		} {
 			c.Del(ctx, k.Target("state"), k.Target("permits"), k.Target("rate"), k.Target("suspects"))
