@@ -41,6 +41,9 @@ type Report struct {
 	SyncMax time.Duration `json:"sync_max"`
 	// QuarantinedIDs lists up to 100 quarantined items.
 	QuarantinedIDs []string `json:"quarantined_ids,omitempty"`
+	// TargetUnavailable is how long this process saw the target's
+	// breaker open during the run.
+	TargetUnavailable time.Duration `json:"target_unavailable"`
 	// Damaged names, by shard, the shards whose keys are damaged: their
 	// items were neither synced nor counted (see Engine.Damaged).
 	Damaged []string `json:"damaged_shards,omitempty"`
@@ -172,6 +175,7 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 		e.st.EndBatch(tctx, since)
 	}
 	b.fill(rep, t)
+	rep.TargetUnavailable = e.tgt.down().Round(time.Millisecond)
 	e.log.Info().Int("items", rep.Items).Int("synced", rep.Synced).Int("synced_elsewhere", rep.SyncedElsewhere).
 		Int("quarantined", rep.Quarantined).Int("unsynced", rep.Unsynced).Dur("took", rep.Finished.Sub(rep.Started)).
 		Msg("batch run finished")

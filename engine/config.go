@@ -50,6 +50,9 @@ type Config struct {
 	// Poll is how long the scheduler waits before looking again when
 	// nothing is due. Default PollDefault (250ms); at least 1ms.
 	Poll time.Duration
+	// Target is the target's fleet-wide limits and breaker (see
+	// TargetConfig); WithDefaults applies its defaults.
+	Target TargetConfig
 	// Ownership is the claim protocol's timing. WithDefaults leaves it
 	// as it is: ownership.Config applies its own defaults.
 	Ownership ownership.Config
@@ -75,6 +78,7 @@ func (c Config) WithDefaults() Config {
 	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
 	c.Poll = cmp.Or(c.Poll, PollDefault)
+	c.Target = c.Target.WithDefaults()
 	return c
 }
 
@@ -115,6 +119,7 @@ func (c Config) resolve() (Config, error) {
 	if c.Poll < time.Millisecond {
 		bad("poll", "%v is below 1ms", c.Poll)
 	}
+	c.Target.validate(bad)
 	errs = append(errs, c.Ownership.Validate())
 	return c, errors.Join(errs...)
 }

@@ -74,6 +74,11 @@ type Engine struct {
 	m    *Metrics
 	// damage tracks the shards whose keys are damaged.
 	damage *damage
+	// tgt gates claims on the target's limits and breaker; nil over a
+	// fake store.
+	tgt       *target
+	watchStop chan struct{} // closed by Stop once syncs drained
+	watchDone chan struct{} // closed when tgt.watch ended
 
 	sem   *semaphore.Weighted // bounds concurrent syncs at cfg.Workers
 	idsMu sync.Mutex
@@ -112,6 +117,9 @@ func New(st *store.Store, sink sinks.Sink, cfg Config) (*Engine, error) {
 	}
 	e := newEngine(st, own, sink, c)
 	e.st, e.addr = st, st.Addr()
+	oc := own.Config()
+	e.tgt = &target{st: st, cfg: c.Target, ttl: oc.TTL, beat: oc.Heartbeat, base: own.Owner(0).String(),
+		log: e.log, m: e.m, now: e.redisNow, permits: map[string]struct{}{}}
 	return e, nil
 }
 
@@ -182,6 +190,12 @@ func (e *Engine) begin() error {
 // runLoops runs the scheduler and the monitor; done closes when both end.
 // Call it as a new goroutine, after e.looping.Store(true).
 func (e *Engine) runLoops(src source) {
+	e.mu.Lock()
+	if e.watchStop == nil {
+		e.watchStop, e.watchDone = make(chan struct{}), make(chan struct{})
+		go func() { e.tgt.watch(e.watchStop); close(e.watchDone) }()
+	}
+	e.mu.Unlock()
 	var wg sync.WaitGroup
 	schedDone := make(chan struct{})
 	wg.Add(2)
@@ -242,6 +256,12 @@ func (e *Engine) Stop(ctx context.Context) error {
 			e.cancelInflight()
 		}
 		<-drained
+		e.mu.Lock()
+		if e.watchStop != nil {
+			close(e.watchStop)
+			<-e.watchDone
+		}
+		e.mu.Unlock()
 		e.rel.close()
 		e.own.Close()
 		e.log.Info().Msg("engine stopped")

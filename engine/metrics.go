@@ -21,6 +21,16 @@ type Metrics struct {
 	// ShardsDamaged is how many shards are skipped now because their
 	// keys are damaged (see Engine.Damaged).
 	ShardsDamaged atomic.Int64
+	// SyncsUnavailable counts syncs whose failure was put down to the
+	// target (see TargetConfig): handed back, not counted against the
+	// item.
+	SyncsUnavailable atomic.Int64
+	// TargetUp is 0 while this process sees the target's breaker open,
+	// else 1. TargetOpened and TargetClosed count the transitions this
+	// process made; TargetProbes the probes it was granted; TargetWaits
+	// the claim rounds the target's limits or breaker held back;
+	// PermitsLost the permits that expired while their syncs ran.
+	TargetUp, TargetOpened, TargetClosed, TargetProbes, TargetWaits, PermitsLost atomic.Int64
 
 	own *ownership.Stats
 
@@ -37,7 +47,9 @@ var durationBuckets = []time.Duration{
 }
 
 func newMetrics(own *ownership.Stats) *Metrics {
-	return &Metrics{own: own, buckets: make([]int64, len(durationBuckets)+1)}
+	m := &Metrics{own: own, buckets: make([]int64, len(durationBuckets)+1)}
+	m.TargetUp.Store(1)
+	return m
 }
 
 func (m *Metrics) observe(d time.Duration) {
@@ -71,6 +83,13 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"syncd_syncs_total", "", "", `outcome="resource"`, m.SyncsResource.Load()},
 		{"syncd_syncs_total", "", "", `outcome="stale_fence"`, m.StaleFences.Load()},
 		{"syncd_syncs_total", "", "", `outcome="handed_back"`, m.HandedBack.Load()},
+		{"syncd_syncs_total", "", "", `outcome="target_unavailable"`, m.SyncsUnavailable.Load()},
+		{"syncd_target_up", "0 while the target's breaker is open (as this process last saw it), else 1.", "gauge", "", m.TargetUp.Load()},
+		{"syncd_target_transitions_total", "Breaker transitions this process made.", "counter", `to="open"`, m.TargetOpened.Load()},
+		{"syncd_target_transitions_total", "", "", `to="closed"`, m.TargetClosed.Load()},
+		{"syncd_target_probes_total", "Probe syncs of an open breaker this process was granted.", "counter", "", m.TargetProbes.Load()},
+		{"syncd_target_waits_total", "Claim rounds held back by the target's rate limit, max_in_flight or breaker.", "counter", "", m.TargetWaits.Load()},
+		{"syncd_target_permits_lost_total", "max_in_flight permits that expired while their syncs ran.", "counter", "", m.PermitsLost.Load()},
 		{"syncd_quarantined_total", "Items quarantined after max_attempts or a permanent error.", "counter", "", m.Quarantined.Load()},
 		{"syncd_items_damaged_total", "Items a claim quarantined because their state in Redis is damaged, by what.", "counter", `reason="fence"`, o.DamagedFences.Load()},
 		{"syncd_items_damaged_total", "", "", `reason="id"`, o.DamagedIDs.Load()},

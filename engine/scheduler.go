@@ -66,7 +66,7 @@ func (e *Engine) schedule(src source) {
 		for n < e.cfg.Batch && e.sem.TryAcquire(1) {
 			n++
 		}
-		started, err := e.round(ctx, src, n)
+		started, wait, err := e.round(ctx, src, n)
 		e.sem.Release(int64(n - started))
 		switch {
 		case ctx.Err() != nil:
@@ -81,7 +81,7 @@ func (e *Engine) schedule(src source) {
 		case started == 0:
 			e.ready.Store(true)
 			errWait = e.cfg.Poll
-			if !e.sleep(e.cfg.Poll) {
+			if !e.sleep(min(e.cfg.Poll, max(wait, time.Millisecond))) {
 				return
 			}
 		default:
@@ -92,32 +92,44 @@ func (e *Engine) schedule(src source) {
 }
 
 // round claims up to n candidates and starts their syncs; it returns how
-// many of the n worker slots it used. With a settle delay the claim, the
-// wait and the confirm read run in a goroutine of their own that keeps
-// the slots, so the scheduler goes on claiming for other free workers
-// instead of sleeping through every settle window.
-func (e *Engine) round(ctx context.Context, src source, n int) (int, error) {
+// many of the n worker slots it used and, when it used none because the
+// target's limits or breaker held it back, when to try again. The target
+// is asked first, so no claim waits on a limiter while its lease runs
+// down. With a settle delay the claim, the wait and the confirm read run
+// in a goroutine of their own that keeps the slots, so the scheduler goes
+// on claiming for other free workers instead of sleeping through every
+// settle window.
+func (e *Engine) round(ctx context.Context, src source, n int) (int, time.Duration, error) {
+	g, err := e.tgt.admit(ctx, n)
+	if err != nil || g.n == 0 {
+		return 0, g.wait, err
+	}
+	defer func() { e.tgt.release(g.permits...) }() // those no sync took
+	n = g.n
 	reqs, err := src.requests(ctx, n)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if len(reqs) == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	if e.own.Config().Settle > 0 {
 		req := reqs[0]
-		slots := req.slots()
+		slots := min(req.slots(), n)
+		gg := g
+		g.permits = nil // the goroutine gives back what it does not use
 		e.settling.Add(1)
 		go func() {
 			defer e.settling.Done()
-			started, err := e.claim(ctx, src, req, slots)
+			defer func() { e.tgt.release(gg.permits...) }()
+			started, err := e.claim(ctx, src, req, slots, &gg)
 			e.sem.Release(int64(n - started))
 			if err != nil && ctx.Err() == nil {
 				e.ready.Store(false)
 				e.log.Warn().Err(err).Int("shard", req.shard).Msg("claim failed")
 			}
 		}()
-		return n, nil
+		return n, 0, nil
 	}
 	// Without a settle delay, claim inline, going down the requests (the
 	// daemon's: shards in order of their oldest due item) while free slots
@@ -131,13 +143,13 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, error) {
 		if req.n > 0 {
 			req.n = left
 		}
-		started, err := e.claim(ctx, src, req, min(left, req.slots()))
+		started, err := e.claim(ctx, src, req, min(left, req.slots()), &g)
 		used += started
 		if err != nil {
-			return used, err
+			return used, 0, err
 		}
 	}
-	return used, nil
+	return used, 0, nil
 }
 
 // claim claims for slots free workers and starts a sync for each lease;
@@ -145,7 +157,7 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, error) {
 // logged it and the sources skip it until the hold ends. Nor is a shard
 // whose keys are damaged: it is marked, and skipped but for a probe
 // every damageProbe (see damage).
-func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int) (int, error) {
+func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int, g *grant) (int, error) {
 	workers := e.takeIDs(slots)
 	leases, err := src.claim(ctx, req, workers)
 	used := map[int]bool{}
@@ -170,7 +182,7 @@ func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int)
 	e.damage.clear(req.shard)
 	for _, l := range leases {
 		e.workers.Add(1)
-		go e.work(l)
+		go e.work(l, g.take(), g.probe)
 	}
 	return len(leases), nil
 }

@@ -15,8 +15,10 @@ import (
 	"github.com/syncd/syncd/sinks"
 )
 
-// work runs one sync under its lease and writes the outcome back.
-func (e *Engine) work(l *ownership.Lease) {
+// work runs one sync under its lease and writes the outcome back. permit
+// is the target permit the sync holds ("" without max_in_flight); probe
+// says the sync is the breaker's probe.
+func (e *Engine) work(l *ownership.Lease, permit string, probe bool) {
 	w := l.Owner().Worker
 	freed := false
 	free := func() {
@@ -48,8 +50,9 @@ func (e *Engine) work(l *ownership.Lease) {
 	took := time.Since(start)
 	e.m.InFlight.Add(-1)
 	e.m.observe(took)
+	e.tgt.release(permit)
 
-	out, what := e.outcome(ctx, l, err)
+	out, what := e.outcome(ctx, l, err, probe)
 	// The sync is over: its worker slot goes to the next claim while the
 	// outcome is written (group commit batches it with others). Workers
 	// bounds concurrent syncs, not bookkeeping; Stop still waits for this
@@ -111,6 +114,9 @@ func (e *Engine) account(ctx context.Context, l *ownership.Lease, what outcomeKi
 	case outcomeShutdown:
 		e.m.HandedBack.Add(1)
 		log.Info().Msg("handed back at shutdown")
+	case outcomeUnavailable:
+		e.m.SyncsUnavailable.Add(1)
+		log.Debug().Err(err).Dur("back_in", out.Delay).Msg("target unavailable: handed back, not counted against the item")
 	}
 }
 
@@ -124,10 +130,15 @@ const (
 	outcomeStale
 	outcomeShutdown
 	outcomeResource
+	outcomeUnavailable
 )
 
-// outcome decides what the release records.
-func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error) (ownership.Outcome, outcomeKind) {
+// outcome decides what the release records, and tells the target's
+// breaker how the sync ended (see TargetConfig). A failure put down to
+// the target is handed back, not counted: in its place in line, or, for
+// the breaker's probe, at the back of the line, so that the next probe
+// tries another item (a poison item must not keep the breaker open).
+func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error, probe bool) (ownership.Outcome, outcomeKind) {
 	handBack := ownership.Outcome{Kind: ownership.OutcomeHandBack}
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
@@ -138,14 +149,27 @@ func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error) (ow
 			return handBack, outcomeLost
 		}
 	}
+	class, after := sinks.Classify(err)
 	switch {
-	case err == nil:
+	case class == sinks.ClassNone:
+		e.tgt.report(l.ID(), class, 0, nil)
 		return ownership.Outcome{Kind: ownership.OutcomeSynced, Delay: e.cfg.Interval}, outcomeSynced
-	case errors.Is(err, sinks.ErrStaleFence):
+	case class == sinks.ClassStale:
 		return handBack, outcomeStale
 	case isResourceErr(err):
 		return handBack, outcomeResource
-	case sinks.IsPermanent(err) || l.Attempt() >= e.cfg.MaxAttempts:
+	case class == sinks.ClassPermanent:
+		return ownership.Outcome{Kind: ownership.OutcomeQuarantine, Err: err}, outcomeQuarantined
+	case e.tgt.report(l.ID(), class, after, err):
+		switch {
+		case probe:
+			handBack.Delay = time.Millisecond
+		case e.tgt == nil || e.tgt.cfg.Breaker.Off:
+			// No breaker to hold the fleet back: retry later, uncounted.
+			handBack.Delay = max(after, e.backoff(l.Attempt()))
+		}
+		return handBack, outcomeUnavailable
+	case l.Attempt() >= e.cfg.MaxAttempts:
 		return ownership.Outcome{Kind: ownership.OutcomeQuarantine, Err: err}, outcomeQuarantined
 	}
 	return ownership.Outcome{Kind: ownership.OutcomeFailed, Delay: e.backoff(l.Attempt()), Err: err}, outcomeFailed

@@ -1,0 +1,47 @@
+package engine
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseRate(t *testing.T) {
+	for in, want := range map[string]Rate{
+		"20/s": {20, time.Second}, "100/m": {100, time.Minute}, " 5000 / h ": {5000, time.Hour}, "": {},
+		"1000000/s": {1000000, time.Second},
+	} {
+		got, err := ParseRate(in)
+		if err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
+		}
+		if back, _ := ParseRate(got.String()); back != got {
+			t.Errorf("ParseRate(%q.String()) = %v", got, back)
+		}
+	}
+	for _, in := range []string{"20", "20/d", "0/s", "-1/s", "x/s", "1000001/s", "20/s/s", "1e3/s"} {
+		if _, err := ParseRate(in); err == nil {
+			t.Errorf("ParseRate(%q) succeeded", in)
+		}
+	}
+	if e := (Rate{20, time.Second}).every(); e != 50*time.Millisecond {
+		t.Errorf("every = %v", e)
+	}
+}
+
+func FuzzParseRate(f *testing.F) {
+	for _, s := range []string{"20/s", "100/m", "5000/h", "", "x", "9999999999999999999/s", "1/ s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseRate(s)
+		if err != nil {
+			return
+		}
+		if r.validate() != nil {
+			t.Fatalf("ParseRate(%q) = %v, which does not validate", s, r)
+		}
+		if r.N > 0 && (r.every() <= 0 || r.PerSecond() > RateMax) {
+			t.Fatalf("ParseRate(%q) = %v: every %v", s, r, r.every())
+		}
+	})
+}

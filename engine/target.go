@@ -1,0 +1,355 @@
+package engine
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/sinks"
+	"github.com/syncd/syncd/store"
+)
+
+// Defaults of TargetConfig.
+const (
+	BreakerFailuresDefault = 5
+	ProbeIntervalDefault   = time.Second
+	BreakerWindowDefault   = 10 * time.Minute
+)
+
+// TargetConfig is what the engine knows of the target: its limits and
+// its breaker. They hold fleet-wide: their state is in Redis, shared by
+// every daemon and batch run of the deployment. The zero value has no
+// limits and the breaker on with its defaults.
+type TargetConfig struct {
+	// Rate limits how many syncs start per period (GCRA). Zero: no limit.
+	Rate Rate
+	// Burst is how many syncs may start at once after a quiet spell.
+	// Default: one second's worth of Rate, at least 1.
+	Burst int
+	// MaxInFlight caps the syncs running against the target at once.
+	// Each holds a permit, a lease in Redis heartbeated like a claim, so
+	// a killed daemon's permits come back within one ttl. 0: no cap.
+	MaxInFlight int
+	// Breaker is the target's circuit breaker.
+	Breaker BreakerConfig
+}
+
+// BreakerConfig configures the target's circuit breaker. It opens on a
+// target failure (sinks.Unavailable, sinks.RetryAfter: an http 503, an
+// exec exit 75), and on unclassified failures of Failures distinct items
+// with no success between them (one poison item failing alone never
+// opens it). While it is open no sync starts and no attempt is counted
+// against any item: items keep their place in line. The fleet sends one
+// probe sync per ProbeInterval, or after a target's Retry-After; the
+// first success closes it.
+type BreakerConfig struct {
+	// Off turns the breaker off: a target failure is then retried with
+	// backoff (not counted against the item), and an unclassified one
+	// counts as before.
+	Off bool
+	// Failures is how many distinct items failing with no success
+	// between them open the breaker. Default BreakerFailuresDefault (5);
+	// at least 2.
+	Failures int
+	// ProbeInterval is the time between two probe syncs of an open
+	// breaker, fleet-wide. Default ProbeIntervalDefault (1s); at least
+	// 10ms.
+	ProbeInterval time.Duration
+	// Window is how long an unclassified failure is remembered when no
+	// success follows. Default BreakerWindowDefault (10m).
+	Window time.Duration
+}
+
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c TargetConfig) WithDefaults() TargetConfig {
+	if c.Burst == 0 && c.Rate.N > 0 {
+		c.Burst = max(1, int(c.Rate.PerSecond()))
+	}
+	if c.Breaker.Failures == 0 {
+		c.Breaker.Failures = BreakerFailuresDefault
+	}
+	if c.Breaker.ProbeInterval == 0 {
+		c.Breaker.ProbeInterval = ProbeIntervalDefault
+	}
+	if c.Breaker.Window == 0 {
+		c.Breaker.Window = BreakerWindowDefault
+	}
+	return c
+}
+
+func (c TargetConfig) validate(bad func(field, format string, args ...any)) {
+	if err := c.Rate.validate(); err != nil {
+		bad("target.rate", "%v", err)
+	}
+	if c.Burst < 0 || c.Burst > 1_000_000 {
+		bad("target.burst", "%d is outside 1..1000000", c.Burst)
+	}
+	if c.MaxInFlight < 0 || c.MaxInFlight > 1_000_000 {
+		bad("target.max_in_flight", "%d is outside 0..1000000", c.MaxInFlight)
+	}
+	if c.Breaker.Failures < 2 {
+		bad("target.breaker.failures", "%d is below 2: one item failing alone must never open the breaker", c.Breaker.Failures)
+	}
+	if c.Breaker.ProbeInterval < 10*time.Millisecond {
+		bad("target.breaker.probe_interval", "%v is below 10ms", c.Breaker.ProbeInterval)
+	}
+	if c.Breaker.Window < c.Breaker.ProbeInterval {
+		bad("target.breaker.window", "%v is below probe_interval (%v)", c.Breaker.Window, c.Breaker.ProbeInterval)
+	}
+}
+
+// targetStore is what the target needs from the store; *store.Store
+// implements it.
+type targetStore interface {
+	TargetAdmit(ctx context.Context, p store.AdmitParams) (store.Admission, error)
+	TargetReport(ctx context.Context, p store.ReportParams) (store.Report, error)
+	TargetExtend(ctx context.Context, permits []string, ttl time.Duration) (int, error)
+	TargetRelease(ctx context.Context, permits ...string) error
+	TargetState(ctx context.Context) (store.TargetState, error)
+}
+
+// target gates the claim rounds on the target's limits and breaker, and
+// tells the breaker how syncs end. A nil *target gates nothing (engines
+// over a fake store in tests).
+type target struct {
+	st   targetStore
+	cfg  TargetConfig
+	ttl  time.Duration // a permit's lease: the claim TTL
+	beat time.Duration // how often permits are extended
+	base string        // permit names: base#seq:i
+	log  zerolog.Logger
+	m    *Metrics
+	now  func() int64 // Redis's clock, estimated
+	seq  atomic.Uint64
+
+	mu      sync.Mutex
+	view    store.BreakerState
+	suspect bool          // unclassified failures may be pending: a success reports
+	downAt  time.Time     // when this process saw the breaker open; zero: closed
+	downFor time.Duration // how long it saw it open before downAt
+	permits map[string]struct{}
+}
+
+// grant is what a claim round may start: n syncs, each with one of
+// permits (with max_in_flight); probe when it is the breaker's probe.
+type grant struct {
+	n       int
+	probe   bool
+	permits []string
+	wait    time.Duration // n == 0: when to ask again
+}
+
+// take hands out the next permit ("" without max_in_flight).
+func (g *grant) take() string {
+	if len(g.permits) == 0 {
+		return ""
+	}
+	p := g.permits[0]
+	g.permits = g.permits[1:]
+	return p
+}
+
+func (t *target) limited() bool { return t.cfg.Rate.N > 0 || t.cfg.MaxInFlight > 0 }
+
+// admit asks how many of n syncs may start. Without limits, and with
+// the breaker closed as this process last saw it, that costs no round
+// trip.
+func (t *target) admit(ctx context.Context, n int) (grant, error) {
+	if t == nil {
+		return grant{n: n}, nil
+	}
+	t.mu.Lock()
+	open, next := t.view.Open && !t.cfg.Breaker.Off, t.view.Next
+	t.mu.Unlock()
+	if !t.limited() && !open {
+		return grant{n: n}, nil
+	}
+	if open && !t.limited() {
+		if wait := next - t.now(); wait > 0 {
+			return grant{wait: time.Duration(wait) * time.Millisecond}, nil
+		}
+	}
+	p := store.AdmitParams{N: n, Breaker: !t.cfg.Breaker.Off, ProbeEvery: t.cfg.Breaker.ProbeInterval,
+		MaxInFlight: t.cfg.MaxInFlight, TTL: t.ttl, Every: t.cfg.Rate.every(), Burst: t.cfg.Burst}
+	if t.cfg.MaxInFlight > 0 {
+		p.Base = t.base + "#" + strconv.FormatUint(t.seq.Add(1), 10)
+	}
+	a, err := t.st.TargetAdmit(ctx, p)
+	if err != nil {
+		return grant{}, err
+	}
+	t.see(a.Breaker)
+	if a.Granted == 0 {
+		t.m.TargetWaits.Add(1)
+	}
+	if a.Probe {
+		t.m.TargetProbes.Add(1)
+	}
+	t.mu.Lock()
+	for _, p := range a.Permits {
+		t.permits[p] = struct{}{}
+	}
+	t.mu.Unlock()
+	return grant{n: a.Granted, probe: a.Probe, permits: a.Permits, wait: a.Wait}, nil
+}
+
+// release gives back permits.
+func (t *target) release(permits ...string) {
+	if t == nil || len(permits) == 0 {
+		return
+	}
+	t.mu.Lock()
+	for _, p := range permits {
+		delete(t.permits, p)
+	}
+	t.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.st.TargetRelease(ctx, permits...); err != nil {
+		t.log.Warn().Err(err).Int("permits", len(permits)).Msg("release permits failed; they expire within one ttl")
+	}
+}
+
+// see takes in the breaker's state as Redis has it.
+func (t *target) see(b store.BreakerState) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case b.Open && !t.view.Open:
+		t.downAt = time.Now()
+		t.m.TargetUp.Store(0)
+	case !b.Open && t.view.Open:
+		t.downFor += time.Since(t.downAt)
+		t.downAt = time.Time{}
+		t.m.TargetUp.Store(1)
+	}
+	t.view = b
+}
+
+// down returns how long this process has seen the breaker open in all.
+func (t *target) down() time.Duration {
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d := t.downFor
+	if !t.downAt.IsZero() {
+		d += time.Since(t.downAt)
+	}
+	return d
+}
+
+// report tells the breaker how a sync ended and returns whether the
+// failure is to be put down to the target: true for a target failure,
+// and for an unclassified one while the breaker is open. A success is
+// sent only when the breaker is open or may have suspects, so a healthy
+// target costs no round trip.
+func (t *target) report(id string, class sinks.Class, after time.Duration, err error) bool {
+	if t == nil || t.cfg.Breaker.Off {
+		return class == sinks.ClassTarget
+	}
+	p := store.ReportParams{ID: id, RetryAfter: after, ProbeEvery: t.cfg.Breaker.ProbeInterval,
+		Failures: t.cfg.Breaker.Failures, Window: t.cfg.Breaker.Window}
+	switch class {
+	case sinks.ClassNone:
+		t.mu.Lock()
+		skip := !t.view.Open && !t.suspect
+		t.mu.Unlock()
+		if skip {
+			return false
+		}
+		p.Outcome = store.TargetOK
+	case sinks.ClassTarget:
+		p.Outcome = store.TargetFailed
+	case sinks.ClassItem:
+		p.Outcome = store.TargetItem
+	default:
+		return false
+	}
+	if err != nil {
+		p.Reason = err.Error()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, rerr := t.st.TargetReport(ctx, p)
+	if rerr != nil {
+		t.log.Warn().Err(rerr).Str("outcome", string(p.Outcome)).Msg("cannot tell the breaker how a sync ended")
+		return class == sinks.ClassTarget
+	}
+	t.mu.Lock()
+	since := t.downAt
+	t.suspect = r.Suspects > 0
+	t.mu.Unlock()
+	t.see(r.BreakerState)
+	switch r.Changed {
+	case 1:
+		t.m.TargetOpened.Add(1)
+		t.log.Warn().Str("id", id).Err(err).Dur("probe_in", time.Duration(r.Next-r.Now)*time.Millisecond).
+			Msg("target unavailable: breaker open; no sync starts, and none is counted against its item, until a probe succeeds")
+	case -1:
+		t.m.TargetClosed.Add(1)
+		ev := t.log.Info().Str("id", id)
+		if !since.IsZero() {
+			ev = ev.Dur("down", time.Since(since).Round(time.Millisecond))
+		}
+		ev.Msg("target available again: breaker closed")
+	}
+	return class == sinks.ClassTarget || r.Open
+}
+
+// watch keeps the breaker's view current (other daemons open and close
+// it) and extends the permits held, until stop closes.
+func (t *target) watch(stop <-chan struct{}) {
+	if t == nil {
+		return
+	}
+	every := min(200*time.Millisecond, t.beat)
+	lastBeat := time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(every):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), max(every, 2*time.Second))
+		if !t.cfg.Breaker.Off {
+			if st, err := t.st.TargetState(ctx); err == nil {
+				t.mu.Lock()
+				t.suspect = st.Suspects > 0
+				t.mu.Unlock()
+				t.see(st.BreakerState)
+			}
+		}
+		if t.cfg.MaxInFlight > 0 && time.Since(lastBeat) >= t.beat {
+			lastBeat = time.Now()
+			t.extend(ctx)
+		}
+		cancel()
+	}
+}
+
+// extend renews the permits held by ttl.
+func (t *target) extend(ctx context.Context) {
+	t.mu.Lock()
+	held := make([]string, 0, len(t.permits))
+	for p := range t.permits {
+		held = append(held, p)
+	}
+	t.mu.Unlock()
+	if len(held) == 0 {
+		return
+	}
+	gone, err := t.st.TargetExtend(ctx, held, t.ttl)
+	switch {
+	case err != nil:
+		t.log.Warn().Err(err).Int("permits", len(held)).Msg("cannot extend the target's permits")
+	case gone > 0:
+		t.m.PermitsLost.Add(int64(gone))
+		t.log.Warn().Int("gone", gone).Msg("target permits expired while their syncs ran: max_in_flight may be exceeded until they end")
+	}
+}

@@ -1,0 +1,218 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/sinks"
+	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/redistest"
+)
+
+// quarantined lists the quarantined items of st.
+func quarantined(t *testing.T, st *store.Store) []string {
+	t.Helper()
+	var out []string
+	for sh := range st.Keys().Shards() {
+		items, _, err := st.List(context.Background(), sh, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			if it.Quarantined {
+				out = append(out, it.ID)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// A target that is down, answering every call with a plain error,
+// quarantines no healthy item: failures of several distinct items open
+// the breaker, the fleet then sends one probe per probe interval, and
+// the first success lets the backlog flow. A poison item failing alone
+// is quarantined as before.
+func TestTargetOutageQuarantinesNoHealthyItem(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 4)
+	ctx := context.Background()
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, fmt.Sprintf("h%02d", i))
+	}
+	st.Add(ctx, ids...)
+	st.Add(ctx, "poison")
+
+	var down atomic.Bool
+	var mu sync.Mutex
+	var calls []time.Time
+	synced := map[string]time.Time{}
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		mu.Lock()
+		calls = append(calls, time.Now())
+		mu.Unlock()
+		if down.Load() || it.ID == "poison" {
+			return errors.New("exit status 1")
+		}
+		mu.Lock()
+		synced[it.ID] = time.Now()
+		mu.Unlock()
+		return nil
+	}}
+	const probe = 100 * time.Millisecond
+	cfg := engine.Config{Workers: 4, Interval: 300 * time.Millisecond, BackoffMin: 20 * time.Millisecond,
+		BackoffMax: 200 * time.Millisecond, Poll: 5 * time.Millisecond,
+		Target: engine.TargetConfig{Breaker: engine.BreakerConfig{ProbeInterval: probe}}}
+	a := newEngine(t, st, rec, cfg)
+	b := newEngine(t, st, rec, cfg)
+	a.Start(ctx)
+	b.Start(ctx)
+	time.Sleep(500 * time.Millisecond)
+
+	down.Store(true)
+	outage := 3 * time.Second
+	time.Sleep(outage)
+	mu.Lock()
+	var during []time.Time
+	for _, c := range calls {
+		if time.Since(c) < outage-time.Second {
+			during = append(during, c)
+		}
+	}
+	mu.Unlock()
+	// Over the last 2 s of the outage, the breaker was open: about one
+	// probe per 100 ms from both engines together.
+	if n := len(during); n > 2*int(time.Second/probe)+4 {
+		t.Errorf("%d calls reached the dead target in its last 2 s, want about %d", n, 2*int(time.Second/probe))
+	}
+	if a.Metrics().TargetUp.Load()+b.Metrics().TargetUp.Load() != 0 {
+		t.Error("syncd_target_up is not 0 during the outage")
+	}
+
+	down.Store(false)
+	back := time.Now()
+	waitFor(t, 5*time.Second, "every healthy item synced after the outage", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			if synced[id].Before(back) {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("every healthy item synced %v after the target came back", time.Since(back).Round(time.Millisecond))
+	waitFor(t, 10*time.Second, "the poison item quarantined", func() bool {
+		return slices.Equal(quarantined(t, st), []string{"poison"})
+	})
+	if got := quarantined(t, st); !slices.Equal(got, []string{"poison"}) {
+		t.Errorf("quarantined %v, want only the poison item", got)
+	}
+	m := []*engine.Metrics{a.Metrics(), b.Metrics()}
+	if m[0].TargetOpened.Load()+m[1].TargetOpened.Load() == 0 || m[0].TargetClosed.Load()+m[1].TargetClosed.Load() == 0 {
+		t.Error("no breaker transition counted")
+	}
+	if m[0].SyncsUnavailable.Load()+m[1].SyncsUnavailable.Load() == 0 {
+		t.Error("no sync counted as target unavailable")
+	}
+}
+
+// A target's Retry-After keeps every engine off it that long.
+func TestTargetRetryAfterHoldsTheFleet(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 2)
+	ctx := context.Background()
+	for i := range 30 {
+		st.Add(ctx, fmt.Sprintf("i%02d", i))
+	}
+	var mu sync.Mutex
+	var first time.Time
+	var calls []time.Time
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		calls = append(calls, now)
+		if first.IsZero() {
+			first = now
+		}
+		if now.Sub(first) < 50*time.Millisecond {
+			return sinks.RetryAfter(errors.New("status 429"), 2*time.Second)
+		}
+		return nil
+	}}
+	cfg := engine.Config{Workers: 4, Interval: time.Hour, Poll: 5 * time.Millisecond,
+		Target: engine.TargetConfig{Breaker: engine.BreakerConfig{ProbeInterval: 50 * time.Millisecond}}}
+	for range 2 {
+		newEngine(t, st, rec, cfg).Start(ctx)
+	}
+	waitFor(t, 10*time.Second, "every item synced", func() bool {
+		return len(rec.snapshot()) >= 30
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range calls {
+		// The engines learn of the 429 within their view's refresh.
+		if d := c.Sub(first); d > 300*time.Millisecond && d < 2*time.Second {
+			t.Errorf("a call %v after the 429, within its Retry-After of 2s", d.Round(time.Millisecond))
+		}
+	}
+}
+
+// The rate limit and max_in_flight hold across engines: never more than
+// max_in_flight syncs at once, and starts at the rate.
+func TestTargetRateAndMaxInFlight(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 4)
+	ctx := context.Background()
+	for i := range 200 {
+		st.Add(ctx, fmt.Sprintf("r%03d", i))
+	}
+	var running, peak atomic.Int64
+	var mu sync.Mutex
+	var starts []time.Time
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		n := running.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(30 * time.Millisecond)
+		running.Add(-1)
+		return nil
+	}}
+	cfg := engine.Config{Workers: 8, Interval: time.Hour, Poll: 5 * time.Millisecond,
+		Target: engine.TargetConfig{Rate: engine.Rate{N: 50, Per: time.Second}, Burst: 5, MaxInFlight: 3}}
+	for range 3 {
+		newEngine(t, st, rec, cfg).Start(ctx)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	mu.Lock()
+	n := 0
+	for _, s := range starts {
+		if s.After(starts[0].Add(500 * time.Millisecond)) && s.Before(starts[0].Add(2500*time.Millisecond)) {
+			n++
+		}
+	}
+	mu.Unlock()
+	// 50/s over 2 s, but max_in_flight 3 with 30 ms syncs allows up to
+	// 100/s: the rate decides.
+	if n < 90 || n > 105 {
+		t.Errorf("%d starts in 2 s at 50/s", n)
+	}
+	if p := peak.Load(); p > 3 {
+		t.Errorf("%d syncs at once, max_in_flight is 3", p)
+	}
+}
