@@ -202,7 +202,7 @@ func TestTargetRateAndMaxInFlight(t *testing.T) {
 	mu.Lock()
 	n := 0
 	for _, s := range starts {
-		if s.After(starts[0].Add(500 * time.Millisecond)) && s.Before(starts[0].Add(2500*time.Millisecond)) {
+		if s.After(starts[0].Add(500*time.Millisecond)) && s.Before(starts[0].Add(2500*time.Millisecond)) {
 			n++
 		}
 	}
