@@ -44,6 +44,59 @@ type summary struct {
 	// Damaged lists the shards whose keys are damaged; their items are
 	// not counted or shown.
 	Damaged []shardDamage `json:"damaged_shards,omitempty"`
+	// Target is the target's breaker and permits, fleet-wide.
+	Target targetSummary `json:"target"`
+}
+
+// targetSummary is the target's state in status output.
+type targetSummary struct {
+	// State is "up", or "unavailable" while the breaker is open.
+	State string `json:"state"`
+	// Since is when the breaker opened (unavailable) or last closed.
+	Since *time.Time `json:"since,omitempty"`
+	// For is how long it has been open; NextProbe when the fleet probes.
+	For       string     `json:"for,omitempty"`
+	NextProbe *time.Time `json:"next_probe,omitempty"`
+	// Opens and Closes count the breaker's transitions, fleet-wide.
+	Opens  int64 `json:"opens"`
+	Closes int64 `json:"closes"`
+	// Suspects is how many distinct items failed with no success since.
+	Suspects int `json:"suspects"`
+	// InFlight is how many max_in_flight permits are held.
+	InFlight  int    `json:"in_flight_permits"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// targetOf turns the target's state into its status summary.
+func targetOf(ts store.TargetState) targetSummary {
+	at := func(ms int64) *time.Time {
+		if ms <= 0 {
+			return nil
+		}
+		t := time.UnixMilli(ms).UTC()
+		return &t
+	}
+	s := targetSummary{State: "up", Since: at(ts.Since), Opens: ts.Opens, Closes: ts.Closes,
+		Suspects: ts.Suspects, InFlight: ts.InFlight}
+	if ts.Open {
+		s.State, s.NextProbe, s.LastError = "unavailable", at(ts.Next), ts.Reason
+		s.For = (time.Duration(max(ts.Now-ts.Since, 0)) * time.Millisecond).Round(time.Second).String()
+	}
+	return s
+}
+
+// line is the target's summary line.
+func (s targetSummary) line(now time.Time) string {
+	if s.State == "up" {
+		return fmt.Sprintf("target: up (breaker opened %d times, %d items failing since the last success, %d permits held)",
+			s.Opens, s.Suspects, s.InFlight)
+	}
+	probe := "now"
+	if s.NextProbe != nil && s.NextProbe.After(now) {
+		probe = "in " + s.NextProbe.Sub(now).Round(100*time.Millisecond).String()
+	}
+	return fmt.Sprintf("target: UNAVAILABLE for %s (breaker open since %s; next probe %s; no sync starts and none counts against its item): %s",
+		s.For, s.Since.Format(time.RFC3339), probe, shown(s.LastError, 300))
 }
 
 // shardDamage is a shard whose keys are damaged, in status output.
@@ -76,6 +129,11 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
+	ts, err := st.TargetState(ctx)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	sum.Target = targetOf(ts)
 	slices.SortStableFunc(rows, func(a, b itemRow) int { return cmpInt(a.dueSortable, b.dueSortable) })
 	if *limit > 0 && len(rows) > *limit {
 		rows = rows[:*limit]
@@ -100,6 +158,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	tw.Flush()
 	fmt.Fprintf(stdout, "\n%d items: %d due, %d in flight, %d backing off, %d quarantined; oldest wait %s (%s)\n",
 		sum.Items, sum.Due, sum.InFlight, sum.BackingOff, sum.Quarantined, sum.OldestWait, sum.Redis)
+	fmt.Fprintln(stdout, sum.Target.line(time.UnixMilli(now)))
 	for _, d := range sum.Damaged {
 		fmt.Fprintf(stdout, "shard %d damaged, its items are not shown and wait: %s\n", d.Shard, shown(d.Error, 500))
 	}

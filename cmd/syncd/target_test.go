@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/syncd/syncd/store"
+)
+
+// status shows the target's breaker: up, then unavailable with its last
+// error and next probe, in text and JSON.
+func TestStatusShowsTarget(t *testing.T) {
+	cfg, st := adminConfig(t, "tg")
+	ctx := context.Background()
+	status := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := runMain(append([]string{"status", "-c", cfg}, args...), &out, &errb); code != exitOK {
+			t.Fatalf("status: exit %d, %s", code, errb.String())
+		}
+		return out.String()
+	}
+	if out := status(); !strings.Contains(out, "\ntarget: up (breaker opened 0 times") {
+		t.Errorf("status of a healthy target:\n%s", out)
+	}
+	if _, err := st.TargetReport(ctx, store.ReportParams{Outcome: store.TargetFailed, RetryAfter: 30 * time.Second,
+		ProbeEvery: time.Second, Reason: "status 503 Service Unavailable"}); err != nil {
+		t.Fatal(err)
+	}
+	if out := status(); !strings.Contains(out, "\ntarget: UNAVAILABLE for 0s") || !strings.Contains(out, "next probe in 30s") ||
+		!strings.Contains(out, "status 503 Service Unavailable") {
+		t.Errorf("status of an unavailable target:\n%s", out)
+	}
+	var got struct{ Summary summary }
+	if err := json.Unmarshal([]byte(status("--json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	if tg := got.Summary.Target; tg.State != "unavailable" || tg.Opens != 1 || tg.NextProbe == nil || tg.LastError == "" {
+		t.Errorf("status --json target = %+v", tg)
+	}
+}
