@@ -81,6 +81,9 @@ func writeSummary(w io.Writer, r *engine.Report) {
 	}
 	fmt.Fprintf(tw, "quarantined\t%d\t%s\n", r.Quarantined, strings.Join(ids, " "))
 	fmt.Fprintf(tw, "not synced\t%d\n", r.Unsynced)
+	if r.TargetUnavailable > 0 {
+		fmt.Fprintf(tw, "target unavailable\t%v\t(breaker open: no sync started, none counted)\n", r.TargetUnavailable.Round(time.Millisecond))
+	}
 	for _, d := range r.Damaged {
 		fmt.Fprintf(tw, "damaged, not counted\t%s\n", shown(d, 300))
 	}
