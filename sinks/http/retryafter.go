@@ -26,8 +26,8 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 
 // parseRetryAfter parses the value of a Retry-After header, delay-seconds
 // or an HTTP-date, the latter as seen at now. It returns 0 for a value
-// that is malformed or a date not after now, and caps the delay at
-// RetryAfterMax.
+// that is malformed or a date not after now, rounds up to whole seconds
+// and caps the delay at RetryAfterMax.
 func parseRetryAfter(value string, now time.Time) time.Duration {
 	value = strings.TrimSpace(value)
 	if value == "" {
@@ -46,7 +46,15 @@ func parseRetryAfter(value string, now time.Time) time.Duration {
 	if err != nil {
 		return 0
 	}
-	return min(max(date.Sub(now), 0), RetryAfterMax)
+	switch d := date.Sub(now); {
+	case d <= 0:
+		return 0
+	case d >= RetryAfterMax: // before rounding: Sub saturates
+		return RetryAfterMax
+	default:
+		// Whole seconds, as the date has, rounded up: not before it.
+		return (d + time.Second - 1).Truncate(time.Second)
+	}
 }
 
 func isDigits(s string) bool {

@@ -32,6 +32,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{"Wednesday, 01-May-24 10:00:20 GMT", 20 * time.Second},
 		{"Wed May  1 10:00:20 2024", 20 * time.Second},
 		{"Wed, 01 May 2024 10:00:00 GMT", 0},
+		{"Wed, 01 May 2024 10:00:21 GMT", 21 * time.Second},
 		{"Wed, 01 May 2024 09:59:00 GMT", 0},
 		{"Mon, 01 Jan 0001 00:00:00 GMT", 0},
 		{"Wed, 01 May 2024 12:00:00 GMT", RetryAfterMax},
@@ -69,7 +70,11 @@ func TestRetryAfterDate(t *testing.T) {
 			t.Errorf("retryAfter with Date %q = %v, want %v", tt.date, got, tt.want)
 		}
 	}
-	h := http.Header{"Retry-After": {"30"}, "Date": {"Wed, 01 May 2024 10:00:00 GMT"}}
+	h := http.Header{"Retry-After": {"Wed, 01 May 2024 10:00:20 GMT"}}
+	if got := retryAfter(h, now.Add(-1500*time.Millisecond)); got != 22*time.Second {
+		t.Errorf("retryAfter 21.5 s ahead = %v, want 22s: whole seconds, rounded up", got)
+	}
+	h = http.Header{"Retry-After": {"30"}, "Date": {"Wed, 01 May 2024 10:00:00 GMT"}}
 	if got := retryAfter(h, local); got != 30*time.Second {
 		t.Errorf("retryAfter(delay-seconds) = %v, want 30s whatever the Date", got)
 	}
@@ -81,9 +86,11 @@ func FuzzRetryAfter(f *testing.F) {
 		"Wed, 01 May 2024 10:00:20 GMT", "Wednesday, 01-May-24 10:00:20 GMT",
 		"Wed May  1 10:00:20 2024", "Fri, 31 Dec 9999 23:59:59 GMT",
 	} {
-		f.Add(v)
+		f.Add(v, uint32(0))
 	}
-	f.Fuzz(func(t *testing.T, value string) {
+	f.Add("Wed, 01 May 2024 10:00:20 GMT", uint32(500_000_000))
+	f.Fuzz(func(t *testing.T, value string, nanos uint32) {
+		now := now.Add(time.Duration(nanos % uint32(time.Second))) // HTTP-dates have whole seconds; now need not
 		got := parseRetryAfter(value, now)
 		if got < 0 || got > RetryAfterMax {
 			t.Fatalf("parseRetryAfter(%q) = %v, out of [0, %v]", value, got, RetryAfterMax)
