@@ -76,10 +76,12 @@
 //
 //   - [github.com/syncd/syncd/sinks/exec] runs a command per item, with the
 //     item in SYNCD_* environment variables and little else of syncd's
-//     environment, under a supervisor that stops it even when syncd dies.
+//     environment, under a supervisor that stops it even when syncd dies;
+//     its exit status says the class of a failure.
 //   - [github.com/syncd/syncd/sinks/http] POSTs the item as JSON to a URL and
-//     maps the status code to success, stale fence, permanent or retryable
-//     failure; its errors and logs do not show its credentials.
+//     maps the status code to success, stale fence, permanent, target or
+//     retryable failure, honouring Retry-After; its errors and logs do not
+//     show its credentials.
 //   - [github.com/syncd/syncd/sinks/file] appends one JSON line per sync to a
 //     file, on its own or as an audit log around another sink.
 //   - [github.com/syncd/syncd/sinks/log] logs each sync; with an optional

@@ -3,11 +3,23 @@
 // Package exec provides a sink that runs a command for each item.
 //
 // The command is an argv, run without a shell: write
-// ["sh", "-c", "..."] to get one. Exit status 0 is success. Any other
-// outcome is an ordinary, retryable error carrying the exit status and the
-// tail of the command's stderr. No exit status means "permanent" or "stale
-// fence": a command that needs to say so needs a sink of its own. Standard
-// input and output are /dev/null.
+// ["sh", "-c", "..."] to get one. Standard input and output are /dev/null.
+// Exit status 0 is success. Any other outcome is an error carrying the
+// exit status and the tail of the command's stderr, whose class (see
+// sinks.Classify) the exit status decides, through Config.ExitCodes:
+//
+//	75 (EX_TEMPFAIL)  the target is unavailable: sinks.Unavailable, not
+//	                  counted against the item
+//	65 (EX_DATAERR)   the item is bad: sinks.Permanent, quarantined at once
+//	79                the target rejected the fence: wraps
+//	                  sinks.ErrStaleFence, the attempt is dropped
+//	any other         ordinary error: retried with backoff, quarantined
+//	                  after max_attempts
+//
+// Those are the defaults (ExitCodesDefault); Config.ExitCodes overrides
+// them per status. A command killed by a signal, or stopped because the
+// sync's context ended or Config.Timeout passed, has an ordinary error,
+// whatever status it then exits with.
 //
 // # Environment
 //
@@ -66,6 +78,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -101,6 +114,38 @@ const (
 	// StderrTailDefault is Config.StderrTail when it is zero.
 	StderrTailDefault = 2048
 )
+
+// Exit statuses that have a class unless Config.ExitCodes says otherwise.
+// The first two are those of sysexits.h.
+const (
+	// ExitUnavailableDefault, EX_TEMPFAIL: the target is unavailable
+	// (sinks.ClassTarget), so the failure is not counted against the
+	// item.
+	ExitUnavailableDefault = 75
+
+	// ExitPermanentDefault, EX_DATAERR: the item is bad and retrying
+	// cannot help (sinks.ClassPermanent): it is quarantined at once.
+	ExitPermanentDefault = 65
+
+	// ExitStaleDefault: the target rejected the fence (sinks.ClassStale):
+	// the attempt is dropped. sysexits.h has no such status and ends at
+	// 78 (EX_CONFIG); 79 is the first status after it.
+	ExitStaleDefault = 79
+)
+
+// ExitCodesDefault returns the exit statuses that have a class when
+// Config.ExitCodes does not map them, in a new map each call:
+//
+//	ExitUnavailableDefault (75)  sinks.ClassTarget
+//	ExitPermanentDefault   (65)  sinks.ClassPermanent
+//	ExitStaleDefault       (79)  sinks.ClassStale
+func ExitCodesDefault() map[int]sinks.Class {
+	return map[int]sinks.Class{
+		ExitUnavailableDefault: sinks.ClassTarget,
+		ExitPermanentDefault:   sinks.ClassPermanent,
+		ExitStaleDefault:       sinks.ClassStale,
+	}
+}
 
 // The defaults' old names, kept for existing callers.
 const (
@@ -152,6 +197,18 @@ type Config struct {
 	// StderrTail is how many bytes of the end of the command's stderr an
 	// error quotes. Default StderrTailDefault (2048).
 	StderrTail int
+
+	// ExitCodes says what an exit status other than 0 means (see
+	// sinks.Classify): sinks.ClassTarget, the target is unavailable;
+	// sinks.ClassPermanent, quarantine the item at once;
+	// sinks.ClassStale, the target rejected the fence; sinks.ClassItem,
+	// an ordinary, retryable failure. Statuses are 1 to 255. The entries
+	// are merged over ExitCodesDefault (75 target, 65 permanent, 79
+	// stale): an entry overrides the default for its status, and mapping
+	// a default status to sinks.ClassItem turns that default off. A
+	// status mapped by neither is sinks.ClassItem. Default nil: the
+	// defaults alone.
+	ExitCodes map[int]sinks.Class
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.
@@ -195,7 +252,34 @@ func (c Config) Validate() error {
 	if c.StderrTail < 0 {
 		errs = append(errs, fmt.Errorf("exec: stderr_tail: must not be negative, got %d", c.StderrTail))
 	}
+	errs = append(errs, c.validateExitCodes()...)
 	return errors.Join(errs...)
+}
+
+// validateExitCodes reports every invalid entry of c.ExitCodes, by status.
+func (c Config) validateExitCodes() []error {
+	var errs []error
+	for _, code := range slices.Sorted(maps.Keys(c.ExitCodes)) {
+		if code < 1 || code > 255 {
+			errs = append(errs, fmt.Errorf("exec: exit_codes: status %d: must be 1 to 255", code))
+		}
+		switch class := c.ExitCodes[code]; class {
+		case sinks.ClassItem, sinks.ClassTarget, sinks.ClassPermanent, sinks.ClassStale:
+		default:
+			errs = append(errs, fmt.Errorf("exec: exit_codes: status %d: class must be %v, %v, %v or %v, got %v (%d)",
+				code, sinks.ClassItem, sinks.ClassTarget, sinks.ClassPermanent, sinks.ClassStale, class, int(class)))
+		}
+	}
+	return errs
+}
+
+// exitCodes returns c.ExitCodes merged over ExitCodesDefault, without
+// the statuses that are ordinary failures.
+func (c Config) exitCodes() map[int]sinks.Class {
+	codes := ExitCodesDefault()
+	maps.Copy(codes, c.ExitCodes)
+	maps.DeleteFunc(codes, func(_ int, class sinks.Class) bool { return class == sinks.ClassItem })
+	return codes
 }
 
 // Sink is a sink that runs a command per item. It is safe for concurrent
@@ -208,6 +292,7 @@ type Sink struct {
 	timeout   time.Duration
 	grace     time.Duration
 	tail      int
+	exitCodes map[int]sinks.Class // Config.exitCodes: read only
 	logger    zerolog.Logger
 }
 
@@ -247,6 +332,7 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 		timeout:   cfg.Timeout,
 		grace:     cfg.Grace,
 		tail:      cfg.StderrTail,
+		exitCodes: cfg.exitCodes(),
 		logger:    logger.With().Str(fieldComponent, "sink.exec").Str(fieldCommand, cfg.Command[0]).Logger(),
 	}
 	return s, nil
@@ -317,9 +403,30 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 		return fmt.Errorf("exec: item %q: timeout after %v (%w): %s: %w%s",
 			item.ID, s.timeout, context.DeadlineExceeded, stopped, waitErr, detail)
 	case waitErr != nil:
-		return fmt.Errorf("exec: item %q: %w%s", item.ID, waitErr, detail)
+		return fmt.Errorf("exec: item %q: %w", item.ID, s.classify(waitErr, detail))
 	}
 	return nil
+}
+
+// classify returns waitErr, the exit of a command that ended by itself,
+// with detail and wrapped in the class that Config.ExitCodes gives its
+// exit status. A command killed by a signal has no exit status: its
+// error is an ordinary one.
+func (s *Sink) classify(waitErr error, detail string) error {
+	err := fmt.Errorf("%w%s", waitErr, detail)
+	var ee *osexec.ExitError
+	if !errors.As(waitErr, &ee) || !ee.Exited() {
+		return err
+	}
+	switch s.exitCodes[ee.ExitCode()] {
+	case sinks.ClassTarget:
+		return sinks.Unavailable(err)
+	case sinks.ClassPermanent:
+		return sinks.Permanent(err)
+	case sinks.ClassStale:
+		return fmt.Errorf("%w: %w", err, sinks.ErrStaleFence)
+	}
+	return err
 }
 
 // run is one run of the command under its supervisor.

@@ -11,13 +11,30 @@
 // a proxy or the target can check it without parsing the body; a target that
 // enforces fencing (see package sinks) answers 409 Conflict to a stale one.
 //
-// The response status decides the outcome:
+// The response status decides the outcome (see sinks.Classify):
 //
 //	2xx                          success
 //	409 Conflict                 error wrapping sinks.ErrStaleFence: dropped
-//	408, 429                     ordinary error: retried with backoff
+//	429, 502, 503, 504           sinks.RetryAfter: the target is unavailable,
+//	                             for as long as its Retry-After says
+//	408, other 5xx, 3xx          ordinary error: retried with backoff
 //	other 4xx                    sinks.Permanent: quarantined at once
-//	5xx, 3xx, network errors     ordinary error: retried with backoff
+//
+// and without a response:
+//
+//	refused, reset, DNS failure, sinks.Unavailable: the target is
+//	closed before the response,  unavailable
+//	Config.Timeout passed
+//	the sync's context ended     ordinary error wrapping its cause: the
+//	                             caller gave up, not the target
+//	untrusted certificate, TLS   ordinary error: a configuration problem,
+//	alert, any other error       which waiting on the target cannot fix
+//
+// A target failure is not counted against the item (see package sinks).
+// Retry-After (RFC 9110 §10.2.3) may be delay-seconds or an HTTP-date; a
+// date is measured from the response's Date, the target's own clock, when
+// it has one. A date not in the future or a malformed value counts as no
+// Retry-After, and a longer one as RetryAfterMax (1 hour).
 //
 // Errors carry the start of the response body. The sink does not use
 // proxies: it reads no environment variables.
@@ -59,6 +76,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -388,18 +406,7 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 	start := time.Now()
 	resp, err := s.client.Do(req)
 	if err != nil {
-		err = s.red.cleanError(err)
-		switch {
-		case ctx.Err() != nil:
-			// Recent net/http already wraps the cause; do not say it twice.
-			if cause := context.Cause(ctx); !errors.Is(err, cause) {
-				return fmt.Errorf("http: item %q: %w: %w", item.ID, cause, err)
-			}
-			return fmt.Errorf("http: item %q: %w", item.ID, err)
-		case reqCtx.Err() != nil:
-			return fmt.Errorf("http: item %q: timeout after %v: %w", item.ID, s.timeout, err)
-		}
-		return fmt.Errorf("http: item %q: %w", item.ID, err)
+		return s.requestError(ctx, reqCtx, item.ID, err)
 	}
 	snippet := s.snippet(resp.Body)
 	resp.Body.Close()
@@ -414,12 +421,71 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 	switch {
 	case code == http.StatusConflict:
 		return fmt.Errorf("http: item %q: %w: %w", item.ID, serr, sinks.ErrStaleFence)
-	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests:
+	case code == http.StatusTooManyRequests, code == http.StatusBadGateway,
+		code == http.StatusServiceUnavailable, code == http.StatusGatewayTimeout:
+		// The target, or the proxy in front of it, is down or overloaded.
+		return fmt.Errorf("http: item %q: %w", item.ID, sinks.RetryAfter(serr, retryAfter(resp.Header, time.Now())))
+	case code == http.StatusRequestTimeout:
+		// The target gave up waiting for this request: nothing says it
+		// is down.
 		return fmt.Errorf("http: item %q: %w", item.ID, serr)
 	case code >= 400 && code <= 499:
 		return fmt.Errorf("http: item %q: %w", item.ID, sinks.Permanent(serr))
 	}
 	return fmt.Errorf("http: item %q: %w", item.ID, serr)
+}
+
+// requestError returns the error of a request that got no response, err,
+// classified as the package documentation says.
+func (s *Sink) requestError(ctx, reqCtx context.Context, id string, err error) error {
+	err = s.red.cleanError(err)
+	switch {
+	case ctx.Err() != nil:
+		// The caller gave up (the lease was lost, syncd is stopping),
+		// not the target. Recent net/http already wraps the cause; do
+		// not say it twice.
+		if cause := context.Cause(ctx); !errors.Is(err, cause) {
+			return fmt.Errorf("http: item %q: %w: %w", id, cause, err)
+		}
+		return fmt.Errorf("http: item %q: %w", id, err)
+	case reqCtx.Err() != nil:
+		return fmt.Errorf("http: item %q: %w", id, sinks.Unavailable(fmt.Errorf("timeout after %v: %w", s.timeout, err)))
+	case unreachable(err):
+		return fmt.Errorf("http: item %q: %w", id, sinks.Unavailable(err))
+	}
+	return fmt.Errorf("http: item %q: %w", id, err)
+}
+
+// unreachable reports whether err, of a request that got no response, says
+// that the target could not be reached or broke off: a connection refused
+// or reset, a DNS lookup that failed, a connection closed before the
+// response, a transport timeout (the TLS handshake's, say).
+//
+// A certificate the sink does not trust, a TLS alert from the target or
+// a plain-HTTP answer to TLS say instead that the two ends disagree: a
+// configuration problem that no waiting fixes and that needs an operator.
+// As an ordinary error it is counted against the items, which end in
+// quarantine where `syncd status` shows why, rather than holding the
+// breaker open as if the target were down.
+func unreachable(err error) bool {
+	var (
+		cert *tls.CertificateVerificationError
+		hdr  tls.RecordHeaderError
+		op   *net.OpError
+		ne   net.Error
+	)
+	switch {
+	case errors.As(err, &cert), errors.As(err, &hdr):
+		return false
+	case errors.As(err, &op):
+		// crypto/tls reports the target's alert as an OpError.
+		return op.Op != "remote error"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	case errors.As(err, &ne):
+		return ne.Timeout()
+	}
+	return false
 }
 
 // snippet returns the start of body, trimmed, valid UTF-8 and cleaned of

@@ -185,33 +185,28 @@ func TestRequest(t *testing.T) {
 
 func TestStatusMapping(t *testing.T) {
 	const (
-		ok = iota
-		retry
-		permanent
-		stale
+		ok        = sinks.ClassNone
+		retry     = sinks.ClassItem
+		target    = sinks.ClassTarget
+		permanent = sinks.ClassPermanent
+		stale     = sinks.ClassStale
 	)
-	kind := func(err error) int {
-		switch {
-		case err == nil:
-			return ok
-		case errors.Is(err, sinks.ErrStaleFence):
-			return stale
-		case sinks.IsPermanent(err):
-			return permanent
-		}
-		return retry
+	kind := func(err error) sinks.Class {
+		class, _ := sinks.Classify(err)
+		return class
 	}
 	tests := []struct {
 		code int
-		want int
+		want sinks.Class
 	}{
 		{200, ok}, {201, ok}, {202, ok}, {204, ok},
 		{301, retry}, {302, retry}, {303, retry}, {304, retry},
 		{400, permanent}, {401, permanent}, {403, permanent}, {404, permanent},
 		{405, permanent}, {410, permanent}, {413, permanent}, {422, permanent},
-		{408, retry}, {429, retry},
+		{408, retry}, {429, target},
 		{409, stale},
-		{500, retry}, {502, retry}, {503, retry}, {504, retry},
+		{500, retry}, {501, retry}, {505, retry},
+		{502, target}, {503, target}, {504, target},
 	}
 	srv := newServer(t, func(w nethttp.ResponseWriter, r *nethttp.Request, _ func()) {
 		var code int
@@ -229,7 +224,7 @@ func TestStatusMapping(t *testing.T) {
 			s := newSink(t, httpsink.Config{URL: fmt.Sprintf("%s/%d", srv.URL, tt.code)})
 			err := s.Sync(t.Context(), sinks.Item{ID: "a", Fence: 1})
 			if got := kind(err); got != tt.want {
-				t.Fatalf("Sync = %v: kind %d, want %d", err, got, tt.want)
+				t.Fatalf("Sync = %v: class %v, want %v", err, got, tt.want)
 			}
 			if err == nil {
 				return
