@@ -2,6 +2,7 @@ package sinks
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -85,4 +86,20 @@ func Classify(err error) (Class, time.Duration) {
 		return ClassPermanent, 0
 	}
 	return ClassItem, 0
+}
+
+// ParseClass reads a class name as String writes it: item, target
+// (also: unavailable), permanent or stale.
+func ParseClass(s string) (Class, error) {
+	switch s {
+	case "item":
+		return ClassItem, nil
+	case "target", "unavailable":
+		return ClassTarget, nil
+	case "permanent":
+		return ClassPermanent, nil
+	case "stale":
+		return ClassStale, nil
+	}
+	return ClassNone, fmt.Errorf("%q is not a failure class: want item, target (or unavailable), permanent or stale", s)
 }

@@ -40,3 +40,19 @@ func TestClassify(t *testing.T) {
 		t.Error("Unavailable does not unwrap")
 	}
 }
+
+func TestParseClass(t *testing.T) {
+	for _, c := range []sinks.Class{sinks.ClassItem, sinks.ClassTarget, sinks.ClassPermanent, sinks.ClassStale} {
+		if got, err := sinks.ParseClass(c.String()); got != c || err != nil {
+			t.Errorf("ParseClass(%q) = %v, %v", c, got, err)
+		}
+	}
+	if got, _ := sinks.ParseClass("unavailable"); got != sinks.ClassTarget {
+		t.Errorf("ParseClass(unavailable) = %v", got)
+	}
+	for _, s := range []string{"", "none", "Item", "retry"} {
+		if _, err := sinks.ParseClass(s); err == nil {
+			t.Errorf("ParseClass(%q) succeeded", s)
+		}
+	}
+}
