@@ -42,6 +42,16 @@
 // cancels the sink's context with an ownership.ErrLeaseLost cause and
 // nothing is recorded; a stale fence (sinks.ErrStaleFence) is dropped.
 //
+// The target (TargetConfig): a failure the sink puts down to the target
+// (sinks.Unavailable, sinks.RetryAfter) is handed back uncounted and opens
+// a circuit breaker whose state is in Redis, shared by the fleet; so do
+// unclassified failures of several distinct items with no success between
+// them. While it is open no round claims anything but the fleet's one
+// probe per probe interval. A rate limit (GCRA) and max_in_flight
+// (permits, leases in Redis) bound what the whole fleet sends. Each round
+// asks the target before it claims (one script call, or none without
+// limits while the breaker is closed), so no claim waits on a limiter.
+//
 // Lifecycle: Start runs the scheduler and a monitor (gauges); Stop stops
 // claiming, drains in-flight syncs for DrainTimeout, cancels the rest with
 // ErrShutdown and hands their claims back so peers resume at once.
@@ -52,8 +62,9 @@
 //
 // engine owns the service around the protocol: which shard to claim from
 // next (longest-waiting first), the worker pool, what a sync's outcome
-// means (synced, failed with backoff, quarantined, handed back), batch
-// runs and the metrics. It reaches ownership through the small claimer
+// means (synced, failed with backoff, quarantined, handed back), when the
+// target may be called (breaker, rate, max_in_flight), batch runs and the
+// metrics. It reaches ownership through the small claimer
 // interface and store through dueIndex, so the scheduler is tested with
 // testing/synctest over fakes. It must not touch Redis itself, parse
 // config files, or know which sink it runs: a sink is only the
