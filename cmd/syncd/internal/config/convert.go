@@ -269,7 +269,7 @@ func (f *File) BuildSink(logger zerolog.Logger) (sinks.Sink, error) {
 	if err == nil {
 		return s, nil
 	}
-	field, msg := sinkError(c.Type, err)
+	field, msg := sinkField(c.Type, err)
 	msg = redactURLs(f.scrub(field, msg))
 	return nil, fail(&FieldError{File: f.name, Line: f.lineOf(field, "sink.type"), Field: field, Msg: msg, Err: err})
 }
