@@ -228,30 +228,23 @@ func aliasNodes(root *yaml.Node) (added, at int) {
 }
 
 // errorLine returns the line of a syntax error. yaml.v3 often reports the
-// start of the enclosing construct, counted from 0 (or no line at all),
-// instead of where the error is; so look for it: the shortest prefix of
-// whole lines that fails the same way ends at the line that broke it.
-// Prefixes do not fail monotonically (an open [ on line 2 fails a prefix
-// that the full file closes later), but comparing the error and bisecting
-// between a prefix that parses and one that fails lands on a line that
-// introduces this error, which is what the reader needs.
+// start of the enclosing construct, counted from 0, instead of where the
+// error is; the shortest prefix of whole lines that fails the same way
+// ends at the line that broke it. Prefixes do not fail monotonically, but
+// bisecting lands on a line that introduces this error. A file too large
+// to bisect gets yaml.v3's line.
 func errorLine(data []byte, err error) int {
-	want := yamlLine.ReplaceAllString(err.Error(), "")
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	fails := func(n int) bool { // the first n lines fail like data
-		_, err := parseDocs(bytes.Join(lines[:n], nil))
-		return err != nil && yamlLine.ReplaceAllString(err.Error(), "") == want
-	}
-	if len(data) <= maxBisectSize && fails(len(lines)) {
-		return sort.Search(len(lines), fails) // fails(0) is false: the empty prefix parses
-	}
-	// Not worth it, or the error is not about a line: yaml.v3's own line,
-	// if any, is better than nothing.
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		n, _ := strconv.Atoi(m[1])
+	if len(data) > maxBisectSize {
+		var n int // 0 when yaml.v3 gives no line
+		_, _ = fmt.Sscanf(err.Error(), "yaml: line %d:", &n)
 		return n
 	}
-	return 0
+	want := yamlLine.ReplaceAllString(err.Error(), "")
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	return sort.Search(len(lines), func(n int) bool {
+		_, err := parseDocs(bytes.Join(lines[:n], nil))
+		return err != nil && yamlLine.ReplaceAllString(err.Error(), "") == want
+	})
 }
 
 // walk decodes n, the value of the field at path, into v, recording
