@@ -40,13 +40,13 @@ func (p *parser) validate() {
 // alt that is set, else at the line of field's section. The value of
 // field, where msg quotes it, is cut and redacted.
 func (p *parser) report(err error, field string, alt []string, format string, args ...any) {
-	p.add(&FieldError{
-		File:  p.f.name,
-		Line:  p.f.lineOf(field, alt...),
-		Field: field,
-		Msg:   p.f.scrub(field, fmt.Sprintf(format, args...)),
-		Err:   err,
-	})
+	p.add(p.f.errorAt(err, field, alt, p.f.scrub(field, fmt.Sprintf(format, args...))))
+}
+
+// errorAt is the problem msg with field, at the line of the first of field
+// and alt that is set, else at the line of field's section.
+func (f *File) errorAt(err error, field string, alt []string, msg string) *FieldError {
+	return &FieldError{File: f.name, Line: f.lineOf(field, alt...), Field: field, Msg: msg, Err: err}
 }
 
 // skip reports whether any of fields, or anything inside them, failed to
