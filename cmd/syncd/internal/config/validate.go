@@ -36,8 +36,7 @@ func (p *parser) validate() {
 	p.log()
 }
 
-// report adds a problem with field, at the line of the first of field and
-// alt that is set, else at the line of field's section. The value of
+// report adds a problem with field, at errorAt's line. The value of
 // field, where msg quotes it, is cut and redacted.
 func (p *parser) report(err error, field string, alt []string, format string, args ...any) {
 	p.add(p.f.errorAt(err, field, alt, p.f.scrub(field, fmt.Sprintf(format, args...))))
@@ -66,12 +65,11 @@ func (p *parser) skip(fields ...string) bool {
 // lineOf returns the line of the first of field and alt that is set, else
 // of the nearest enclosing section of field that is set, else 0.
 func (f *File) lineOf(field string, alt ...string) int {
-	for _, k := range append([]string{field}, alt...) {
-		if k, ok := f.keys[k]; ok {
-			return k.line
-		}
-	}
+	keys := append([]string{field}, alt...)
 	for k := parent(field); k != ""; k = parent(k) {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
 		if k, ok := f.keys[k]; ok {
 			return k.line
 		}
