@@ -62,6 +62,23 @@ func pool(st *store.Store, perShard int, prefix string) [][]string {
 	return out
 }
 
+// openPool empties the server and opens a store under keyPrefix that
+// holds a pool of perShard items per shard, their IDs starting with
+// idPrefix. The caller closes the store.
+func openPool(ctx context.Context, srv *Server, keyPrefix, idPrefix string, perShard int) (*store.Store, *Counter, [][]string, error) {
+	srv.FlushAll(ctx)
+	st, cnt, err := openStore(ctx, srv.Addr(), keyPrefix, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ids := pool(st, perShard, idPrefix)
+	if err := addPool(ctx, st, ids); err != nil {
+		st.Close()
+		return nil, nil, nil, err
+	}
+	return st, cnt, ids, nil
+}
+
 func addPool(ctx context.Context, st *store.Store, ids [][]string) error {
 	for _, sh := range ids {
 		if _, err := st.Add(ctx, sh...); err != nil {
@@ -108,90 +125,94 @@ func addWindows(a *Window, b Window) {
 	}
 }
 
+// timedPhase runs one timed phase of runClaims or runReleases and adds
+// it to run: BatchGoroutines goroutines, goroutine g taking shards g,
+// g+BatchGoroutines, ..., call op with chunks of n IDs of a shard until
+// the IDs run out or the time left (dur less run's time so far) does. op
+// makes one store call and returns how many items it took and how long
+// the call itself took.
+func timedPhase(ctx context.Context, srv *Server, cnt *Counter, run *BatchRun, ids [][]string, n int, dur time.Duration,
+	op func(g, sh int, chunk []string) (items int, took time.Duration, err error)) error {
+	var items, calls atomic.Int64
+	var firstErr atomic.Value
+	var latMu sync.Mutex
+	w := beginWindow(ctx, srv, cnt)
+	deadline := time.Now().Add(dur - run.W.Wall)
+	var wg sync.WaitGroup
+	for g := range BatchGoroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat := make([]time.Duration, 0, 4096)
+			for sh := g; sh < len(ids); sh += BatchGoroutines {
+				for i := 0; i < len(ids[sh]) && time.Now().Before(deadline); i += n {
+					k, took, err := op(g, sh, ids[sh][i:min(i+n, len(ids[sh]))])
+					lat = append(lat, took)
+					if err != nil {
+						firstErr.CompareAndSwap(nil, err)
+						return
+					}
+					calls.Add(1)
+					items.Add(int64(k))
+				}
+			}
+			latMu.Lock()
+			run.Lat = append(run.Lat, lat...)
+			latMu.Unlock()
+		}()
+	}
+	wg.Wait()
+	addWindows(&run.W, w.end(ctx))
+	if e := firstErr.Load(); e != nil {
+		return e.(error)
+	}
+	run.Items += items.Load()
+	run.Calls += calls.Load()
+	return nil
+}
+
 // runClaims measures store.ClaimIDs with n IDs of one shard per call: every
 // claim is a real one (SET NX PX, fence, meta, due index). Claim phases
 // take items until the pool is used up or the time is; untimed phases
 // hand them back in between.
 func runClaims(ctx context.Context, srv *Server, n, perShard int, dur time.Duration) (BatchRun, error) {
-	srv.FlushAll(ctx)
-	st, cnt, err := openStore(ctx, srv.Addr(), "bc", nil)
+	st, cnt, ids, err := openPool(ctx, srv, "bc", "c", perShard)
 	if err != nil {
 		return BatchRun{}, err
 	}
 	defer st.Close()
-	ids := pool(st, perShard, "c")
-	if err := addPool(ctx, st, ids); err != nil {
-		return BatchRun{}, err
-	}
 	var run BatchRun
-	var latMu sync.Mutex
 	for run.W.Wall < dur {
-		left := dur - run.W.Wall
-		type held struct {
-			shard int
-			tok   store.Token
-			ids   []string
+		// Each goroutine claims with its own token; held[sh] is what it
+		// took of shard sh (one goroutine's alone).
+		toks, recs := make([]store.Token, BatchGoroutines), make([][]*store.Record, BatchGoroutines)
+		for g := range toks {
+			toks[g] = store.NewToken()
+			recs[g] = claimRecords(toks[g], n)
 		}
-		helds := make([][]held, BatchGoroutines)
-		var items, calls atomic.Int64
-		var firstErr atomic.Value
-		w := beginWindow(ctx, srv, cnt)
-		deadline := time.Now().Add(left)
-		var wg sync.WaitGroup
-		for g := range BatchGoroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				tok := store.NewToken()
-				recs := claimRecords(tok, n)
-				lat := make([]time.Duration, 0, 4096)
-				for sh := g; sh < len(ids); sh += BatchGoroutines {
-					h := held{shard: sh, tok: tok}
-					for i := 0; i < len(ids[sh]) && time.Now().Before(deadline); i += n {
-						chunk := ids[sh][i:min(i+n, len(ids[sh]))]
-						t := time.Now()
-						resp, err := st.ClaimIDs(ctx, store.ClaimIDsParams{Shard: sh, IDs: chunk, Records: recs[:len(chunk)], TTL: LockTTL})
-						lat = append(lat, time.Since(t))
-						if err != nil {
-							firstErr.CompareAndSwap(nil, err)
-							return
-						}
-						calls.Add(1)
-						for _, r := range resp.Items {
-							if r.Code == store.ClaimOK {
-								items.Add(1)
-								h.ids = append(h.ids, r.ID)
-							}
-						}
-					}
-					helds[g] = append(helds[g], h)
+		held := make([][]string, len(ids))
+		err := timedPhase(ctx, srv, cnt, &run, ids, n, dur, func(g, sh int, chunk []string) (int, time.Duration, error) {
+			before := len(held[sh])
+			t := time.Now()
+			resp, err := st.ClaimIDs(ctx, store.ClaimIDsParams{Shard: sh, IDs: chunk, Records: recs[g][:len(chunk)], TTL: LockTTL})
+			took := time.Since(t)
+			if err != nil {
+				return 0, took, err
+			}
+			for _, r := range resp.Items {
+				if r.Code == store.ClaimOK {
+					held[sh] = append(held[sh], r.ID)
 				}
-				latMu.Lock()
-				run.Lat = append(run.Lat, lat...)
-				latMu.Unlock()
-			}()
+			}
+			return len(held[sh]) - before, took, nil
+		})
+		if err != nil {
+			return run, fmt.Errorf("claim batch %d: %w", n, err)
 		}
-		wg.Wait()
-		win := w.end(ctx)
-		addWindows(&run.W, win)
-		if e := firstErr.Load(); e != nil {
-			return run, fmt.Errorf("claim batch %d: %w", n, e.(error))
-		}
-		run.Items += items.Load()
-		run.Calls += calls.Load()
 		// Hand everything back, untimed.
-		for _, hs := range helds {
-			for _, h := range hs {
-				for i := 0; i < len(h.ids); i += 500 {
-					chunk := h.ids[i:min(i+500, len(h.ids))]
-					reqs := make([]store.ReleaseRequest, len(chunk))
-					for j, id := range chunk {
-						reqs[j] = store.ReleaseRequest{ID: id, Token: h.tok, Kind: store.ReleaseHandBack}
-					}
-					if _, err := st.Release(ctx, h.shard, reqs); err != nil {
-						return run, err
-					}
-				}
+		for sh, shIDs := range held {
+			if err := handBack(ctx, st, sh, toks[sh%BatchGoroutines], shIDs); err != nil {
+				return run, err
 			}
 		}
 	}
@@ -199,93 +220,80 @@ func runClaims(ctx context.Context, srv *Server, n, perShard int, dur time.Durat
 	return run, nil
 }
 
+// claimAll claims every item of ids, 500 per call, with recs (of one
+// record).
+func claimAll(ctx context.Context, st *store.Store, ids [][]string, recs []*store.Record) error {
+	for sh, shIDs := range ids {
+		for i := 0; i < len(shIDs); i += 500 {
+			chunk := shIDs[i:min(i+500, len(shIDs))]
+			if _, err := st.ClaimIDs(ctx, store.ClaimIDsParams{Shard: sh, IDs: chunk, Records: recs, TTL: LockTTL}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// handBack releases ids of shard sh, held with tok, 500 per call.
+// Releasing an item that is no longer held changes nothing.
+func handBack(ctx context.Context, st *store.Store, sh int, tok store.Token, ids []string) error {
+	for i := 0; i < len(ids); i += 500 {
+		chunk := ids[i:min(i+500, len(ids))]
+		reqs := make([]store.ReleaseRequest, len(chunk))
+		for j, id := range chunk {
+			reqs[j] = store.ReleaseRequest{ID: id, Token: tok, Kind: store.ReleaseHandBack}
+		}
+		if _, err := st.Release(ctx, sh, reqs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // runReleases measures store.Release (as synced, as the engine's worker
 // does) with n items of one shard per call. Untimed phases claim the
 // whole pool; timed phases release it until the pool or the time is
 // used up.
 func runReleases(ctx context.Context, srv *Server, n, perShard int, dur time.Duration) (BatchRun, error) {
-	srv.FlushAll(ctx)
-	st, cnt, err := openStore(ctx, srv.Addr(), "br", nil)
+	st, cnt, ids, err := openPool(ctx, srv, "br", "r", perShard)
 	if err != nil {
 		return BatchRun{}, err
 	}
 	defer st.Close()
-	ids := pool(st, perShard, "r")
-	if err := addPool(ctx, st, ids); err != nil {
-		return BatchRun{}, err
-	}
 	tok := store.NewToken()
 	recs := claimRecords(tok, 1)
+	reqs := make([][]store.ReleaseRequest, BatchGoroutines)
+	for g := range reqs {
+		reqs[g] = make([]store.ReleaseRequest, n)
+	}
 	var run BatchRun
-	var latMu sync.Mutex
 	for run.W.Wall < dur {
-		// Claim everything, untimed.
-		for sh, shIDs := range ids {
-			for i := 0; i < len(shIDs); i += 500 {
-				chunk := shIDs[i:min(i+500, len(shIDs))]
-				if _, err := st.ClaimIDs(ctx, store.ClaimIDsParams{Shard: sh, IDs: chunk, Records: recs, TTL: LockTTL}); err != nil {
-					return run, err
+		if err := claimAll(ctx, st, ids, recs); err != nil { // untimed
+			return run, err
+		}
+		err := timedPhase(ctx, srv, cnt, &run, ids, n, dur, func(g, sh int, chunk []string) (int, time.Duration, error) {
+			for j, id := range chunk {
+				reqs[g][j] = store.ReleaseRequest{ID: id, Token: tok, Kind: store.ReleaseSynced}
+			}
+			t := time.Now()
+			res, err := st.Release(ctx, sh, reqs[g][:len(chunk)])
+			took := time.Since(t)
+			released := 0
+			for _, r := range res {
+				if r.Code == store.Released {
+					released++
 				}
 			}
+			return released, took, err
+		})
+		if err != nil {
+			return run, fmt.Errorf("release batch %d: %w", n, err)
 		}
-		left := dur - run.W.Wall
-		var items, calls atomic.Int64
-		var firstErr atomic.Value
-		w := beginWindow(ctx, srv, cnt)
-		deadline := time.Now().Add(left)
-		var wg sync.WaitGroup
-		for g := range BatchGoroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				lat := make([]time.Duration, 0, 4096)
-				reqs := make([]store.ReleaseRequest, n)
-				for sh := g; sh < len(ids); sh += BatchGoroutines {
-					for i := 0; i < len(ids[sh]) && time.Now().Before(deadline); i += n {
-						chunk := ids[sh][i:min(i+n, len(ids[sh]))]
-						for j, id := range chunk {
-							reqs[j] = store.ReleaseRequest{ID: id, Token: tok, Kind: store.ReleaseSynced}
-						}
-						t := time.Now()
-						res, err := st.Release(ctx, sh, reqs[:len(chunk)])
-						lat = append(lat, time.Since(t))
-						if err != nil {
-							firstErr.CompareAndSwap(nil, err)
-							return
-						}
-						calls.Add(1)
-						for _, r := range res {
-							if r.Code == store.Released {
-								items.Add(1)
-							}
-						}
-					}
-				}
-				latMu.Lock()
-				run.Lat = append(run.Lat, lat...)
-				latMu.Unlock()
-			}()
-		}
-		wg.Wait()
-		addWindows(&run.W, w.end(ctx))
-		if e := firstErr.Load(); e != nil {
-			return run, fmt.Errorf("release batch %d: %w", n, e.(error))
-		}
-		run.Items += items.Load()
-		run.Calls += calls.Load()
-		// Hand back what the deadline left claimed (releasing an item that
-		// is no longer held changes nothing), so that the next phase
-		// claims the whole pool again.
+		// Hand back what the deadline left claimed, so that the next
+		// phase claims the whole pool again.
 		for sh, shIDs := range ids {
-			reqs := make([]store.ReleaseRequest, 0, 500)
-			for i, id := range shIDs {
-				reqs = append(reqs, store.ReleaseRequest{ID: id, Token: tok, Kind: store.ReleaseHandBack})
-				if len(reqs) == 500 || i == len(shIDs)-1 {
-					if _, err := st.Release(ctx, sh, reqs); err != nil {
-						return run, err
-					}
-					reqs = reqs[:0]
-				}
+			if err := handBack(ctx, st, sh, tok, shIDs); err != nil {
+				return run, err
 			}
 		}
 	}
@@ -298,27 +306,19 @@ func runReleases(ctx context.Context, srv *Server, n, perShard int, dur time.Dur
 // shards (n/16 per shard, so 16 scripts in one pipeline, as a process's
 // heartbeat of many leases is); otherwise they are of one shard.
 func runExtends(ctx context.Context, srv *Server, n, perShard int, mixed bool, warm, dur time.Duration) (BatchRun, error) {
-	srv.FlushAll(ctx)
-	st, cnt, err := openStore(ctx, srv.Addr(), "be", nil)
+	st, cnt, ids, err := openPool(ctx, srv, "be", "x", perShard)
 	if err != nil {
 		return BatchRun{}, err
 	}
 	defer st.Close()
-	ids := pool(st, perShard, "x")
-	if err := addPool(ctx, st, ids); err != nil {
-		return BatchRun{}, err
-	}
 	// Claim the whole pool and keep it.
 	tok := store.NewToken()
 	recs := claimRecords(tok, 1)
+	if err := claimAll(ctx, st, ids, recs); err != nil {
+		return BatchRun{}, err
+	}
 	reqsByShard := make([][]store.ExtendRequest, len(ids))
 	for sh, shIDs := range ids {
-		for i := 0; i < len(shIDs); i += 500 {
-			chunk := shIDs[i:min(i+500, len(shIDs))]
-			if _, err := st.ClaimIDs(ctx, store.ClaimIDsParams{Shard: sh, IDs: chunk, Records: recs, TTL: LockTTL}); err != nil {
-				return BatchRun{}, err
-			}
-		}
 		for _, id := range shIDs {
 			reqsByShard[sh] = append(reqsByShard[sh], store.ExtendRequest{Key: st.Keys().Record(sh, id), Token: tok})
 		}

@@ -227,30 +227,30 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	var errs []error
 	if len(c.Command) == 0 || c.Command[0] == "" {
-		errs = append(errs, errors.New("exec: command: must not be empty"))
+		errs = append(errs, sinks.ConfigErrorf("exec", "command", "must not be empty"))
 	}
 	for i, arg := range c.Command {
 		if strings.IndexByte(arg, 0) >= 0 {
-			errs = append(errs, fmt.Errorf("exec: command: argument %d contains NUL", i))
+			errs = append(errs, sinks.ConfigErrorf("exec", "command", "argument %d contains NUL", i))
 		}
 	}
-	for _, kv := range c.Env {
+	for i, kv := range c.Env {
 		k, _, ok := strings.Cut(kv, "=")
 		switch {
 		case !ok || k == "" || strings.IndexByte(kv, 0) >= 0:
-			errs = append(errs, fmt.Errorf("exec: env: %q is not KEY=value", kv))
+			errs = append(errs, &sinks.ConfigError{Sink: "exec", Field: "env", Entry: strconv.Itoa(i), Reason: fmt.Sprintf("%q is not KEY=value", kv)})
 		case strings.HasPrefix(k, "SYNCD_"):
-			errs = append(errs, fmt.Errorf("exec: env: %s is set by the sink", k))
+			errs = append(errs, &sinks.ConfigError{Sink: "exec", Field: "env", Entry: strconv.Itoa(i), Reason: k + " is set by the sink"})
 		}
 	}
 	if c.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("exec: timeout: must not be negative, got %v", c.Timeout))
+		errs = append(errs, sinks.ConfigErrorf("exec", "timeout", "must not be negative, got %v", c.Timeout))
 	}
 	if c.Grace < 0 {
-		errs = append(errs, fmt.Errorf("exec: grace: must not be negative, got %v", c.Grace))
+		errs = append(errs, sinks.ConfigErrorf("exec", "grace", "must not be negative, got %v", c.Grace))
 	}
 	if c.StderrTail < 0 {
-		errs = append(errs, fmt.Errorf("exec: stderr_tail: must not be negative, got %d", c.StderrTail))
+		errs = append(errs, sinks.ConfigErrorf("exec", "stderr_tail", "must not be negative, got %d", c.StderrTail))
 	}
 	errs = append(errs, c.validateExitCodes()...)
 	return errors.Join(errs...)
@@ -309,10 +309,10 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 	if cfg.Dir != "" {
 		fi, err := os.Stat(cfg.Dir)
 		if err != nil {
-			return nil, fmt.Errorf("exec: dir: %w", err)
+			return nil, sinks.ConfigErrorf("exec", "dir", "%w", err)
 		}
 		if !fi.IsDir() {
-			return nil, fmt.Errorf("exec: dir: %q is not a directory", cfg.Dir)
+			return nil, sinks.ConfigErrorf("exec", "dir", "%q is not a directory", cfg.Dir)
 		}
 	}
 	path, err := lookPath(cfg.Command[0], cfg.Dir)
@@ -351,7 +351,7 @@ func lookPath(name, dir string) (string, error) {
 		if errors.As(err, &e) {
 			err = e.Err // drop os/exec's own "exec: %q: " prefix
 		}
-		return "", fmt.Errorf("exec: command: %q: %w", name, err)
+		return "", sinks.ConfigErrorf("exec", "command", "%q: %w", name, err)
 	}
 	if strings.Contains(name, "/") {
 		// Keep the configured path: os/exec resolves a relative one

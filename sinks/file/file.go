@@ -64,7 +64,7 @@ type Config struct {
 // that can be. It does not touch the file system; New does.
 func (c Config) Validate() error {
 	if c.Path == "" {
-		return fmt.Errorf("file: path: must not be empty")
+		return sinks.ConfigErrorf("file", "path", "must not be empty")
 	}
 	return nil
 }
@@ -93,14 +93,14 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 	dir := filepath.Dir(cfg.Path)
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return nil, fmt.Errorf("file: path: parent directory of %q: %w", cfg.Path, err)
+		return nil, sinks.ConfigErrorf("file", "path", "parent directory of %q: %w", cfg.Path, err)
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("file: path: parent %q of %q is not a directory", dir, cfg.Path)
+		return nil, sinks.ConfigErrorf("file", "path", "parent %q of %q is not a directory", dir, cfg.Path)
 	}
 	f, err := os.OpenFile(cfg.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("file: path: %w", err)
+		return nil, sinks.ConfigErrorf("file", "path", "%w", err)
 	}
 	now := cfg.Now
 	if now == nil {

@@ -169,12 +169,12 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("http: timeout: must not be negative, got %v", c.Timeout))
+		errs = append(errs, sinks.ConfigErrorf("http", "timeout", "must not be negative, got %v", c.Timeout))
 	}
 	switch c.Redirects {
 	case "", RedirectsSameOrigin, RedirectsNone, RedirectsAny:
 	default:
-		errs = append(errs, fmt.Errorf("http: redirects: must be %s, %s or %s, got %q",
+		errs = append(errs, sinks.ConfigErrorf("http", "redirects", "must be %s, %s or %s, got %q",
 			RedirectsSameOrigin, RedirectsNone, RedirectsAny, c.Redirects))
 	}
 	return errors.Join(errs...)
@@ -182,7 +182,7 @@ func (c Config) Validate() error {
 
 func validateURL(raw string) error {
 	if raw == "" {
-		return errors.New("http: url: must not be empty")
+		return sinks.ConfigErrorf("http", "url", "must not be empty")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -191,29 +191,36 @@ func validateURL(raw string) error {
 		if errors.As(err, &ue) {
 			err = &url.Error{Op: ue.Op, URL: configURL(raw), Err: ue.Err}
 		}
-		return fmt.Errorf("http: url: %w", err)
+		return sinks.ConfigErrorf("http", "url", "%w", err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("http: url: scheme must be http or https, got %q", u.Scheme)
+		return sinks.ConfigErrorf("http", "url", "scheme must be http or https, got %q", u.Scheme)
 	}
 	if u.Hostname() == "" {
-		return fmt.Errorf("http: url: host must not be empty in %q", configURL(raw))
+		return sinks.ConfigErrorf("http", "url", "host must not be empty in %q", configURL(raw))
 	}
 	return nil
 }
 
 func validateHeader(name, value string) error {
 	if !validHeaderName(name) {
-		return fmt.Errorf("http: headers: invalid header name %q", name)
+		return headerError(name, "invalid header name %q", name)
 	}
 	switch http.CanonicalHeaderKey(name) {
 	case "Content-Type", "Content-Length", "X-Syncd-Fence":
-		return fmt.Errorf("http: headers: %s is set by the sink", http.CanonicalHeaderKey(name))
+		return headerError(name, "%s is set by the sink", http.CanonicalHeaderKey(name))
 	}
 	if strings.ContainsAny(value, "\r\n\x00") {
-		return fmt.Errorf("http: headers: value of %s contains a line break or NUL", name)
+		return headerError(name, "value of %s contains a line break or NUL", name)
 	}
 	return nil
+}
+
+// headerError is an error about the header called name.
+func headerError(name, format string, args ...any) error {
+	e := sinks.ConfigErrorf("http", "headers", format, args...)
+	e.Entry = name
+	return e
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.

@@ -46,10 +46,10 @@ type Config struct {
 func (c Config) Validate() error {
 	var errs []error
 	if c.Delay < 0 {
-		errs = append(errs, fmt.Errorf("log: delay: must not be negative, got %v", c.Delay))
+		errs = append(errs, sinks.ConfigErrorf("log", "delay", "must not be negative, got %v", c.Delay))
 	}
 	if c.FailEvery < 0 {
-		errs = append(errs, fmt.Errorf("log: fail_every: must not be negative, got %d", c.FailEvery))
+		errs = append(errs, sinks.ConfigErrorf("log", "fail_every", "must not be negative, got %d", c.FailEvery))
 	}
 	return errors.Join(errs...)
 }

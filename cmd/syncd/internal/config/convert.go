@@ -68,67 +68,59 @@ func (f *File) Store(env func(string) (string, bool), readFile func(string) ([]b
 	if readFile == nil {
 		readFile = os.ReadFile
 	}
-	r := f.s.Redis
-	c := f.storeBase()
+	r, c := f.s.Redis, f.storeBase()
 	var errs []*FieldError
 	bad := func(field string, err error, format string, args ...any) {
-		errs = append(errs, &FieldError{File: f.name, Line: f.lineOf(field), Field: field, Msg: fmt.Sprintf(format, args...), Err: err})
+		errs = append(errs, f.errorAt(err, field, nil, fmt.Sprintf(format, args...)))
 	}
-	fromEnv := func(field, name string) string {
-		if name == "" {
-			return ""
+	for _, pw := range []struct {
+		field, name string
+		dst         *string
+	}{{"redis.password_env", r.PasswordEnv, &c.Password}, {"redis.sentinel_password_env", r.SentinelPasswordEnv, &c.SentinelPassword}} {
+		if pw.name == "" {
+			continue
 		}
-		switch v, ok := env(name); {
+		switch v, ok := env(pw.name); {
 		case !ok:
-			bad(field, nil, "environment variable %s is not set", name)
+			bad(pw.field, nil, "environment variable %s is not set", pw.name)
 		case v == "":
-			bad(field, nil, "environment variable %s is empty", name)
+			bad(pw.field, nil, "environment variable %s is empty", pw.name)
 		default:
-			return v
+			*pw.dst = v
 		}
-		return ""
 	}
-	read := func(field, path string) []byte {
+	read := func(field, path string) []byte { // nil when path is ""
+		if path == "" {
+			return nil
+		}
 		b, err := readFile(path)
 		if err != nil {
 			bad(field, err, "%s: %s", path, fsReason(err))
-			return nil
 		}
 		return b
 	}
-	c.Password = fromEnv("redis.password_env", r.PasswordEnv)
-	if r.PasswordFile != "" {
-		if b := read("redis.password_file", r.PasswordFile); b != nil {
-			b = bytes.TrimSuffix(b, []byte("\n"))
-			b = bytes.TrimSuffix(b, []byte("\r"))
-			if len(b) == 0 {
-				bad("redis.password_file", nil, "%s is empty", r.PasswordFile)
-			}
-			c.Password = string(b)
+	if b := read("redis.password_file", r.PasswordFile); b != nil {
+		b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
+		if len(b) == 0 {
+			bad("redis.password_file", nil, "%s is empty", r.PasswordFile)
 		}
+		c.Password = string(b)
 	}
-	c.SentinelPassword = fromEnv("redis.sentinel_password_env", r.SentinelPasswordEnv)
-
 	if t := r.TLS; t.Enabled {
 		c.TLS = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-		if t.CAFile != "" {
-			if pem := read("redis.tls.ca_file", t.CAFile); pem != nil {
-				pool := x509.NewCertPool()
-				if !pool.AppendCertsFromPEM(pem) {
-					bad("redis.tls.ca_file", nil, "%s: no PEM certificate found", t.CAFile)
-				}
-				c.TLS.RootCAs = pool
+		if pem := read("redis.tls.ca_file", t.CAFile); pem != nil {
+			c.TLS.RootCAs = x509.NewCertPool()
+			if !c.TLS.RootCAs.AppendCertsFromPEM(pem) {
+				bad("redis.tls.ca_file", nil, "%s: no PEM certificate found", t.CAFile)
 			}
 		}
-		if t.CertFile != "" && t.KeyFile != "" {
-			cert, key := read("redis.tls.cert_file", t.CertFile), read("redis.tls.key_file", t.KeyFile)
-			if cert != nil && key != nil {
-				pair, err := tls.X509KeyPair(cert, key)
-				if err != nil {
-					bad("redis.tls.cert_file", err, "%s with key %s: %v", t.CertFile, t.KeyFile, err)
-				}
-				c.TLS.Certificates = []tls.Certificate{pair}
+		// Parse checked that cert_file and key_file are set together.
+		if cert, key := read("redis.tls.cert_file", t.CertFile), read("redis.tls.key_file", t.KeyFile); cert != nil && key != nil {
+			pair, err := tls.X509KeyPair(cert, key)
+			if err != nil {
+				bad("redis.tls.cert_file", err, "%s with key %s: %v", t.CertFile, t.KeyFile, err)
 			}
+			c.TLS.Certificates = []tls.Certificate{pair}
 		}
 	}
 	if err := errorList(errs, 0); err != nil {
@@ -175,7 +167,7 @@ func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
 	if path := f.s.Items.File; path != "" {
 		data, err := readFile(path)
 		if err != nil {
-			return nil, fail(&FieldError{File: f.name, Line: f.lineOf("items.file"), Field: "items.file", Msg: fmt.Sprintf("%s: %s", path, fsReason(err)), Err: err})
+			return nil, fail(f.errorAt(err, "items.file", nil, path+": "+fsReason(err)))
 		}
 		var errs []*FieldError
 		more := 0
@@ -269,9 +261,9 @@ func (f *File) BuildSink(logger zerolog.Logger) (sinks.Sink, error) {
 	if err == nil {
 		return s, nil
 	}
-	field, msg := sinkError(c.Type, err)
+	field, msg := sinkField(c.Type, err)
 	msg = redactURLs(f.scrub(field, msg))
-	return nil, fail(&FieldError{File: f.name, Line: f.lineOf(field, "sink.type"), Field: field, Msg: msg, Err: err})
+	return nil, fail(f.errorAt(err, field, []string{"sink.type"}, msg))
 }
 
 // asSink returns s as a sinks.Sink, nil on error: a nil *exec.Sink in a

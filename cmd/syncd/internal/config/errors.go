@@ -2,11 +2,11 @@ package config
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // FieldError is one problem in a configuration file (or in a file the
@@ -51,16 +51,7 @@ type Errors struct {
 }
 
 // Error prints one problem per line.
-func (e *Errors) Error() string {
-	var b strings.Builder
-	for i, fe := range e.List {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(fe.Error())
-	}
-	return b.String()
-}
+func (e *Errors) Error() string { return fmt.Sprint(errors.Join(e.Unwrap()...)) }
 
 // Unwrap returns the entries, so that errors.Is and errors.As look at each.
 func (e *Errors) Unwrap() []error {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -19,20 +20,14 @@ import (
 
 // Bounds on hostile input: a real configuration is a few kilobytes and
 // uses an alias or two. Past these, Parse refuses the file at once
-// instead of spending seconds and gigabytes on it.
+// instead of spending seconds and gigabytes on it. yaml.v3's own alias
+// guard only refuses documents that are over 99% expansion, which lets a
+// 1 MiB file of aliases through.
 const (
-	// maxFileSize bounds the file.
-	maxFileSize = 1 << 20
-	// maxAliasNodes bounds the nodes that aliases add once expanded.
-	// yaml.v3's own guard only refuses documents that are over 99%
-	// expansion, which lets a 1 MiB file of aliases through.
-	maxAliasNodes = 10000
-	// maxKept bounds the problems kept; past maxErrors they are only
-	// counted in the end.
-	maxKept = 1000
-	// maxBisectSize bounds the file whose syntax error line errorLine
-	// searches for, by parsing prefixes of it.
-	maxBisectSize = 64 << 10
+	maxFileSize   = 1 << 20  // the file
+	maxAliasNodes = 10000    // the nodes that aliases add once expanded
+	maxKept       = 1000     // the problems kept; past maxErrors, they are only counted
+	maxBisectSize = 64 << 10 // the file whose syntax error errorLine looks for
 )
 
 // File is a loaded, valid configuration file. Its methods turn it into the
@@ -53,15 +48,14 @@ type key struct {
 // file as path was given.
 func Load(path string) (*File, error) {
 	fh, err := os.Open(path)
-	var data []byte
 	if err == nil {
 		defer fh.Close()
-		data, err = io.ReadAll(io.LimitReader(fh, maxFileSize+1)) // Parse refuses more
+		var data []byte
+		if data, err = io.ReadAll(io.LimitReader(fh, maxFileSize+1)); err == nil { // Parse refuses more
+			return Parse(path, data)
+		}
 	}
-	if err != nil {
-		return nil, fail(&FieldError{File: path, Msg: fsReason(err), Err: err})
-	}
-	return Parse(path, data)
+	return nil, fail(&FieldError{File: path, Msg: fsReason(err), Err: err})
 }
 
 // Parse parses and validates data, the contents of the file called name.
@@ -125,15 +119,28 @@ func decode(name string, data []byte) (*parser, bool) {
 		p.errorf(0, "", "larger than %d bytes (1 MiB), the limit for a configuration file", maxFileSize)
 		return p, false
 	}
-	root, ok := p.parseNodes(data)
-	if ok && root != nil {
-		err := safely(func() error { p.walk(root, "", reflect.ValueOf(&p.f.s).Elem()); return nil })
-		if err != nil {
-			p.errorf(0, "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
-			return p, false
-		}
+	docs, err := parseDocs(data)
+	switch {
+	case err != nil:
+		msg := strings.TrimPrefix(yamlLine.ReplaceAllString(err.Error(), ""), "yaml: ")
+		p.errorf(errorLine(data, err), "", "malformed YAML: %s", msg)
+		return p, false
+	case len(docs) > 1:
+		p.errorf(docs[1].Line, "", "a second YAML document: the file must hold one")
+		return p, false
+	case len(docs) == 0 || len(docs[0].Content) == 0:
+		return p, true // empty: every value is its default
 	}
-	return p, ok
+	root := docs[0].Content[0]
+	if n, at := aliasNodes(root); n > maxAliasNodes {
+		p.errorf(at, "", "aliases expand to more than %d values; a configuration needs a few at most", maxAliasNodes)
+		return p, false
+	}
+	if err := safely(func() error { p.walk(root, "", reflect.ValueOf(&p.f.s).Elem()); return nil }); err != nil {
+		p.errorf(0, "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return p, false
+	}
+	return p, true
 }
 
 // safely runs fn, turning a panic into an error: yaml.v3 has panicked on
@@ -149,30 +156,6 @@ func safely(fn func() error) (err error) {
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
-
-// parseNodes returns the root node of the one document in data, nil for
-// an empty document.
-func (p *parser) parseNodes(data []byte) (*yaml.Node, bool) {
-	docs, err := parseDocs(data)
-	if err != nil {
-		msg := strings.TrimPrefix(yamlLine.ReplaceAllString(err.Error(), ""), "yaml: ")
-		p.errorf(errorLine(data, err), "", "malformed YAML: %s", msg)
-		return nil, false
-	}
-	if len(docs) > 1 {
-		p.errorf(docs[1].Line, "", "a second YAML document: the file must hold one")
-		return nil, false
-	}
-	if len(docs) == 0 || len(docs[0].Content) == 0 {
-		return nil, true
-	}
-	root := docs[0].Content[0]
-	if n, at := aliasNodes(root); n > maxAliasNodes {
-		p.errorf(at, "", "aliases expand to more than %d values; a configuration needs a few at most", maxAliasNodes)
-		return nil, false
-	}
-	return root, true
-}
 
 // parseDocs parses data into at most two documents (a second one is an
 // error the caller reports).
@@ -228,30 +211,23 @@ func aliasNodes(root *yaml.Node) (added, at int) {
 }
 
 // errorLine returns the line of a syntax error. yaml.v3 often reports the
-// start of the enclosing construct, counted from 0 (or no line at all),
-// instead of where the error is; so look for it: the shortest prefix of
-// whole lines that fails the same way ends at the line that broke it.
-// Prefixes do not fail monotonically (an open [ on line 2 fails a prefix
-// that the full file closes later), but comparing the error and bisecting
-// between a prefix that parses and one that fails lands on a line that
-// introduces this error, which is what the reader needs.
+// start of the enclosing construct, counted from 0, instead of where the
+// error is; the shortest prefix of whole lines that fails the same way
+// ends at the line that broke it. Prefixes do not fail monotonically, but
+// bisecting lands on a line that introduces this error. A file too large
+// to bisect gets yaml.v3's line.
 func errorLine(data []byte, err error) int {
-	want := yamlLine.ReplaceAllString(err.Error(), "")
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	fails := func(n int) bool { // the first n lines fail like data
-		_, err := parseDocs(bytes.Join(lines[:n], nil))
-		return err != nil && yamlLine.ReplaceAllString(err.Error(), "") == want
-	}
-	if len(data) <= maxBisectSize && fails(len(lines)) {
-		return sort.Search(len(lines), fails) // fails(0) is false: the empty prefix parses
-	}
-	// Not worth it, or the error is not about a line: yaml.v3's own line,
-	// if any, is better than nothing.
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		n, _ := strconv.Atoi(m[1])
+	if len(data) > maxBisectSize {
+		var n int // 0 when yaml.v3 gives no line
+		_, _ = fmt.Sscanf(err.Error(), "yaml: line %d:", &n)
 		return n
 	}
-	return 0
+	want := yamlLine.ReplaceAllString(err.Error(), "")
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	return sort.Search(len(lines), func(n int) bool {
+		_, err := parseDocs(bytes.Join(lines[:n], nil))
+		return err != nil && yamlLine.ReplaceAllString(err.Error(), "") == want
+	})
 }
 
 // walk decodes n, the value of the field at path, into v, recording
@@ -391,18 +367,10 @@ func isNull(n *yaml.Node) bool {
 
 // describe names the kind of n for a type error: "a list", "a string".
 func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.ScalarNode:
-		if d, ok := map[string]string{"!!null": "nothing", "!!bool": "a boolean", "!!int": "a whole number", "!!float": "a number"}[n.ShortTag()]; ok {
-			return d
-		}
-		return "a string"
+	if n.Kind == yaml.ScalarNode {
+		return cmp.Or(map[string]string{"!!null": "nothing", "!!bool": "a boolean", "!!int": "a whole number", "!!float": "a number"}[n.ShortTag()], "a string")
 	}
-	return "something else"
+	return cmp.Or(map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.MappingNode: "a mapping"}[n.Kind], "something else")
 }
 
 func join(path, key string) string {

@@ -81,47 +81,42 @@ func (f *File) effective() schema {
 // node renders v, the value of the field at path, as a YAML node, with
 // secrets redacted.
 func (f *File) node(v reflect.Value, path string) *yaml.Node {
-	str := func(tag, s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: s} }
-	var n *yaml.Node
-	switch t := v.Type(); {
-	case t == durationType:
-		n = str("!!str", formatDuration(time.Duration(v.Int())))
-	case t.Kind() == reflect.String:
-		n = str("!!str", redactField(path, v.String()))
-	case t.Kind() == reflect.Bool:
-		n = str("!!bool", strconv.FormatBool(v.Bool()))
-	case t.Kind() == reflect.Int:
-		n = str("!!int", strconv.FormatInt(v.Int(), 10))
-	case t.Kind() == reflect.Slice:
-		n = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-		for i := range v.Len() {
-			n.Content = append(n.Content, str("!!str", redactField(path, v.Index(i).String())))
-		}
-	case t.Kind() == reflect.Map:
-		n = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-		m := v.Interface().(map[string]string)
-		for _, k := range sortedKeys(m) {
-			n.Content = append(n.Content, str("!!str", k), str("!!str", redactField(join(path, k), m[k])))
-		}
-	case t.Kind() == reflect.Struct:
-		n = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-		for i := range t.NumField() {
-			key := t.Field(i).Tag.Get("yaml")
-			if path == "sink" && key != "type" && key != f.SinkType() {
-				continue // another sink type's sub-section
+	n := &yaml.Node{Kind: yaml.MappingNode}
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			key := v.Type().Field(i).Tag.Get("yaml")
+			if path != "sink" || key == "type" || key == f.SinkType() { // not another sink type's sub-section
+				n.Content = append(n.Content, str(key), f.node(v.Field(i), join(path, key)))
 			}
-			n.Content = append(n.Content, str("!!str", key), f.node(v.Field(i), join(path, key)))
 		}
 		return n
+	case reflect.Map:
+		m := v.Interface().(map[string]string)
+		for _, k := range sortedKeys(m) {
+			n.Content = append(n.Content, str(k), str(redactField(join(path, k), m[k])))
+		}
+	case reflect.Slice:
+		n.Kind = yaml.SequenceNode
+		for i := range v.Len() {
+			n.Content = append(n.Content, str(redactField(path, v.Index(i).String())))
+		}
+	case reflect.String:
+		n = str(redactField(path, v.String()))
+	default: // a bool, a number or a duration, which yaml.v3 tags itself
+		n = &yaml.Node{Kind: yaml.ScalarNode, Value: valueText(v)}
 	}
-	if (v.Kind() == reflect.Slice || v.Kind() == reflect.Map) && v.Len() == 0 {
+	if n.Kind != yaml.ScalarNode && len(n.Content) == 0 {
 		n.Style = yaml.FlowStyle
 	}
-	if v.IsZero() || v.Kind() == reflect.Slice && v.Len() == 0 {
+	if v.IsZero() || n.Style == yaml.FlowStyle {
 		n.LineComment = zeroNotes[path]
 	}
 	return n
 }
+
+// str is a string's node, quoted where it would read as another type.
+func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
 
 // formatDuration is time.Duration.String without the zero tails that make
 // "1m0s" out of a minute.
@@ -163,13 +158,8 @@ func redactField(path, v string) string {
 // secretName reports whether a variable called name probably holds a
 // secret.
 func secretName(name string) bool {
-	n := strings.ToLower(name)
-	for _, s := range []string{"auth", "token", "key", "secret", "cookie", "pass", "session", "signature", "credential"} {
-		if strings.Contains(n, s) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{"auth", "token", "key", "secret", "cookie", "pass", "session", "signature", "credential"},
+		func(s string) bool { return strings.Contains(strings.ToLower(name), s) })
 }
 
 var (

@@ -15,6 +15,7 @@ import (
 
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/sinks"
 	"github.com/syncd/syncd/store"
 )
 
@@ -35,17 +36,16 @@ func (p *parser) validate() {
 	p.log()
 }
 
-// report adds a problem with field, at the line of the first of field and
-// alt that is set, else at the line of field's section. The value of
+// report adds a problem with field, at errorAt's line. The value of
 // field, where msg quotes it, is cut and redacted.
 func (p *parser) report(err error, field string, alt []string, format string, args ...any) {
-	p.add(&FieldError{
-		File:  p.f.name,
-		Line:  p.f.lineOf(field, alt...),
-		Field: field,
-		Msg:   p.f.scrub(field, fmt.Sprintf(format, args...)),
-		Err:   err,
-	})
+	p.add(p.f.errorAt(err, field, alt, p.f.scrub(field, fmt.Sprintf(format, args...))))
+}
+
+// errorAt is the problem msg with field, at the line of the first of field
+// and alt that is set, else at the line of field's section.
+func (f *File) errorAt(err error, field string, alt []string, msg string) *FieldError {
+	return &FieldError{File: f.name, Line: f.lineOf(field, alt...), Field: field, Msg: msg, Err: err}
 }
 
 // skip reports whether any of fields, or anything inside them, failed to
@@ -65,12 +65,11 @@ func (p *parser) skip(fields ...string) bool {
 // lineOf returns the line of the first of field and alt that is set, else
 // of the nearest enclosing section of field that is set, else 0.
 func (f *File) lineOf(field string, alt ...string) int {
-	for _, k := range append([]string{field}, alt...) {
-		if k, ok := f.keys[k]; ok {
-			return k.line
-		}
-	}
+	keys := append([]string{field}, alt...)
 	for k := parent(field); k != ""; k = parent(k) {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
 		if k, ok := f.keys[k]; ok {
 			return k.line
 		}
@@ -216,9 +215,7 @@ func idReason(err error) string {
 }
 
 // sink checks sink.type and that only its sub-section is set, then runs
-// the sink's own Validate, which reports every bad field, and reports each
-// error at its key; one about an entry of a list or a map (an exec env
-// variable, an http header) at the entry it names.
+// the sink's own Validate and reports each error at its key.
 func (p *parser) sink() {
 	typ := p.f.SinkType()
 	if !slices.Contains(sinkTypes, typ) {
@@ -239,8 +236,7 @@ func (p *parser) sink() {
 	c := p.f.sinkConfig()
 	validate := map[string]func() error{SinkExec: c.Exec.Validate, SinkHTTP: c.HTTP.Validate, SinkFile: c.File.Validate, SinkLog: c.Log.Validate}
 	for _, err := range unjoin(validate[typ]()) {
-		field, reason := sinkError(typ, err)
-		field = p.f.entry(field, reason)
+		field, reason := sinkField(typ, err)
 		switch {
 		case p.skip(field):
 		case reason == "must not be empty" && !p.f.isSet(field):
@@ -251,41 +247,23 @@ func (p *parser) sink() {
 	}
 }
 
-// sinkError splits a sink package's error, "type: key: reason", into the
-// field of the key, when it is one of the sink's, else sink.<type>, and
-// the reason.
-func sinkError(typ string, err error) (field, reason string) {
-	reason = strings.TrimPrefix(err.Error(), typ+": ")
-	sub := fieldOf(reflect.ValueOf(sinkSection{}), typ)
-	if k, rest, ok := strings.Cut(reason, ": "); ok && sub.IsValid() && fieldOf(sub, k).IsValid() {
-		return "sink." + typ + "." + k, rest
+// sinkField returns the field that a sink's error is about, the entry of
+// a list or map where it names one, and the reason; sink.<typ> and the
+// whole text for an error that is not a *sinks.ConfigError.
+func sinkField(typ string, err error) (field, reason string) {
+	var ce *sinks.ConfigError
+	if !errors.As(err, &ce) {
+		return "sink." + typ, strings.TrimPrefix(err.Error(), typ+": ")
 	}
-	return "sink." + typ, reason
-}
-
-// entry returns the field of the entry of the list or map at field that
-// reason names, quoted or as a word (an env entry by its name too);
-// field itself when it names none.
-func (f *File) entry(field, reason string) string {
-	named := func(name string) bool {
-		return strings.Contains(reason, strconv.Quote(name)) ||
-			slices.ContainsFunc(strings.Fields(reason), func(w string) bool { return strings.EqualFold(w, name) })
+	field = "sink." + ce.Sink + "." + ce.Field
+	switch {
+	case ce.Entry == "":
+	case ce.Field == "env":
+		field += "[" + ce.Entry + "]"
+	default:
+		field += "." + keyName(ce.Entry)
 	}
-	switch field {
-	case "sink.exec.env":
-		for i, kv := range f.s.Sink.Exec.Env {
-			if k, _, _ := strings.Cut(kv, "="); named(kv) || named(k) {
-				return fmt.Sprintf("%s[%d]", field, i)
-			}
-		}
-	case "sink.http.headers":
-		for _, name := range sortedKeys(f.s.Sink.HTTP.Headers) {
-			if named(name) {
-				return field + "." + keyName(name)
-			}
-		}
-	}
-	return field
+	return field, ce.Reason
 }
 
 // unjoin returns the errors joined in err.
