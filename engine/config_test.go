@@ -56,7 +56,7 @@ func TestConfigWithDefaults(t *testing.T) {
 	}
 	set := engine.Config{Workers: 1, Interval: 2, Batch: 3, MaxAttempts: 4, BackoffMin: 5, BackoffMax: 6, DrainTimeout: 7, Poll: 8,
 		Target: engine.TargetConfig{Rate: engine.Rate{N: 9, Per: time.Second}, Burst: 10, MaxInFlight: 11,
-			Breaker: engine.BreakerConfig{Off: true, Failures: 12, ProbeInterval: 13, Window: 14}},
+			Breaker: engine.BreakerConfig{Disabled: true, Failures: 12, ProbeInterval: 13, Window: 14}},
 		Ownership: ownership.Config{TTL: time.Second}}
 	if got := set.WithDefaults(); !reflect.DeepEqual(got, set) {
 		t.Errorf("WithDefaults changed fields that were set = %+v; want %+v", got, set)

@@ -47,10 +47,10 @@ type TargetConfig struct {
 // probe sync per ProbeInterval, or after a target's Retry-After; the
 // first success closes it.
 type BreakerConfig struct {
-	// Off turns the breaker off: a target failure is then retried with
-	// backoff (not counted against the item), and an unclassified one
-	// counts as before.
-	Off bool
+	// Disabled turns the breaker off: a target failure is then retried
+	// with backoff (not counted against the item), and an unclassified
+	// one counts as before.
+	Disabled bool
 	// Failures is how many distinct items failing with no success
 	// between them open the breaker. Default BreakerFailuresDefault (5);
 	// at least 2.
@@ -163,7 +163,7 @@ func (t *target) admit(ctx context.Context, n int) (grant, error) {
 		return grant{n: n}, nil
 	}
 	t.mu.Lock()
-	open, next := t.view.Open && !t.cfg.Breaker.Off, t.view.Next
+	open, next := t.view.Open && !t.cfg.Breaker.Disabled, t.view.Next
 	t.mu.Unlock()
 	if !t.limited() && !open {
 		return grant{n: n}, nil
@@ -173,7 +173,7 @@ func (t *target) admit(ctx context.Context, n int) (grant, error) {
 			return grant{wait: time.Duration(wait) * time.Millisecond}, nil
 		}
 	}
-	p := store.AdmitParams{N: n, Breaker: !t.cfg.Breaker.Off, ProbeEvery: t.cfg.Breaker.ProbeInterval,
+	p := store.AdmitParams{N: n, Breaker: !t.cfg.Breaker.Disabled, ProbeEvery: t.cfg.Breaker.ProbeInterval,
 		MaxInFlight: t.cfg.MaxInFlight, TTL: t.ttl, Every: t.cfg.Rate.every(), Burst: t.cfg.Burst}
 	if t.cfg.MaxInFlight > 0 {
 		p.Base = t.base + "#" + strconv.FormatUint(t.seq.Add(1), 10)
@@ -250,7 +250,7 @@ func (t *target) down() time.Duration {
 // sent only when the breaker is open or may have suspects, so a healthy
 // target costs no round trip.
 func (t *target) report(id string, class sinks.Class, after time.Duration, err error) bool {
-	if t == nil || t.cfg.Breaker.Off {
+	if t == nil || t.cfg.Breaker.Disabled {
 		return class == sinks.ClassTarget
 	}
 	p := store.ReportParams{ID: id, RetryAfter: after, ProbeEvery: t.cfg.Breaker.ProbeInterval,
@@ -317,7 +317,7 @@ func (t *target) watch(stop <-chan struct{}) {
 		case <-time.After(every):
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), max(every, 2*time.Second))
-		if !t.cfg.Breaker.Off {
+		if !t.cfg.Breaker.Disabled {
 			if st, err := t.st.TargetState(ctx); err == nil {
 				t.mu.Lock()
 				t.suspect = st.Suspects > 0

@@ -164,7 +164,7 @@ func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error, pro
 		switch {
 		case probe:
 			handBack.Delay = time.Millisecond
-		case e.tgt == nil || e.tgt.cfg.Breaker.Off:
+		case e.tgt == nil || e.tgt.cfg.Breaker.Disabled:
 			// No breaker to hold the fleet back: retry later, uncounted.
 			handBack.Delay = max(after, e.backoff(l.Attempt()))
 		}

@@ -260,14 +260,19 @@ func (c Config) Validate() error {
 func (c Config) validateExitCodes() []error {
 	var errs []error
 	for _, code := range slices.Sorted(maps.Keys(c.ExitCodes)) {
+		bad := func(format string, args ...any) {
+			e := sinks.ConfigErrorf("exec", "exit_codes", "status %d: "+format, append([]any{code}, args...)...)
+			e.Entry = strconv.Itoa(code)
+			errs = append(errs, e)
+		}
 		if code < 1 || code > 255 {
-			errs = append(errs, fmt.Errorf("exec: exit_codes: status %d: must be 1 to 255", code))
+			bad("must be 1 to 255")
 		}
 		switch class := c.ExitCodes[code]; class {
 		case sinks.ClassItem, sinks.ClassTarget, sinks.ClassPermanent, sinks.ClassStale:
 		default:
-			errs = append(errs, fmt.Errorf("exec: exit_codes: status %d: class must be %v, %v, %v or %v, got %v (%d)",
-				code, sinks.ClassItem, sinks.ClassTarget, sinks.ClassPermanent, sinks.ClassStale, class, int(class)))
+			bad("class must be %v, %v, %v or %v, got %v (%d)",
+				sinks.ClassItem, sinks.ClassTarget, sinks.ClassPermanent, sinks.ClassStale, class, int(class))
 		}
 	}
 	return errs

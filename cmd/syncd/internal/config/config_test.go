@@ -24,6 +24,7 @@ import (
 
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/sinks"
 	execsink "github.com/syncd/syncd/sinks/exec"
 	filesink "github.com/syncd/syncd/sinks/file"
 	httpsink "github.com/syncd/syncd/sinks/http"
@@ -529,6 +530,44 @@ log:
 			"c.yaml:11: sink.file.path: required when sink.type is file",
 			`c.yaml:13: log.level: unknown level "loud" (one of: debug, info, warn, error)`,
 		}},
+		{"bad target", `
+target:
+	rate: 20/d
+	burst: 0
+	max_in_flight: -1
+	breaker:
+		failures: 1
+		probe_interval: 1ms
+`, []string{
+			`c.yaml:2: target.rate: "20/d": the unit must be s, m or h`,
+			"c.yaml:4: target.max_in_flight: -1 is outside 0..1000000",
+			"c.yaml:6: target.breaker.failures: 1 is below 2: one item failing alone must never open the breaker",
+			"c.yaml:7: target.breaker.probe_interval: 1ms is below 10ms",
+		}},
+		{"explicit zero burst", `
+target:
+	rate: 20/s
+	burst: 0
+	breaker:
+		failures: 0
+`, []string{
+			"c.yaml:3: target.burst: 0 is not allowed: leave the key out for the default (20)",
+			"c.yaml:5: target.breaker.failures: 0 is not allowed: leave the key out for the default (5)",
+		}},
+		{"bad exit codes", `
+sink:
+	type: exec
+	exec:
+		command: [/bin/true]
+		exit_codes:
+			75: later
+			x: target
+			300: stale
+`, []string{
+			`c.yaml:6: sink.exec.exit_codes.75: "later" is not a failure class: want item, target (or unavailable), permanent or stale`,
+			`c.yaml:7: sink.exec.exit_codes.x: "x" is not an exit status: want a number from 1 to 255`,
+			"c.yaml:8: sink.exec.exit_codes.300: status 300: must be 1 to 255",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -742,11 +781,12 @@ func TestConversions(t *testing.T) {
 // the keys this package resolves itself: a field renamed in a library
 // must not silently drop a key.
 func TestSchemaNamesLibraryFields(t *testing.T) {
-	own := []string{"PasswordEnv", "PasswordFile", "SentinelPasswordEnv", "TLS", "Owner"}
+	own := []string{"PasswordEnv", "PasswordFile", "SentinelPasswordEnv", "TLS", "Owner", "ExitCodes", "Rate", "Breaker"}
 	for _, pair := range [][2]any{
 		{redisSection{}, store.Config{}}, {ownershipSection{}, ownership.Config{}}, {engineSection{}, engine.Config{}},
 		{execSinkSection{}, execsink.Config{}}, {httpSinkSection{}, httpsink.Config{}},
 		{fileSinkSection{}, filesink.Config{}}, {logSinkSection{}, logsink.Config{}},
+		{targetSection{}, engine.TargetConfig{}}, {breakerSection{}, engine.BreakerConfig{}},
 	} {
 		st, lt := reflect.TypeOf(pair[0]), reflect.TypeOf(pair[1])
 		for i := range st.NumField() {
@@ -1202,5 +1242,37 @@ func TestRedactURLs(t *testing.T) {
 		if got := redactURLs(tt.in); got != tt.want {
 			t.Errorf("redactURLs(%q) = %q; want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// target and sink.exec.exit_codes reach engine.TargetConfig and
+// exec.Config, names parsed.
+func TestTargetConversion(t *testing.T) {
+	f := mustParse(t, yamlText(`
+target:
+	rate: 100/m
+	max_in_flight: 4
+	breaker:
+		disabled: true
+		probe_interval: 2s
+sink:
+	type: exec
+	exec:
+		command: [/bin/true]
+		exit_codes:
+			1: target
+			75: item
+`))
+	want := engine.TargetConfig{Rate: engine.Rate{N: 100, Per: time.Minute}, MaxInFlight: 4,
+		Breaker: engine.BreakerConfig{Disabled: true, ProbeInterval: 2 * time.Second}}
+	if diff := cmp.Diff(f.Engine().Target, want); diff != "" {
+		t.Errorf("Engine().Target (-got +want):\n%s", diff)
+	}
+	if got := f.Engine().WithDefaults().Target.Burst; got != 1 {
+		t.Errorf("burst of 100/m = %d, want 1 (a second's worth, at least 1)", got)
+	}
+	wantCodes := map[int]sinks.Class{1: sinks.ClassTarget, 75: sinks.ClassItem}
+	if diff := cmp.Diff(f.Sink().Exec.ExitCodes, wantCodes); diff != "" {
+		t.Errorf("exit codes (-got +want):\n%s", diff)
 	}
 }

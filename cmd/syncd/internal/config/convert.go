@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -151,6 +152,9 @@ func (f *File) margin() (time.Duration, error) {
 func (f *File) Engine() engine.Config {
 	c := engine.Config{Ownership: f.Ownership()}
 	copyFields(&c, f.s.Engine)
+	copyFields(&c.Target, f.s.Target)
+	copyFields(&c.Target.Breaker, f.s.Target.Breaker)
+	c.Target.Rate, _ = engine.ParseRate(f.s.Target.Rate) // a bad rate is reported at target.rate
 	return c
 }
 
@@ -232,6 +236,16 @@ func (f *File) Sink() SinkConfig {
 func (f *File) sinkConfig() SinkConfig {
 	c := SinkConfig{Type: f.SinkType()}
 	copyFields(&c.Exec, f.s.Sink.Exec)
+	for status, class := range f.s.Sink.Exec.ExitCodes {
+		n, err := strconv.Atoi(status)
+		cl, cerr := sinks.ParseClass(class)
+		if err == nil && cerr == nil { // else reported at sink.exec.exit_codes.<status>
+			if c.Exec.ExitCodes == nil {
+				c.Exec.ExitCodes = map[int]sinks.Class{}
+			}
+			c.Exec.ExitCodes[n] = cl
+		}
+	}
 	copyFields(&c.HTTP, f.s.Sink.HTTP)
 	copyFields(&c.File, f.s.Sink.File)
 	copyFields(&c.Log, f.s.Sink.Log)

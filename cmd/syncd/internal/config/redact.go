@@ -65,7 +65,10 @@ func (f *File) effective() schema {
 	o := f.Ownership().WithDefaults()
 	copyFields(&s.Ownership, o)
 	s.Ownership.Owner = o.Owner.Host
-	copyFields(&s.Engine, f.Engine().WithDefaults())
+	ec := f.Engine().WithDefaults()
+	copyFields(&s.Engine, ec)
+	copyFields(&s.Target, ec.Target)
+	copyFields(&s.Target.Breaker, ec.Target.Breaker)
 	sc := f.Sink()
 	s.Sink.Type = sc.Type
 	switch sc.Type {

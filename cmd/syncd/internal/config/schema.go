@@ -12,6 +12,7 @@ type schema struct {
 	Redis     redisSection     `yaml:"redis"`
 	Ownership ownershipSection `yaml:"ownership"`
 	Engine    engineSection    `yaml:"engine"`
+	Target    targetSection    `yaml:"target"`
 	Items     itemsSection     `yaml:"items"`
 	Sink      sinkSection      `yaml:"sink"`
 	HTTP      httpSection      `yaml:"http"`
@@ -67,6 +68,22 @@ type engineSection struct {
 	Poll         time.Duration `yaml:"poll"`
 }
 
+// targetSection configures engine.TargetConfig; rate is parsed by
+// engine.ParseRate.
+type targetSection struct {
+	Rate        string         `yaml:"rate"`
+	Burst       int            `yaml:"burst"`
+	MaxInFlight int            `yaml:"max_in_flight"`
+	Breaker     breakerSection `yaml:"breaker"`
+}
+
+type breakerSection struct {
+	Disabled      bool          `yaml:"disabled"`
+	Failures      int           `yaml:"failures"`
+	ProbeInterval time.Duration `yaml:"probe_interval"`
+	Window        time.Duration `yaml:"window"`
+}
+
 type itemsSection struct {
 	IDs  []string `yaml:"ids"`
 	File string   `yaml:"file"`
@@ -86,6 +103,8 @@ type execSinkSection struct {
 	Dir     string        `yaml:"dir"`
 	Timeout time.Duration `yaml:"timeout"`
 	Grace   time.Duration `yaml:"grace"`
+	// ExitCodes maps exit statuses to failure classes (sinks.ParseClass).
+	ExitCodes map[string]string `yaml:"exit_codes"`
 }
 
 type httpSinkSection struct {

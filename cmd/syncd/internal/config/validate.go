@@ -158,7 +158,13 @@ func (p *parser) ownership() {
 func (p *parser) engine() {
 	c := p.f.Engine()
 	c.Ownership = ownership.Config{} // checked on its own above
+	if _, err := engine.ParseRate(p.f.s.Target.Rate); err != nil && !p.skip("target.rate") {
+		p.report(err, "target.rate", nil, "%v", err)
+	}
 	libErrors(p, "engine", c.Validate(), func(e *engine.ConfigError) (string, string) {
+		if strings.HasPrefix(e.Field, "target.") {
+			return e.Field, e.Reason
+		}
 		return "engine." + e.Field, e.Reason
 	})
 }
@@ -231,6 +237,14 @@ func (p *parser) sink() {
 			p.report(nil, "sink."+other, nil, "set but sink.type is %s (the default); add sink.type: %s", typ, other)
 		default:
 			p.report(nil, "sink."+other, nil, "set but sink.type is %s", typ)
+		}
+	}
+	for status, class := range p.f.s.Sink.Exec.ExitCodes {
+		field := "sink.exec.exit_codes." + status
+		if _, err := strconv.Atoi(status); err != nil && !p.skip(field) {
+			p.report(err, field, nil, "%s is not an exit status: want a number from 1 to 255", show(status))
+		} else if _, err := sinks.ParseClass(class); err != nil && !p.skip(field) {
+			p.report(err, field, nil, "%v", err)
 		}
 	}
 	c := p.f.sinkConfig()
