@@ -366,15 +366,25 @@ func TestRateAndMaxInFlightFleetWide(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, nil)
 	var running, peak atomic.Int64
+	var slow atomic.Bool
+	var byPID sync.Map // daemon pid -> *atomic.Int64 syncs running
 	seen := &calls{}
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var id string
-		decodeID(r, &id)
-		seen.add(id, true)
+		var body struct{ ID, Owner string }
+		json.NewDecoder(r.Body).Decode(&body)
+		seen.add(body.ID, true)
+		pid := strings.Split(body.Owner, "/")[1] // host/pid/run/wN
+		c, _ := byPID.LoadOrStore(pid, new(atomic.Int64))
+		c.(*atomic.Int64).Add(1)
+		defer c.(*atomic.Int64).Add(-1)
 		n := running.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
-		time.Sleep(100 * time.Millisecond)
+		if slow.Load() {
+			time.Sleep(time.Second)
+		} else {
+			time.Sleep(100 * time.Millisecond)
+		}
 		running.Add(-1)
 	}))
 	defer target.Close()
@@ -402,13 +412,32 @@ target:
 	if n < 180 || n > 220 {
 		t.Errorf("%d starts in 10 s at target.rate 20/s, want 200 ± 10%%", n)
 	}
-	// SIGKILL one daemon in the middle of its syncs: its permits are
-	// leases, not handed to others until they expire (ttl 3s).
-	waitFor(t, 5*time.Second, "syncs running", func() bool { return running.Load() > 0 })
-	ds[0].Signal(syscall.SIGKILL)
-	time.Sleep(6 * time.Second)
 	if p := peak.Load(); p > 4 {
 		t.Errorf("%d syncs ran at the target at once, target.max_in_flight is 4", p)
+	}
+	// Syncs of 1 s: now max_in_flight binds (20/s would be 20 at once).
+	slow.Store(true)
+	time.Sleep(3 * time.Second)
+	if p := peak.Load(); p != 4 {
+		t.Errorf("with 1 s syncs at most %d ran at once, want exactly target.max_in_flight, 4", p)
+	}
+	// SIGKILL one daemon in the middle of its syncs: its permits are
+	// leases, not handed to others until they expire (ttl 3s).
+	peak.Store(running.Load())
+	var victim *testutil.Process
+	waitFor(t, 5*time.Second, "a daemon with a sync at the target", func() bool {
+		for _, d := range ds {
+			if c, ok := byPID.Load(strconv.Itoa(d.Pid())); ok && c.(*atomic.Int64).Load() > 0 {
+				victim = d
+				return true
+			}
+		}
+		return false
+	})
+	victim.Signal(syscall.SIGKILL)
+	time.Sleep(6 * time.Second)
+	if p := peak.Load(); p > 4 {
+		t.Errorf("%d syncs ran at the target at once across a SIGKILL, target.max_in_flight is 4", p)
 	}
 	if after := between(seen.snapshot(), time.Now().Add(-2*time.Second), time.Now()); after == 0 {
 		t.Error("no sync in the 2 s after the killed daemon's permits expired")
