@@ -216,3 +216,34 @@ func TestTargetRateAndMaxInFlight(t *testing.T) {
 		t.Errorf("%d syncs at once, max_in_flight is 3", p)
 	}
 }
+
+// A batch run honours the breaker, quarantines no item over an outage,
+// and reports how long the target was unavailable.
+func TestBatchReportsTargetUnavailable(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 2)
+	ctx := context.Background()
+	for i := range 40 {
+		st.Add(ctx, fmt.Sprintf("b%02d", i))
+	}
+	start := time.Now()
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		if time.Since(start) < 1500*time.Millisecond {
+			return errors.New("exit status 1")
+		}
+		return nil
+	}}
+	e := newEngine(t, st, rec, engine.Config{Workers: 4, BackoffMin: 10 * time.Millisecond, Poll: 5 * time.Millisecond,
+		Target: engine.TargetConfig{Breaker: engine.BreakerConfig{ProbeInterval: 100 * time.Millisecond}}})
+	rep, err := e.RunBatch(ctx, engine.BatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.Synced != 40 || rep.Quarantined != 0 {
+		t.Errorf("report %+v, want all 40 synced, none quarantined", rep)
+	}
+	if rep.TargetUnavailable < time.Second || rep.TargetUnavailable > 3*time.Second {
+		t.Errorf("report says the target was unavailable for %v, want about 1.5s", rep.TargetUnavailable)
+	}
+}
