@@ -198,7 +198,10 @@ func execCalls(t *testing.T, path string) []call {
 // again within 30 s of recovery; the dead target gets about one call a
 // second from the whole fleet once the breaker opened; the poison item
 // is quarantined as before.
-func outageCheck(t *testing.T, srv *redistest.Server, prefix string, items []string, setDown func(bool), seen func() []call) {
+//
+// opensAfter is how many distinct failing items open the breaker: 1 for
+// a target that says it is down (503), 5 (the default) for plain errors.
+func outageCheck(t *testing.T, srv *redistest.Server, prefix string, items []string, opensAfter int, setDown func(bool), seen func() []call) {
 	waitFor(t, 30*time.Second, "every healthy item synced once", func() bool {
 		return len(syncedAfter(seen(), items, time.Time{})) == 0
 	})
@@ -212,12 +215,12 @@ func outageCheck(t *testing.T, srv *redistest.Server, prefix string, items []str
 		return len(syncedAfter(seen(), items, t1)) == 0
 	})
 	t.Logf("every healthy item synced again %v after the recovery", time.Since(t1).Round(100*time.Millisecond))
-	// The breaker opens once 5 distinct items failed (syncs already
-	// running then still arrive); from then on, about one probe a second.
+	// The breaker opens once opensAfter distinct items failed (syncs
+	// already running then still arrive); then, about one probe a second.
 	cs := seen()
 	opened, failing := t1, map[string]bool{}
 	for _, c := range cs {
-		if c.at.After(t0) && !c.ok && c.id != "poison" && len(failing) < 5 {
+		if c.at.After(t0) && !c.ok && c.id != "poison" && len(failing) < opensAfter {
 			failing[c.id] = true
 			opened = c.at
 		}
@@ -260,7 +263,7 @@ sink:
     command: ["sh", "-c", %q]
 `, script))
 	daemons(t, 2, cfg)
-	outageCheck(t, srv, "exec", items, func(down bool) {
+	outageCheck(t, srv, "exec", items, 5, func(down bool) {
 		if down {
 			os.WriteFile(flag, nil, 0o644)
 		} else {
@@ -299,7 +302,7 @@ sink:
     url: %s/sync
 `, target.URL))
 	daemons(t, 2, cfg)
-	outageCheck(t, srv, "h503", items, down.Store, seen.snapshot)
+	outageCheck(t, srv, "h503", items, 1, down.Store, seen.snapshot)
 }
 
 // A 429 with Retry-After: 10 keeps the whole fleet off the target for
