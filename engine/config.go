@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -53,6 +54,11 @@ type Config struct {
 	// Target is the target's fleet-wide limits and breaker (see
 	// TargetConfig); WithDefaults applies its defaults.
 	Target TargetConfig
+	// Restore returns the item set's sources of truth (config items,
+	// files): after Redis lost the deployment's data they are added
+	// back. Nil: nothing is restored (the loss is still logged, counted
+	// and recorded).
+	Restore func(ctx context.Context) ([]string, error)
 	// Ownership is the claim protocol's timing. WithDefaults leaves it
 	// as it is: ownership.Config applies its own defaults.
 	Ownership ownership.Config

@@ -77,6 +77,7 @@ type Engine struct {
 	// tgt gates claims on the target's limits and breaker; nil over a
 	// fake store.
 	tgt       *target
+	deploy    deployWatch   // the monitor's
 	watchStop chan struct{} // closed by Stop once syncs drained
 	watchDone chan struct{} // closed when tgt.watch ended
 
@@ -339,6 +340,9 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 		}
 		if err == nil {
 			err = e.syncClock(ctx)
+		}
+		if err == nil {
+			e.checkDeployment(ctx)
 		}
 		cancel()
 		// Said once when the gauges stop updating, once when they resume.

@@ -31,6 +31,9 @@ type Metrics struct {
 	// the claim rounds the target's limits or breaker held back;
 	// PermitsLost the permits that expired while their syncs ran.
 	TargetUp, TargetOpened, TargetClosed, TargetProbes, TargetWaits, PermitsLost atomic.Int64
+	// DataLosses counts the times this process saw Redis lose the
+	// deployment's data (and restored the item set).
+	DataLosses atomic.Int64
 
 	own *ownership.Stats
 
@@ -89,6 +92,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"syncd_target_transitions_total", "", "", `to="closed"`, m.TargetClosed.Load()},
 		{"syncd_target_probes_total", "Probe syncs of an open breaker this process was granted.", "counter", "", m.TargetProbes.Load()},
 		{"syncd_target_waits_total", "Claim rounds held back by the target's rate limit, max_in_flight or breaker.", "counter", "", m.TargetWaits.Load()},
+		{"syncd_redis_data_losses_total", "Times this process saw Redis lose the deployment's data and restored the item set.", "counter", "", m.DataLosses.Load()},
 		{"syncd_target_permits_lost_total", "max_in_flight permits that expired while their syncs ran.", "counter", "", m.PermitsLost.Load()},
 		{"syncd_quarantined_total", "Items quarantined after max_attempts or a permanent error.", "counter", "", m.Quarantined.Load()},
 		{"syncd_items_damaged_total", "Items a claim quarantined because their state in Redis is damaged, by what.", "counter", `reason="fence"`, o.DamagedFences.Load()},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/redistest"
@@ -245,5 +246,57 @@ func TestBatchReportsTargetUnavailable(t *testing.T) {
 	}
 	if rep.TargetUnavailable < time.Second || rep.TargetUnavailable > 3*time.Second {
 		t.Errorf("report says the target was unavailable for %v, want about 1.5s", rep.TargetUnavailable)
+	}
+}
+
+// When Redis loses the deployment's data, the engine restores the item
+// set from its sources once, counts and records it, and syncs again.
+func TestDataLossRestoresItems(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 2)
+	ctx := context.Background()
+	ids := []string{"a", "b", "c", "d"}
+	st.Add(ctx, ids...)
+	st.Add(ctx, "by-hand")
+	var mu sync.Mutex
+	synced := map[string]time.Time{}
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		mu.Lock()
+		synced[it.ID] = time.Now()
+		mu.Unlock()
+		return nil
+	}}
+	e := newEngine(t, st, rec, engine.Config{Workers: 2, Interval: 200 * time.Millisecond, Poll: 5 * time.Millisecond,
+		Restore:   func(context.Context) ([]string, error) { return ids, nil },
+		Ownership: ownership.Config{TTL: 500 * time.Millisecond}})
+	e.Start(ctx)
+	waitFor(t, 5*time.Second, "every item synced", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(synced) == 5
+	})
+	time.Sleep(2 * time.Second) // the monitor counted the items
+	st.Client().FlushAll(ctx)
+	lost := time.Now()
+	waitFor(t, 5*time.Second, "every source item synced after the loss", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			if synced[id].Before(lost) {
+				return false
+			}
+		}
+		return true
+	})
+	if n := e.Metrics().DataLosses.Load(); n != 1 {
+		t.Errorf("data losses counted: %d, want 1", n)
+	}
+	l, err := st.LastDataLoss(ctx)
+	if err != nil || l == nil || l.Restored != 4 || l.Lost != 1 || l.Count != 1 {
+		t.Errorf("recorded data loss = %+v, %v; want 4 restored, 1 lost, once", l, err)
+	}
+	if n, _, _ := st.Count(ctx, 0); n != 4 {
+		t.Errorf("%d items after the restore, want the 4 of the sources", n)
 	}
 }

@@ -18,6 +18,8 @@ type Store interface {
 	ClaimBatch(ctx context.Context, p store.ClaimBatchParams) (*store.ClaimBatchResult, error)
 	ClaimReceipt(ctx context.Context, shard int, tok store.Token) ([]string, error)
 	MarkEpoch(ctx context.Context, shard int, ttl time.Duration) (time.Duration, error)
+	// Fresh reports whether opening the store created the deployment.
+	Fresh() bool
 	Extend(ctx context.Context, ttl time.Duration, state store.State, reqs []store.ExtendRequest) ([]store.ExtendResult, error)
 	Release(ctx context.Context, shard int, reqs []store.ReleaseRequest) ([]store.ReleaseResult, error)
 	Lock(ctx context.Context, name string, rec *store.Record, ttl time.Duration) (store.LockResult, error)
@@ -34,8 +36,11 @@ type Manager struct {
 	base  context.Context
 	close context.CancelFunc
 
-	mu     sync.Mutex
-	hold   map[int]time.Time // shard -> no claims before
+	mu   sync.Mutex
+	hold map[int]time.Time // shard -> no claims before
+	// marked is when a missing epoch marker was last logged: once per
+	// ttl, not once per shard.
+	marked time.Time
 	closed bool
 
 	stats Stats
@@ -103,9 +108,24 @@ func (m *Manager) markEpoch(ctx context.Context, shard int) error {
 	if err != nil {
 		return err
 	}
-	if hold > 0 {
+	if hold <= 0 {
+		return nil
+	}
+	m.mu.Lock()
+	quiet := time.Since(m.marked) < m.cfg.TTL
+	if !quiet {
+		m.marked = time.Now()
+	}
+	m.mu.Unlock()
+	switch {
+	case quiet:
+		m.log.Debug().Int(keyShard, shard).Dur("hold_off", hold).Msg("no epoch marker: shard held off")
+	case m.st.Fresh():
+		m.log.Info().Dur("wait", hold).
+			Msg("new deployment: claims start after one ttl, in case a daemon from before still holds a lease (Redis cannot tell a new deployment from one whose data it lost)")
+	default:
 		m.log.Warn().Int(keyShard, shard).Dur("hold_off", hold).
-			Msg("redis has no epoch marker for this shard (new deployment on a fresh redis, or redis lost its data): holding off claims until any earlier lease has expired")
+			Msg("redis has no epoch marker for this shard and others (redis lost its data, or a new deployment): holding off claims until any earlier lease has expired")
 	}
 	return nil
 }

@@ -46,6 +46,11 @@ type Config struct {
 	// evict claim keys (anything but noeviction). By default it logs a
 	// warning at error level instead.
 	RefuseEviction bool
+	// RequirePersistence makes Open fail when a master runs without AOF
+	// (ErrNoPersistence): a restart of such a Redis loses the item set
+	// (syncd restores it from its sources, but items added by hand are
+	// gone). Default false.
+	RequirePersistence bool
 	// DialTimeout, ReadTimeout and WriteTimeout bound each network step.
 	// Defaults 5s, 3s, 3s.
 	DialTimeout  time.Duration

@@ -150,6 +150,12 @@ func (k Keys) Shard(id string) int {
 // ShardCount is the key that records the deployment's shard count.
 func (k Keys) ShardCount() string { return k.prefix + ":shards" }
 
+// Deployment is the deployment's marker (see Store.Deployment).
+func (k Keys) Deployment() string { return k.prefix + ":deployment" }
+
+// DataLoss records the last time Redis lost the deployment's data.
+func (k Keys) DataLoss() string { return k.prefix + ":dataloss" }
+
 // Batch is the marker of the current batch run.
 func (k Keys) Batch() string { return k.prefix + ":batch" }
 

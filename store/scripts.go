@@ -118,6 +118,8 @@ var (
 	scriptPending = loadScript("pending", "now", "unbe", "meta_get", "is_inf", "due_ms")
 	scriptBatch   = loadScript("batch", "now", "wrongtype", "num")
 
+	scriptDeployment = loadScript("deployment", "now", "num")
+
 	scriptTargetAdmit  = loadScript("target_admit", "now", "num", "own_type", "breaker_get")
 	scriptTargetReport = loadScript("target_report", "now", "own_type", "breaker_get")
 	scriptTargetExtend = loadScript("target_extend", "now", "own_type")

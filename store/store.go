@@ -24,6 +24,8 @@ var (
 	ErrShardsMismatch = errors.New("store: shard count differs from the deployment's")
 	// ErrEviction: Redis may evict claim keys and RefuseEviction is set.
 	ErrEviction = errors.New("store: maxmemory-policy may evict claims")
+	// ErrNoPersistence: Config.RequirePersistence and a master without AOF.
+	ErrNoPersistence = errors.New("store: redis runs without persistence")
 	// ErrHeldOff: the shard is held off after Redis lost its data.
 	ErrHeldOff = errors.New("store: shard held off after data loss")
 	// ErrEpochMissing: the shard's data-loss marker is missing; see
@@ -63,6 +65,8 @@ type Store struct {
 	rdb  redis.UniversalClient
 	keys Keys
 	mini *miniredis.Miniredis // embedded server, nil with real Redis
+	// fresh: Open created the deployment (see Fresh).
+	fresh bool
 
 	stopClock chan struct{}
 	clockDone chan struct{}
@@ -149,6 +153,9 @@ func (s *Store) start(ctx context.Context) error {
 			if !versionAtLeast(in.Version, 7) {
 				return fmt.Errorf("store: %s runs Redis %s; syncd needs Redis 7.0 or newer (its scripts use SET with both NX and GET)", in.Addr, in.Version)
 			}
+			if s.cfg.RequirePersistence && !in.AOF {
+				return fmt.Errorf("%w: %s runs without AOF (appendonly no): a restart would lose the item set and every claim; turn appendonly on, or leave redis.require_persistence off", ErrNoPersistence, in.Addr)
+			}
 			if in.MaxmemoryPolicy != "" && in.MaxmemoryPolicy != "noeviction" {
 				if s.cfg.RefuseEviction {
 					return fmt.Errorf("%w: %s has maxmemory-policy %s; set it to noeviction", ErrEviction, in.Addr, in.MaxmemoryPolicy)
@@ -158,9 +165,15 @@ func (s *Store) start(ctx context.Context) error {
 			}
 		}
 	}
-	if err := s.checkShards(ctx); err != nil {
+	created, err := s.checkShards(ctx)
+	if err != nil {
 		return err
 	}
+	d, err := s.Deployment(ctx)
+	if err != nil {
+		return err
+	}
+	s.fresh = created && d.New
 	if err := loadScripts(ctx, s.rdb); err != nil {
 		return fmt.Errorf("store: load scripts: %w", err)
 	}
@@ -227,19 +240,29 @@ func (s *Store) describe() string {
 	return s.cfg.Addrs[0]
 }
 
-func (s *Store) checkShards(ctx context.Context) error {
+// checkShards records the shard count when the deployment has none
+// (created) and checks it otherwise.
+func (s *Store) checkShards(ctx context.Context) (created bool, err error) {
 	key := s.keys.ShardCount()
-	if err := s.rdb.SetNX(ctx, key, s.keys.Shards(), 0).Err(); err != nil {
-		return fmt.Errorf("store: record shard count: %w", err)
+	created, err = s.rdb.SetNX(ctx, key, s.keys.Shards(), 0).Result()
+	if err != nil {
+		return false, fmt.Errorf("store: record shard count: %w", err)
 	}
 	v, err := s.rdb.Get(ctx, key).Int()
 	if err != nil {
-		return fmt.Errorf("store: read shard count: %w", err)
+		return false, fmt.Errorf("store: read shard count: %w", err)
 	}
 	if v != s.keys.Shards() {
-		return fmt.Errorf("%w: configured %d, deployment %q has %d", ErrShardsMismatch, s.keys.Shards(), s.keys.Prefix(), v)
+		return false, fmt.Errorf("%w: configured %d, deployment %q has %d", ErrShardsMismatch, s.keys.Shards(), s.keys.Prefix(), v)
 	}
-	return nil
+	return created, nil
+}
+
+// Restored writes the deployment's shard count again after Redis lost
+// its data (see Deployment).
+func (s *Store) Restored(ctx context.Context) error {
+	_, err := s.checkShards(ctx)
+	return err
 }
 
 // Servers reads INFO from every master (one unless Cluster). The

@@ -137,6 +137,9 @@ func buildEngine(ctx context.Context, cfg *config.File, st *store.Store, log zer
 	}
 	ecfg := cfg.Engine()
 	ecfg.Logger = log
+	// After Redis lost the deployment's data, the items of the config
+	// (items.file read again) come back.
+	ecfg.Restore = func(context.Context) ([]string, error) { return cfg.Items(nil) }
 	e, err := engine.New(st, sink, ecfg)
 	if err != nil {
 		sink.Close()

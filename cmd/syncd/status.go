@@ -46,6 +46,8 @@ type summary struct {
 	Damaged []shardDamage `json:"damaged_shards,omitempty"`
 	// Target is the target's breaker and permits, fleet-wide.
 	Target targetSummary `json:"target"`
+	// DataLoss is the last time Redis lost the deployment's data.
+	DataLoss *store.DataLoss `json:"data_loss,omitempty"`
 }
 
 // targetSummary is the target's state in status output.
@@ -134,6 +136,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 		return &exitError{code: exitUsage, err: err}
 	}
 	sum.Target = targetOf(ts)
+	if sum.DataLoss, err = st.LastDataLoss(ctx); err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
 	slices.SortStableFunc(rows, func(a, b itemRow) int { return cmpInt(a.dueSortable, b.dueSortable) })
 	if *limit > 0 && len(rows) > *limit {
 		rows = rows[:*limit]
@@ -159,6 +164,10 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "\n%d items: %d due, %d in flight, %d backing off, %d quarantined; oldest wait %s (%s)\n",
 		sum.Items, sum.Due, sum.InFlight, sum.BackingOff, sum.Quarantined, sum.OldestWait, sum.Redis)
 	fmt.Fprintln(stdout, sum.Target.line(time.UnixMilli(now)))
+	if l := sum.DataLoss; l != nil {
+		fmt.Fprintf(stdout, "redis lost this deployment's data at %s (%d times): %d items restored from the sources; up to %d in no source (added by hand) were lost\n",
+			l.At.UTC().Format(time.RFC3339), l.Count, l.Restored, l.Lost)
+	}
 	for _, d := range sum.Damaged {
 		fmt.Fprintf(stdout, "shard %d damaged, its items are not shown and wait: %s\n", d.Shard, shown(d.Error, 500))
 	}

@@ -32,6 +32,7 @@ type redisSection struct {
 	KeyPrefix           string        `yaml:"key_prefix"`
 	Shards              int           `yaml:"shards"`
 	RefuseEviction      bool          `yaml:"refuse_eviction"`
+	RequirePersistence  bool          `yaml:"require_persistence"`
 	DialTimeout         time.Duration `yaml:"dial_timeout"`
 	ReadTimeout         time.Duration `yaml:"read_timeout"`
 	WriteTimeout        time.Duration `yaml:"write_timeout"`

@@ -1,0 +1,58 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/redistest"
+)
+
+// The first Open of a deployment creates its marker; a marker Redis lost
+// comes back with another ID, which is how a process knows the data it
+// relied on is gone.
+func TestDeploymentMarker(t *testing.T) {
+	srv := redistest.Start(t, nil)
+	cfg := store.Config{Addrs: []string{srv.Addr()}, KeyPrefix: "dep"}
+	first := open(t, cfg)
+	if !first.Fresh() {
+		t.Error("the first Open of a deployment is not Fresh")
+	}
+	d1, err := first.Deployment(t.Context())
+	if err != nil || d1.New || d1.ID == "" || time.Since(d1.Created) > time.Minute {
+		t.Fatalf("Deployment = %+v, %v", d1, err)
+	}
+	if second := open(t, cfg); second.Fresh() {
+		t.Error("a second Open of the deployment is Fresh")
+	}
+	first.Client().FlushAll(t.Context())
+	d2, err := first.Deployment(t.Context())
+	if err != nil || !d2.New || d2.ID == d1.ID {
+		t.Fatalf("Deployment after FLUSHALL = %+v, %v; want a new marker", d2, err)
+	}
+	if err := first.Restored(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if third := open(t, cfg); third.Fresh() {
+		t.Error("Open after the marker was restored is Fresh")
+	}
+	loss := store.DataLoss{At: time.UnixMilli(time.Now().UnixMilli()), Restored: 30, Lost: 2, By: "h/1/r"}
+	first.RecordDataLoss(t.Context(), loss, true)
+	first.RecordDataLoss(t.Context(), loss, true)
+	got, err := first.LastDataLoss(t.Context())
+	if err != nil || got == nil || got.Count != 2 || got.Restored != 30 || got.Lost != 2 || !got.At.Equal(loss.At) {
+		t.Errorf("LastDataLoss = %+v, %v", got, err)
+	}
+}
+
+// require_persistence refuses a Redis without AOF and takes one with it.
+func TestRequirePersistence(t *testing.T) {
+	plain := redistest.Start(t, nil)
+	_, err := store.Open(t.Context(), store.Config{Addrs: []string{plain.Addr()}, RequirePersistence: true})
+	if !errors.Is(err, store.ErrNoPersistence) {
+		t.Errorf("Open without AOF = %v, want ErrNoPersistence", err)
+	}
+	aof := redistest.Start(t, &redistest.Options{AOF: true})
+	open(t, store.Config{Addrs: []string{aof.Addr()}, RequirePersistence: true})
+}
