@@ -361,6 +361,7 @@ const (
 	msgNotConfirmed = "claim not confirmed after settle"
 	msgUnknown      = "claim reply lost; confirming"
 	msgHeldOff      = "shard held off: no claims until every lease from before redis lost its data has expired"
+	msgDataLoss     = "redis lost its data: the item set was restored from the sources; items in no source (added by hand) are gone; claims wait one ttl"
 )
 
 // checkAlive fails the test for every daemon of the fleet that exited

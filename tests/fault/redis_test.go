@@ -170,24 +170,32 @@ func TestRedisRestart(t *testing.T) {
 		t.Parallel()
 		f := newFleet(t, fleetOpts{Prefix: "restart", Fast: 8, Slow: 4})
 		f.wiped = true
-		sc := newScenario(t, f, "Redis kill -9 and restart without persistence",
-			"Redis is killed with SIGKILL while at least one slow sync runs and restarted at once, empty; "+
-				"the operator then runs `syncd items add` for every item, and the running daemons carry on. "+
+		sc := newScenario(t, f, "Redis kill -9 and restart without persistence, daemons paused",
+			"Every daemon is paused (SIGSTOP) while at least one slow sync runs; Redis is killed with SIGKILL "+
+				"and restarted at once, empty; the daemons are resumed one ttl later. Nobody adds the items "+
+				"back: each daemon sees the deployment's marker gone, logs the data loss once, and restores "+
+				"the items of its config. "+
 				"Owners from before the crash may still be running: their heartbeats find their records gone, "+
 				"and no new claim may begin before every earlier lease could have expired (kill + ttl − margin); "+
 				"writes that do are counted (a known bug, see TestHoldOffAfterDataLossTooShort). "+
-				"Recovery: from the restart to the begin of each item's next accepted write; it includes the "+
-				"hold-off of one ttl.")
+				"Recovery: from the resume to the begin of each item's next accepted write, bounded by "+
+				"ttl + interval + the item's sync.")
 		for range trials(2) {
 			f.waitSlowInFlight()
 			offs := f.logOffsets()
-			tr := sc.begin("kill -9, restart empty, items add")
+			tr := sc.begin("pause the daemons, kill -9, restart empty, resume after ttl")
+			for _, d := range f.daemons {
+				d.pause(t)
+			}
 			t0 := time.Now()
 			f.srv.Kill(t)
 			f.srv.Restart(t)
+			time.Sleep(f.o.TTL + 200*time.Millisecond)
+			for _, d := range f.daemons {
+				d.resume(t)
+			}
 			t1 := time.Now()
-			f.cli(append([]string{"items", "add"}, f.ids...)...)
-			rec, stranded := f.awaitSynced(t1, f.o.TTL)
+			rec, stranded := f.awaitSynced(t1, 0)
 			sc.stranded(tr, stranded, t1, f.o.TTL)
 			for _, r := range rec {
 				tr.Recovery = append(tr.Recovery, r)
@@ -218,6 +226,12 @@ func TestRedisRestart(t *testing.T) {
 			logs := countLogs(offs)
 			tr.Counts["syncs cancelled (lease lost)"] = logs[msgLost]
 			tr.Counts["shards held off (daemon logs)"] = logs[msgHeldOff]
+			tr.Counts["data losses logged"] = logs[msgDataLoss]
+			for d, off := range offs {
+				if n := d.countLog(off)[msgDataLoss]; n != 1 {
+					t.Errorf("%s logged the data loss %d times, want once", d.host, n)
+				}
+			}
 			sc.end(tr)
 		}
 		sc.finish()
