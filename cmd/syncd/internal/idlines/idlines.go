@@ -119,7 +119,7 @@ func Parse(name string, r io.Reader, check func(id string) error) ([]string, err
 		}
 		if check != nil {
 			if err := check(id); err != nil {
-				report(n, err, reason(err))
+				report(n, err, Reason(err))
 				continue
 			}
 		}
@@ -155,9 +155,10 @@ func readLine(br *bufio.Reader, buf []byte) (line []byte, size int, end bool, er
 	}
 }
 
-// reason says why check refused an ID, without the "store: " of the
-// store's errors.
-func reason(err error) string {
+// Reason says why a check refused an ID: the text of a store.ValidateID
+// error without its "store: " prefix, such as
+// `invalid item id "a\x01b": control character U+0001 at byte 1`.
+func Reason(err error) string {
 	var ie *store.IDError
 	if errors.As(err, &ie) {
 		return fmt.Sprintf("invalid item id %q: %s", ie.ID, ie.Reason)
