@@ -44,5 +44,11 @@ func TestUnknown(t *testing.T) {
 		if _, err := s.Unknown(ctx, strings.Repeat("z", store.MaxRemoveIDLen+1)); err == nil {
 			t.Error("Unknown of an id over MaxRemoveIDLen: no error")
 		}
+		// A damaged due index is an error, not an unknown id.
+		sh := s.Keys().Shard("a")
+		s.Client().Set(ctx, s.Keys().Due(sh), "garbage", 0)
+		if got, err := s.Unknown(ctx, "x", "a"); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("Unknown over a damaged shard = %q, %v; want WRONGTYPE", got, err)
+		}
 	})
 }
