@@ -2,16 +2,21 @@ package main
 
 import (
 	"bufio"
-	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
+	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
 	"github.com/syncd/syncd/store"
 )
+
+// stdin is what `--file -` reads; tests replace it.
+var stdin io.Reader = os.Stdin
 
 // cmdItems adds, removes or lists items.
 func cmdItems(args []string, stdout, stderr io.Writer) error {
@@ -19,31 +24,22 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 		return usageErr("items: say add, remove or list")
 	}
 	verb := args[0]
+	what, ok := map[string]string{"add": "added", "remove": "removed", "list": ""}[verb]
+	if !ok {
+		return usageErr("items: unknown action %q (add, remove or list)", verb)
+	}
 	f := newFlags("items "+verb, stderr)
-	file := f.fs.String("file", "", "read IDs from this file, one per line (# comments)")
+	file := f.fs.String("file", "", "read IDs from this file, one per line (# comments); - reads standard input")
 	ids, err := f.parse(args[1:])
 	if err != nil {
 		return err
 	}
-	// remove takes ids that add refuses: an item planted in Redis under
-	// one (empty, control characters, 200 KB) must be removable. The
-	// store still bounds their length (store.MaxRemoveIDLen).
-	check := store.ValidateID
-	if verb == "remove" {
-		check = nil
+	if verb == "list" && (len(ids) > 0 || *file != "") {
+		return usageErr("items list: takes no IDs and no --file")
 	}
-	if *file != "" {
-		more, err := readLines(*file, check)
-		if err != nil {
-			return &exitError{code: exitUsage, err: err}
-		}
-		ids = append(ids, more...)
-	}
-	for _, id := range ids {
-		if check != nil {
-			if err := check(id); err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
+	if verb != "list" {
+		if ids, err = itemIDs(verb, what, ids, *file); err != nil {
+			return err
 		}
 	}
 	ctx := context.Background()
@@ -54,79 +50,148 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 	defer st.Close()
 	warnEmbedded(st, stderr)
 	switch verb {
-	case "add", "remove":
-		if len(ids) == 0 {
-			return usageErr("items %s: no IDs given (arguments or --file)", verb)
-		}
-		op, what := st.Add, "added"
-		if verb == "remove" {
-			op, what = st.Remove, "removed"
-		}
-		n, err := op(ctx, ids...)
+	case "add":
+		n, err := st.Add(ctx, ids...)
 		if err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
-		fmt.Fprintf(stdout, "%d of %d items %s\n", n, len(ids), what)
+		fmt.Fprintf(stdout, "%d of %d items added\n", n, len(ids))
 		return nil
-	case "list":
-		w := bufio.NewWriter(stdout)
-		defer w.Flush()
-		for sh := range st.Keys().Shards() {
-			for off := 0; off >= 0; {
-				page, next, err := st.List(ctx, sh, off, 1000)
-				if err != nil {
-					return &exitError{code: exitUsage, err: err}
-				}
-				for _, it := range page {
-					fmt.Fprintln(w, shown(it.ID, store.MaxIDLen))
-				}
-				off = next
+	case "remove":
+		return changeKnown(ctx, st, st.Remove, ids, what, stdout)
+	}
+	return listItems(ctx, st, stdout)
+}
+
+// itemIDs returns the IDs of items add or remove: the arguments, then
+// the lines of file ("-" is standard input), each once. When any is bad
+// it returns every bad one and no ID, so that nothing is changed. remove
+// takes ids that add refuses: an item planted in Redis under one (empty,
+// control characters, 200 KB) must be removable.
+func itemIDs(verb, what string, args []string, file string) ([]string, error) {
+	check := store.ValidateID
+	if verb == "remove" {
+		check = removable
+	}
+	ids, err := checkIDs(args, check, what)
+	if err != nil {
+		return nil, err
+	}
+	if file != "" {
+		more, err := readIDFile(file, check)
+		var bad *idlines.Error
+		if errors.As(err, &bad) {
+			line := "lines"
+			if bad.Count() == 1 {
+				line = "line"
 			}
+			return nil, usageErr("nothing %s: %s has %d invalid %s:\n%w", what, bad.Name, bad.Count(), line, err)
 		}
+		if err != nil {
+			return nil, &exitError{code: exitUsage, err: err}
+		}
+		ids = unique(append(ids, more...))
+	}
+	if len(ids) == 0 {
+		return nil, usageErr("items %s: no IDs given (arguments or --file)", verb)
+	}
+	return ids, nil
+}
+
+// checkIDs returns ids each once, or an error naming every one check
+// refuses ("nothing requeued: invalid item id ...").
+func checkIDs(ids []string, check func(string) error, what string) ([]string, error) {
+	var errs []error
+	for _, id := range ids {
+		if err := check(id); err != nil {
+			errs = append(errs, errors.New(idlines.Reason(err)))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, usageErr("nothing %s: %w", what, errors.Join(errs...))
+	}
+	return unique(ids), nil
+}
+
+// unique returns ids with each kept once, at its first place.
+func unique(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	return slices.DeleteFunc(ids, func(id string) bool {
+		dup := seen[id]
+		seen[id] = true
+		return dup
+	})
+}
+
+// removable is the check of items remove: any id store.Remove takes.
+func removable(id string) error {
+	if len(id) > store.MaxRemoveIDLen {
+		return &store.IDError{ID: id[:64] + "...", Reason: fmt.Sprintf("%d bytes long, the limit for removal is %d", len(id), store.MaxRemoveIDLen)}
+	}
+	return nil
+}
+
+// readIDFile reads the IDs of path ("-" is standard input, named "stdin"
+// in errors) by the rules of package idlines, each accepted by check.
+func readIDFile(path string, check func(string) error) ([]string, error) {
+	if path == "-" {
+		return idlines.Parse("stdin", stdin, check)
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--file: %w", err)
+	}
+	defer fh.Close()
+	return idlines.Parse(path, fh, check)
+}
+
+// changeKnown runs op (st.Requeue or st.Remove) over ids and says how
+// many it changed. Unknown ids fail the command with exitFailed, each
+// named; the known ones are changed all the same.
+func changeKnown(ctx context.Context, st *store.Store, op func(context.Context, ...string) (int, error),
+	ids []string, what string, stdout io.Writer) error {
+	unknown, err := st.Unknown(ctx, ids...)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	n, err := op(ctx, ids...)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	fmt.Fprintf(stdout, "%d of %d items %s\n", n, len(ids), what)
+	if len(unknown) == 0 {
 		return nil
 	}
-	return usageErr("items: unknown action %q (add, remove or list)", verb)
+	names := make([]string, len(unknown))
+	for i, id := range unknown {
+		names[i] = cmp.Or(shown(id, store.MaxIDLen), `""`)
+	}
+	return &exitError{code: exitFailed, err: fmt.Errorf("%d unknown ids (not in the item set): %s", len(unknown), strings.Join(names, ", "))}
+}
+
+// listItems prints every item's ID, one per line, shard by shard.
+func listItems(ctx context.Context, st *store.Store, stdout io.Writer) error {
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	for sh := range st.Keys().Shards() {
+		for off := 0; off >= 0; {
+			page, next, err := st.List(ctx, sh, off, 1000)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			for _, it := range page {
+				fmt.Fprintln(w, shown(it.ID, store.MaxIDLen))
+			}
+			off = next
+		}
+	}
+	return nil
 }
 
 func warnEmbedded(st *store.Store, w io.Writer) {
 	if st.Embedded() {
 		fmt.Fprintln(w, "syncd: note: no redis.addrs configured; this command works on an empty in-process store that ends with it")
 	}
-}
-
-// readIDs reads one valid ID per line; blank lines and # comments are
-// skipped.
-func readIDs(path string) ([]string, error) { return readLines(path, store.ValidateID) }
-
-// readLines reads one ID per line, each accepted by check (any, if nil);
-// blank lines and # comments are skipped.
-func readLines(path string, check func(string) error) ([]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--file: %w", err)
-	}
-	// A byte order mark (editors on Windows write one) would become an
-	// invisible part of the first ID: a duplicate no one can see.
-	b = bytes.TrimPrefix(b, []byte("\ufeff"))
-	var ids []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64*1024), store.MaxRemoveIDLen+2)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if check != nil {
-			if err := check(line); err != nil {
-				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
-			}
-		}
-		ids = append(ids, line)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return ids, nil
 }
 
 // cmdRequeue makes items due now and clears their failures.
@@ -139,21 +204,16 @@ func cmdRequeue(args []string, stdout, stderr io.Writer) error {
 	if len(ids) == 0 {
 		return usageErr("requeue: no IDs given")
 	}
+	if ids, err = checkIDs(ids, store.ValidateID, "requeued"); err != nil {
+		return err
+	}
 	ctx := context.Background()
 	st, err := adminStore(ctx, f)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	n, err := st.Requeue(ctx, ids...)
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	fmt.Fprintf(stdout, "%d of %d items requeued\n", n, len(ids))
-	if n < len(ids) {
-		return &exitError{code: exitFailed, err: fmt.Errorf("%d IDs are not in the item set", len(ids)-n)}
-	}
-	return nil
+	return changeKnown(ctx, st, st.Requeue, ids, "requeued", stdout)
 }
 
 // cmdRelease deletes a stuck claim and raises the item's fence.

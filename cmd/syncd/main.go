@@ -4,7 +4,7 @@
 //	syncd run      -c config.yaml                 the daemon
 //	syncd batch    -c config.yaml [--report F]    one pass over the item set
 //	syncd status   -c config.yaml [--json]        items, owners, fences, waits
-//	syncd items    add|remove|list -c config.yaml [ID...] [--file F]
+//	syncd items    add|remove|list -c config.yaml [ID...] [--file F|-]
 //	syncd requeue  -c config.yaml ID...           bring quarantined items back
 //	syncd release  -c config.yaml --force ID      admin release of a stuck claim
 //	syncd validate -c config.yaml                 print the effective config, or every error
@@ -30,7 +30,7 @@ var version = "dev"
 // Exit codes.
 const (
 	exitOK     = 0
-	exitFailed = 1 // some items failed or were quarantined; a command failed
+	exitFailed = 1 // some items failed or were quarantined; a command failed; requeue or remove met unknown IDs
 	exitUsage  = 2 // bad config, bad input, unreachable Redis
 )
 
@@ -53,13 +53,14 @@ usage:
   syncd run      -c config.yaml                 run the daemon
   syncd batch    -c config.yaml [--report F]    sync every item once, then exit
   syncd status   -c config.yaml [--json]        show items, owners, fences and waits
-  syncd items    add|remove|list -c config.yaml [ID...] [--file F]
+  syncd items    add|remove|list -c config.yaml [ID...] [--file F|-]
   syncd requeue  -c config.yaml ID...           make items due now, clearing failures
   syncd release  -c config.yaml --force ID      delete a stuck claim and raise its fence
   syncd validate -c config.yaml                 print the effective config, or every error
   syncd version                                 print the version
 
-exit codes: 0 ok, 1 items failed or quarantined, 2 bad config or input, unreachable Redis
+exit codes: 0 ok, 1 items failed or quarantined, or unknown IDs (requeue, items remove),
+            2 bad config or input (nothing changed), unreachable Redis
 `
 
 func main() {

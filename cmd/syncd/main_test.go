@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/syncd/syncd/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -46,12 +48,12 @@ func TestRunMain(t *testing.T) {
 func TestReadIDs(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "ids")
 	os.WriteFile(p, []byte("a\n\n# c\n  b  \nbad\x01\n"), 0o644)
-	if _, err := readIDs(p); err == nil || !strings.Contains(err.Error(), ":5:") {
-		t.Errorf("readIDs: %v, want an error at line 5", err)
+	if _, err := readIDFile(p, store.ValidateID); err == nil || !strings.Contains(err.Error(), ":5:") {
+		t.Errorf("readIDFile: %v, want an error at line 5", err)
 	}
 	os.WriteFile(p, []byte("a\n\n# c\n  b  \n"), 0o644)
-	if ids, err := readIDs(p); err != nil || strings.Join(ids, ",") != "a,b" {
-		t.Errorf("readIDs = %v, %v", ids, err)
+	if ids, err := readIDFile(p, store.ValidateID); err != nil || strings.Join(ids, ",") != "a,b" {
+		t.Errorf("readIDFile = %v, %v", ids, err)
 	}
 }
 
@@ -76,8 +78,8 @@ func TestShownEscapes(t *testing.T) {
 func TestReadIDsStripsByteOrderMark(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "items.txt")
 	os.WriteFile(path, []byte("\ufeffcustomer-1\ncustomer-2\n"), 0o644)
-	ids, err := readIDs(path)
+	ids, err := readIDFile(path, store.ValidateID)
 	if err != nil || len(ids) != 2 || ids[0] != "customer-1" {
-		t.Fatalf("readIDs = %q, %v; want [customer-1 customer-2]", ids, err)
+		t.Fatalf("readIDFile = %q, %v; want [customer-1 customer-2]", ids, err)
 	}
 }

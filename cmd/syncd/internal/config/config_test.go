@@ -971,6 +971,14 @@ items:
 		{"lines", "# header\nc\n\n  d  \r\n#e\na\nc\nf # not a comment\n",
 			[]string{"a", "b", "c", "d", "f # not a comment"}, nil},
 		{"empty file", "", []string{"a", "b"}, nil},
+		// The rules of syncd items --file (package idlines): before, a
+		// byte order mark made line 1 an invalid id.
+		{"byte order mark and CRLF", "\ufeffc\r\nd\r\nc\r\n", []string{"a", "b", "c", "d"}, nil},
+		{"not UTF-8", "c\nk\xf6rv\n", nil, []string{`items.txt:2: invalid item id "k\xf6rv": not valid UTF-8`}},
+		{"UTF-16", "\xff\xfec\x00\n\x00", nil, []string{
+			"items.txt:1: UTF-16 text (it starts with a UTF-16 byte order mark): save the file as UTF-8"}},
+		{"a line over 1 MiB", "c\n" + strings.Repeat("x", 2<<20) + "\nd\n", nil, []string{
+			"items.txt:2: line of 2097152 bytes, longer than any item id"}},
 		{"bad lines", "c\n# ok\n\x01bad\nd\n" + strings.Repeat("x", store.MaxIDLen+1) + "\n", nil, []string{
 			`items.txt:3: invalid item id "\x01bad": control character U+0001 at byte 0`,
 			`items.txt:5: invalid item id "` + strings.Repeat("x", 64) + `...": 513 bytes long, the limit is 512`,

@@ -5,17 +5,18 @@ import (
 	"cmp"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
@@ -159,10 +160,12 @@ func (f *File) Engine() engine.Config {
 }
 
 // Items returns the item IDs: items.ids, then the lines of items.file read
-// through readFile (nil means os.ReadFile). In the file, each line holds
-// one ID with surrounding white space trimmed; blank lines and lines
-// starting with # are skipped. Repeated IDs are kept once, at their first
-// place. A bad line is reported as "items.txt:3: invalid item id ...".
+// through readFile (nil means os.ReadFile) by the rules of package
+// idlines, the same as `syncd items --file`: one ID per line with
+// surrounding white space trimmed, blank lines and lines starting with #
+// skipped, a byte order mark dropped. Repeated IDs are kept once, at
+// their first place. Every bad line is reported, as
+// "items.txt:3: invalid item id ...".
 func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
 	if readFile == nil {
 		readFile = os.ReadFile
@@ -173,27 +176,11 @@ func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
 		if err != nil {
 			return nil, fail(f.errorAt(err, "items.file", nil, path+": "+fsReason(err)))
 		}
-		var errs []*FieldError
-		more := 0
-		for i, line := range strings.Split(string(data), "\n") {
-			id := strings.TrimSpace(line)
-			if id == "" || strings.HasPrefix(id, "#") {
-				continue
-			}
-			if err := store.ValidateID(id); err == nil {
-				ids = append(ids, id)
-			} else if len(errs) < maxErrors {
-				errs = append(errs, &FieldError{File: path, Line: i + 1, Msg: idReason(err), Err: err})
-			} else {
-				more++ // not kept: the file may be anything at all
-			}
+		more, err := idlines.Parse(path, bytes.NewReader(data), store.ValidateID)
+		if err != nil {
+			return nil, lineErrors(err)
 		}
-		if more > 0 {
-			errs = append(errs, &FieldError{File: path, Msg: fmt.Sprintf("and %d more invalid lines", more)})
-		}
-		if len(errs) > 0 {
-			return nil, &Errors{List: errs}
-		}
+		ids = append(ids, more...)
 	}
 	seen := make(map[string]bool, len(ids))
 	return slices.DeleteFunc(ids, func(id string) bool {
@@ -201,6 +188,22 @@ func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
 		seen[id] = true
 		return dup
 	}), nil
+}
+
+// lineErrors turns the error of idlines.Parse over bytes into an *Errors.
+func lineErrors(err error) error {
+	var e *idlines.Error
+	if !errors.As(err, &e) {
+		return fail(&FieldError{Msg: err.Error(), Err: err}) // no reader error from bytes
+	}
+	list := make([]*FieldError, 0, len(e.Lines)+1)
+	for _, l := range e.Lines {
+		list = append(list, &FieldError{File: l.Name, Line: l.Line, Msg: l.Reason, Err: l.Err})
+	}
+	if e.More > 0 {
+		list = append(list, &FieldError{File: e.Name, Msg: fmt.Sprintf("and %d more invalid lines", e.More)})
+	}
+	return &Errors{List: list}
 }
 
 // SinkConfig is what it takes to build the configured sink: its type and

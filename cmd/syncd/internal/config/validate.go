@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
@@ -205,19 +206,9 @@ func (p *parser) items() {
 	for i, id := range p.f.s.Items.IDs {
 		field := fmt.Sprintf("items.ids[%d]", i)
 		if err := store.ValidateID(id); err != nil && !p.skip(field) {
-			p.report(err, field, nil, "%s", idReason(err))
+			p.report(err, field, nil, "%s", idlines.Reason(err))
 		}
 	}
-}
-
-// idReason is the text of a store.ValidateID error without its package
-// prefix.
-func idReason(err error) string {
-	var ie *store.IDError
-	if errors.As(err, &ie) {
-		return fmt.Sprintf("invalid item id %q: %s", ie.ID, ie.Reason)
-	}
-	return strings.TrimPrefix(err.Error(), "store: ")
 }
 
 // sink checks sink.type and that only its sub-section is set, then runs

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/testutil"
+)
+
+// syncd runs the command line args and returns its exit code, stdout and
+// stderr.
+func syncd(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := runMain(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// itemSet returns which of ids are in st's item set.
+func itemSet(t *testing.T, st *store.Store, ids ...string) []string {
+	t.Helper()
+	unknown, err := st.Unknown(context.Background(), ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := map[string]bool{}
+	for _, id := range unknown {
+		gone[id] = true
+	}
+	var in []string
+	for _, id := range ids {
+		if !gone[id] {
+			in = append(in, id)
+		}
+	}
+	return in
+}
+
+// items add --file is all or nothing: every bad line is named by its
+// number, long lines too, and nothing is added. Before, the first bad
+// line stopped the read, and a line over 1 MiB was reported as
+// "bufio.Scanner: token too long".
+func TestItemsFileAllOrNothing(t *testing.T) {
+	cfg, st := adminConfig(t, "file")
+	long := strings.Repeat("x", 600)
+	tests := []struct {
+		name, file, stderr string
+	}{
+		{"a bad line in the middle", "a\nb\n\x01bad\nc\n",
+			"syncd items: nothing added: ids.txt has 1 invalid line:\n" +
+				`ids.txt:3: invalid item id "\x01bad": control character U+0001 at byte 0` + "\n"},
+		{"a 600-byte line", "a\n" + long + "\nb\n",
+			"syncd items: nothing added: ids.txt has 1 invalid line:\n" +
+				`ids.txt:2: invalid item id "` + long[:64] + `...": 600 bytes long, the limit is 512` + "\n"},
+		{"a line over 1 MiB and a bad one", "a\n" + strings.Repeat("y", 2<<20) + "\nb\n\x02\n",
+			"syncd items: nothing added: ids.txt has 2 invalid lines:\n" +
+				"ids.txt:2: line of 2097152 bytes, longer than any item id\n" +
+				`ids.txt:4: invalid item id "\x02": control character U+0002 at byte 0` + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := testutil.WriteFile(t, "ids.txt", tt.file)
+			code, out, stderr := syncd("items", "add", "-c", cfg, "--file", file)
+			stderr = strings.ReplaceAll(stderr, file, "ids.txt")
+			if code != exitUsage || out != "" {
+				t.Errorf("exit %d, stdout %q; want %d and nothing", code, out, exitUsage)
+			}
+			if diff := cmp.Diff(stderr, tt.stderr); diff != "" {
+				t.Errorf("stderr (-got +want):\n%s", diff)
+			}
+			if in := itemSet(t, st, "a", "b", "c"); in != nil {
+				t.Errorf("added %q; want nothing", in)
+			}
+		})
+	}
+}
+
+// --file - reads standard input, named "stdin" in errors; CRLF line ends
+// and a byte order mark are dropped; arguments and lines are counted
+// once each.
+func TestItemsFileStdinAndCRLF(t *testing.T) {
+	cfg, st := adminConfig(t, "stdin")
+	saved := stdin
+	t.Cleanup(func() { stdin = saved })
+
+	stdin = strings.NewReader("\ufeffs1\r\n# comment\r\ns2\r\n\r\ns1\r\n")
+	code, out, stderr := syncd("items", "add", "-c", cfg, "s2", "s3", "--file", "-")
+	if code != exitOK || out != "3 of 3 items added\n" {
+		t.Errorf("items add --file -: exit %d, %q, %q; want 3 of 3 added", code, out, stderr)
+	}
+	if in := itemSet(t, st, "s1", "s2", "s3", "s1\r"); !cmp.Equal(in, []string{"s1", "s2", "s3"}) {
+		t.Errorf("item set holds %q; want s1, s2, s3", in)
+	}
+
+	stdin = strings.NewReader("s4\n\x7f\n")
+	code, _, stderr = syncd("items", "add", "-c", cfg, "--file", "-")
+	want := "syncd items: nothing added: stdin has 1 invalid line:\n" +
+		`stdin:2: invalid item id "\x7f": control character U+007F at byte 0` + "\n"
+	if code != exitUsage || stderr != want {
+		t.Errorf("items add --file - of a bad line: exit %d, %q; want %d, %q", code, stderr, exitUsage, want)
+	}
+
+	stdin = strings.NewReader("s1\r\ns3\r\n")
+	if code, out, stderr := syncd("items", "remove", "-c", cfg, "--file", "-"); code != exitOK || out != "2 of 2 items removed\n" {
+		t.Errorf("items remove --file -: exit %d, %q, %q; want 2 of 2 removed", code, out, stderr)
+	}
+}
+
+// requeue and items remove change the known items, say how many, and
+// name every unknown id, exiting 1. Before, requeue only counted them
+// and remove exited 0.
+func TestRequeueRemoveNameUnknownIDs(t *testing.T) {
+	cfg, st := adminConfig(t, "unknown")
+	if _, err := st.Add(context.Background(), "a", "b", "c"); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{[]string{"requeue", "a", "ghost-1", "b", "ghost-2", "a"}, exitFailed, "2 of 4 items requeued\n",
+			"syncd requeue: 2 unknown ids (not in the item set): ghost-1, ghost-2\n"},
+		{[]string{"requeue", "a", "b"}, exitOK, "2 of 2 items requeued\n", ""},
+		{[]string{"requeue", "a", "bad\x01", "x\x1b"}, exitUsage, "",
+			"syncd requeue: nothing requeued: " + `invalid item id "bad\x01": control character U+0001 at byte 3` + "\n" +
+				`invalid item id "x\x1b": control character U+001B at byte 1` + "\n"},
+		{[]string{"items", "remove", "b", "ghost", "", "\x1b[31m"}, exitFailed, "1 of 4 items removed\n",
+			`syncd items: 3 unknown ids (not in the item set): ghost, "", \x1b[31m` + "\n"},
+		{[]string{"items", "remove", "c"}, exitOK, "1 of 1 items removed\n", ""},
+	}
+	for _, tt := range tests {
+		code, out, stderr := syncd(append(tt.args, "-c", cfg)...)
+		if code != tt.code || out != tt.stdout || stderr != tt.stderr {
+			t.Errorf("syncd %q: exit %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, out, stderr, tt.code, tt.stdout, tt.stderr)
+		}
+	}
+	if in := itemSet(t, st, "a", "b", "c"); !cmp.Equal(in, []string{"a"}) {
+		t.Errorf("item set holds %q; want a", in)
+	}
+}

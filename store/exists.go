@@ -1,0 +1,51 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Unknown returns the ids, of those given, that are not in the item set,
+// in the order given and each once. It takes any id up to MaxRemoveIDLen
+// bytes, as Remove does, and changes nothing: an admin command calls it
+// to name the ids that Requeue or Remove will find missing. It sends
+// ZSCORE, one round trip per 1000 ids: ZMSCORE would take fewer but is
+// not in the least-privilege ACL the README documents.
+func (s *Store) Unknown(ctx context.Context, ids ...string) ([]string, error) {
+	for _, id := range ids {
+		if err := removable(id); err != nil {
+			return nil, err
+		}
+	}
+	var unknown []string
+	seen := map[string]bool{}
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), 1000)]
+		ids = ids[len(chunk):]
+		cmds := make([]*redis.FloatCmd, len(chunk))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range chunk {
+				cmds[i] = p.ZScore(ctx, s.keys.Due(s.keys.Shard(id)), id)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("store: unknown: %w", err)
+		}
+		for i, id := range chunk {
+			switch err := cmds[i].Err(); {
+			case errors.Is(err, redis.Nil):
+				if !seen[id] {
+					unknown = append(unknown, id)
+				}
+			case err != nil: // a damaged due index: WRONGTYPE
+				return nil, fmt.Errorf("store: unknown: %w", err)
+			}
+			seen[id] = true
+		}
+	}
+	return unknown, nil
+}
