@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -132,6 +133,12 @@ type target struct {
 	downAt  time.Time     // when this process saw the breaker open; zero: closed
 	downFor time.Duration // how long it saw it open before downAt
 	permits map[string]struct{}
+	// back holds permits given back and not yet sent; one flush at a
+	// time sends what gathered meanwhile (a group commit), so a busy
+	// fleet pays one ZREM per many syncs, not one per sync.
+	back     []string
+	flushing bool
+	flushed  sync.WaitGroup
 }
 
 // grant is what a claim round may start: n syncs, each with one of
@@ -197,20 +204,58 @@ func (t *target) admit(ctx context.Context, n int) (grant, error) {
 	return grant{n: a.Granted, probe: a.Probe, permits: a.Permits, wait: a.Wait}, nil
 }
 
-// release gives back permits.
+// release gives back permits ("": none, without max_in_flight). They
+// are sent by flush, batched with others given back meanwhile.
 func (t *target) release(permits ...string) {
-	if t == nil || len(permits) == 0 {
+	if t == nil {
+		return
+	}
+	permits = slices.DeleteFunc(permits, func(p string) bool { return p == "" })
+	if len(permits) == 0 {
 		return
 	}
 	t.mu.Lock()
 	for _, p := range permits {
 		delete(t.permits, p)
 	}
+	t.back = append(t.back, permits...)
+	start := !t.flushing
+	t.flushing = true
+	if start {
+		t.flushed.Add(1)
+	}
 	t.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := t.st.TargetRelease(ctx, permits...); err != nil {
-		t.log.Warn().Err(err).Int("permits", len(permits)).Msg("release permits failed; they expire within one ttl")
+	if start {
+		go t.flush()
+	}
+}
+
+// flush sends the permits given back, batch after batch, until none is
+// left.
+func (t *target) flush() {
+	defer t.flushed.Done()
+	for {
+		t.mu.Lock()
+		batch := t.back
+		t.back = nil
+		if len(batch) == 0 {
+			t.flushing = false
+			t.mu.Unlock()
+			return
+		}
+		t.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := t.st.TargetRelease(ctx, batch...); err != nil {
+			t.log.Warn().Err(err).Int("permits", len(batch)).Msg("release permits failed; they expire within one ttl")
+		}
+		cancel()
+	}
+}
+
+// wait waits for the permits given back to be sent.
+func (t *target) wait() {
+	if t != nil {
+		t.flushed.Wait()
 	}
 }
 

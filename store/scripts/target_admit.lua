@@ -66,9 +66,12 @@ end
 if probe == 1 then
   redis.call('HSET', state, 'next', nowms + tonumber(ARGV[3]))
 end
-if max > 0 then
+if max > 0 and n > 0 then
+  local args = {}
   for i = 1, n do
-    redis.call('ZADD', permits, nowms + ttl, ARGV[7] .. ':' .. i)
+    args[2 * i - 1] = nowms + ttl
+    args[2 * i] = ARGV[7] .. ':' .. i
   end
+  redis.call('ZADD', permits, unpack(args))
 end
 return {n, probe, 0, open and 1 or 0, since, nxt, nowms}
