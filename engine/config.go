@@ -2,7 +2,6 @@ package engine
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -54,11 +53,9 @@ type Config struct {
 	// Target is the target's fleet-wide limits and breaker (see
 	// TargetConfig); WithDefaults applies its defaults.
 	Target TargetConfig
-	// Restore returns the item set's sources of truth (config items,
-	// files): after Redis lost the deployment's data they are added
-	// back. Nil: nothing is restored (the loss is still logged, counted
-	// and recorded).
-	Restore func(ctx context.Context) ([]string, error)
+	// Items says where the item set comes from: its sources, reconciled
+	// and restored after Redis lost its data (see ItemsConfig).
+	Items ItemsConfig
 	// Ownership is the claim protocol's timing. WithDefaults leaves it
 	// as it is: ownership.Config applies its own defaults.
 	Ownership ownership.Config
@@ -85,6 +82,8 @@ func (c Config) WithDefaults() Config {
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
 	c.Poll = cmp.Or(c.Poll, PollDefault)
 	c.Target = c.Target.WithDefaults()
+	c.Items.Refresh = cmp.Or(c.Items.Refresh, RefreshDefault)
+	c.Items.MaxRemoval = cmp.Or(c.Items.MaxRemoval, MaxRemovalDefault)
 	return c
 }
 
@@ -126,6 +125,12 @@ func (c Config) resolve() (Config, error) {
 		bad("poll", "%v is below 1ms", c.Poll)
 	}
 	c.Target.validate(bad)
+	if c.Items.Refresh > 0 && c.Items.Refresh < time.Second {
+		bad("items.refresh", "%v is below 1s", c.Items.Refresh)
+	}
+	if c.Items.MaxRemoval < 0 || c.Items.MaxRemoval > 100 {
+		bad("items.max_removal", "%d is outside 0..100 (percent of the set)", c.Items.MaxRemoval)
+	}
 	errs = append(errs, c.Ownership.Validate())
 	return c, errors.Join(errs...)
 }

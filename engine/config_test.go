@@ -50,13 +50,15 @@ func TestConfigValidateEveryField(t *testing.T) {
 func TestConfigWithDefaults(t *testing.T) {
 	want := engine.Config{Workers: engine.WorkersDefault, Interval: time.Minute, Batch: 32, MaxAttempts: 5, BackoffMin: time.Second,
 		BackoffMax: 5 * time.Minute, DrainTimeout: 30 * time.Second, Poll: 250 * time.Millisecond,
-		Target: engine.TargetConfig{Breaker: engine.BreakerConfig{Failures: 5, ProbeInterval: time.Second, Window: 10 * time.Minute}}}
+		Target: engine.TargetConfig{Breaker: engine.BreakerConfig{Failures: 5, ProbeInterval: time.Second, Window: 10 * time.Minute}},
+		Items:  engine.ItemsConfig{Refresh: 5 * time.Minute, MaxRemoval: 10}}
 	if got := (engine.Config{}).WithDefaults(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Config{}.WithDefaults() = %+v; want %+v", got, want)
 	}
 	set := engine.Config{Workers: 1, Interval: 2, Batch: 3, MaxAttempts: 4, BackoffMin: 5, BackoffMax: 6, DrainTimeout: 7, Poll: 8,
 		Target: engine.TargetConfig{Rate: engine.Rate{N: 9, Per: time.Second}, Burst: 10, MaxInFlight: 11,
 			Breaker: engine.BreakerConfig{Disabled: true, Failures: 12, ProbeInterval: 13, Window: 14}},
+		Items:     engine.ItemsConfig{Refresh: 15, MaxRemoval: 16},
 		Ownership: ownership.Config{TTL: time.Second}}
 	if got := set.WithDefaults(); !reflect.DeepEqual(got, set) {
 		t.Errorf("WithDefaults changed fields that were set = %+v; want %+v", got, set)

@@ -56,9 +56,9 @@ func (e *Engine) restore(ctx context.Context, d store.Deployment, before int) {
 	}
 	restored := 0
 	var rerr error
-	if e.cfg.Restore != nil {
+	if e.cfg.Items.Source != nil {
 		var ids []string
-		if ids, rerr = e.cfg.Restore(ctx); rerr == nil {
+		if ids, rerr = e.cfg.Items.Source(ctx); rerr == nil {
 			_, rerr = e.st.Add(ctx, ids...)
 			restored = len(ids)
 		}

@@ -77,9 +77,9 @@ type Engine struct {
 	// tgt gates claims on the target's limits and breaker; nil over a
 	// fake store.
 	tgt       *target
-	deploy    deployWatch   // the monitor's
-	watchStop chan struct{} // closed by Stop once syncs drained
-	watchDone chan struct{} // closed when tgt.watch ended
+	deploy    deployWatch    // the monitor's
+	watchStop chan struct{}  // closed by Stop once syncs drained
+	bg        sync.WaitGroup // the target's watcher and the reconciler
 
 	sem   *semaphore.Weighted // bounds concurrent syncs at cfg.Workers
 	idsMu sync.Mutex
@@ -174,6 +174,8 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.log.Info().Int("workers", e.cfg.Workers).Dur("interval", e.cfg.Interval).Int("batch", e.cfg.Batch).
 		Str("owner", e.own.Owner(0).String()).Str("redis", e.addr).Msg("engine started")
 	e.looping.Store(true)
+	e.startWatch()
+	e.bg.Go(func() { e.reconcileLoop(e.watchStop) })
 	go e.runLoops(e.dueSource())
 	return nil
 }
@@ -191,12 +193,7 @@ func (e *Engine) begin() error {
 // runLoops runs the scheduler and the monitor; done closes when both end.
 // Call it as a new goroutine, after e.looping.Store(true).
 func (e *Engine) runLoops(src source) {
-	e.mu.Lock()
-	if e.watchStop == nil {
-		e.watchStop, e.watchDone = make(chan struct{}), make(chan struct{})
-		go func() { e.tgt.watch(e.watchStop); close(e.watchDone) }()
-	}
-	e.mu.Unlock()
+	e.startWatch()
 	var wg sync.WaitGroup
 	schedDone := make(chan struct{})
 	wg.Add(2)
@@ -221,6 +218,16 @@ func (e *Engine) runLoops(src source) {
 	go func() { defer wg.Done(); e.monitor(schedDone) }()
 	wg.Wait()
 	close(e.done)
+}
+
+// startWatch starts the target's watcher, once; it ends with Stop.
+func (e *Engine) startWatch() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.watchStop == nil {
+		e.watchStop = make(chan struct{})
+		e.bg.Go(func() { e.tgt.watch(e.watchStop) })
+	}
 }
 
 // Stop shuts the engine down, in this order:
@@ -260,9 +267,10 @@ func (e *Engine) Stop(ctx context.Context) error {
 		e.mu.Lock()
 		if e.watchStop != nil {
 			close(e.watchStop)
-			<-e.watchDone
 		}
 		e.mu.Unlock()
+		e.bg.Wait()
+		e.tgt.wait()
 		e.rel.close()
 		e.own.Close()
 		e.log.Info().Msg("engine stopped")

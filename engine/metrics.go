@@ -34,6 +34,10 @@ type Metrics struct {
 	// DataLosses counts the times this process saw Redis lose the
 	// deployment's data (and restored the item set).
 	DataLosses atomic.Int64
+	// ReconcileOK, ReconcileGuarded and ReconcileFailed count this
+	// process's reconciles by result; ReconcileRefusing is 1 while its
+	// last reconcile removed nothing because of the guard.
+	ReconcileOK, ReconcileGuarded, ReconcileFailed, ReconcileRefusing atomic.Int64
 
 	own *ownership.Stats
 
@@ -93,6 +97,10 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"syncd_target_probes_total", "Probe syncs of an open breaker this process was granted.", "counter", "", m.TargetProbes.Load()},
 		{"syncd_target_waits_total", "Claim rounds held back by the target's rate limit, max_in_flight or breaker.", "counter", "", m.TargetWaits.Load()},
 		{"syncd_redis_data_losses_total", "Times this process saw Redis lose the deployment's data and restored the item set.", "counter", "", m.DataLosses.Load()},
+		{"syncd_reconciles_total", "Reconciles of the item set with its sources this process ran, by result.", "counter", `result="ok"`, m.ReconcileOK.Load()},
+		{"syncd_reconciles_total", "", "", `result="guarded"`, m.ReconcileGuarded.Load()},
+		{"syncd_reconciles_total", "", "", `result="failed"`, m.ReconcileFailed.Load()},
+		{"syncd_reconcile_refusing", "1 while the last reconcile removed nothing: a source failed, was empty or would remove more than items.max_removal.", "gauge", "", m.ReconcileRefusing.Load()},
 		{"syncd_target_permits_lost_total", "max_in_flight permits that expired while their syncs ran.", "counter", "", m.PermitsLost.Load()},
 		{"syncd_quarantined_total", "Items quarantined after max_attempts or a permanent error.", "counter", "", m.Quarantined.Load()},
 		{"syncd_items_damaged_total", "Items a claim quarantined because their state in Redis is damaged, by what.", "counter", `reason="fence"`, o.DamagedFences.Load()},

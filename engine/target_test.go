@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -268,7 +269,7 @@ func TestDataLossRestoresItems(t *testing.T) {
 		return nil
 	}}
 	e := newEngine(t, st, rec, engine.Config{Workers: 2, Interval: 200 * time.Millisecond, Poll: 5 * time.Millisecond,
-		Restore:   func(context.Context) ([]string, error) { return ids, nil },
+		Items:     engine.ItemsConfig{Source: func(context.Context) ([]string, error) { return ids, nil }},
 		Ownership: ownership.Config{TTL: 500 * time.Millisecond}})
 	e.Start(ctx)
 	waitFor(t, 5*time.Second, "every item synced", func() bool {
@@ -298,5 +299,26 @@ func TestDataLossRestoresItems(t *testing.T) {
 	}
 	if n, _, _ := st.Count(ctx, 0); n != 4 {
 		t.Errorf("%d items after the restore, want the 4 of the sources", n)
+	}
+}
+
+// Without target limits a sync costs the target nothing in Redis: no
+// admission script, no permit command (a regression once sent a ZREM of
+// an empty permit per sync).
+func TestTargetDefaultsCostNoCommands(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 2)
+	ctx := context.Background()
+	st.Add(ctx, idRange(0, 50)...)
+	rec := &recorder{}
+	newEngine(t, st, rec, engine.Config{Workers: 4, Interval: time.Hour, Poll: 5 * time.Millisecond}).Start(ctx)
+	waitFor(t, 10*time.Second, "every item synced", func() bool { return len(rec.snapshot()) >= 50 })
+	stats, err := st.Client().Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stats, "cmdstat_zrem:") {
+		t.Errorf("ZREM sent without max_in_flight:\n%s", stats)
 	}
 }

@@ -69,7 +69,17 @@ func (s *Store) Add(ctx context.Context, ids ...string) (int, error) {
 // to clean up an item planted under an id syncd would refuse to add
 // (claims quarantine such items).
 func (s *Store) Remove(ctx context.Context, ids ...string) (int, error) {
-	return s.eachShard(ctx, "remove", scriptRemove, ids, removable, s.stateKeys)
+	return s.eachShard(ctx, "remove", scriptRemove, ids, removable, func(sh int) []string {
+		return append(s.stateKeys(sh), s.keys.Manual(sh))
+	})
+}
+
+// AddByHand adds items as Add does and marks them manual: a reconcile
+// never removes them (Remove does). It returns how many were new.
+func (s *Store) AddByHand(ctx context.Context, ids ...string) (int, error) {
+	return s.eachShard(ctx, "add", scriptAddManual, ids, ValidateID, func(sh int) []string {
+		return []string{s.keys.Due(sh), s.keys.Manual(sh)}
+	})
 }
 
 // Requeue makes items due now and clears their failures, which brings

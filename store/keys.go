@@ -168,6 +168,14 @@ func (k Keys) Meta(shard int) string { return k.tags[shard] + "meta" }
 // Errors is the last-error hash of a shard.
 func (k Keys) Errors(shard int) string { return k.tags[shard] + "err" }
 
+// Manual is the set of a shard's items added by hand, which a reconcile
+// never removes.
+func (k Keys) Manual(shard int) string { return k.tags[shard] + "manual" }
+
+// ReconcileFence is the highest lock fence a reconcile of the shard
+// wrote with.
+func (k Keys) ReconcileFence(shard int) string { return k.tags[shard] + "rfence" }
+
 // Epoch is the data-loss marker of a shard.
 func (k Keys) Epoch(shard int) string { return k.tags[shard] + "epoch" }
 

@@ -109,7 +109,7 @@ var (
 	scriptRelease = loadScript("release", "now", "be4", "unbe", "wrongtype", "get_rec", "token_of", "fence_of",
 		"attempt_of", "meta_get", "meta_value", "meta_set")
 	scriptAdd     = loadScript("add", "now")
-	scriptRemove  = loadScript("remove")
+	scriptRemove  = loadScript("remove", "wrongtype")
 	scriptRequeue = loadScript("requeue", "now", "be4", "unbe", "meta_get", "meta_value", "meta_set", "is_inf", "due_ms")
 	scriptForce   = loadScript("force", "now", "be4", "unbe", "meta_get", "meta_value", "meta_set")
 	scriptLock    = loadScript("lock", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "token_of", "fence_of", "num")
@@ -119,6 +119,8 @@ var (
 	scriptBatch   = loadScript("batch", "now", "wrongtype", "num")
 
 	scriptDeployment = loadScript("deployment", "now", "num")
+	scriptReconcile  = loadScript("reconcile", "now", "wrongtype", "num", "own_type")
+	scriptAddManual  = loadScript("add_manual", "now", "own_type")
 
 	scriptTargetAdmit  = loadScript("target_admit", "now", "num", "own_type", "breaker_get")
 	scriptTargetReport = loadScript("target_report", "now", "own_type", "breaker_get")

@@ -21,9 +21,12 @@ var stdin io.Reader = os.Stdin
 // cmdItems adds, removes or lists items.
 func cmdItems(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usageErr("items: say add, remove or list")
+		return usageErr("items: say add, remove, list or reconcile")
 	}
 	verb := args[0]
+	if verb == "reconcile" {
+		return cmdReconcile(args[1:], stdout, stderr)
+	}
 	what, ok := map[string]string{"add": "added", "remove": "removed", "list": ""}[verb]
 	if !ok {
 		return usageErr("items: unknown action %q (add, remove or list)", verb)
@@ -51,7 +54,7 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 	warnEmbedded(st, stderr)
 	switch verb {
 	case "add":
-		n, err := st.Add(ctx, ids...)
+		n, err := st.AddByHand(ctx, ids...)
 		if err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}

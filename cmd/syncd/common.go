@@ -137,9 +137,7 @@ func buildEngine(ctx context.Context, cfg *config.File, st *store.Store, log zer
 	}
 	ecfg := cfg.Engine()
 	ecfg.Logger = log
-	// After Redis lost the deployment's data, the items of the config
-	// (items.file read again) come back.
-	ecfg.Restore = func(context.Context) ([]string, error) { return cfg.Items(nil) }
+	ecfg.Items.Source, ecfg.Items.Changed = sources(cfg, log)
 	e, err := engine.New(st, sink, ecfg)
 	if err != nil {
 		sink.Close()

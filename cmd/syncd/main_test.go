@@ -30,7 +30,7 @@ func TestRunMain(t *testing.T) {
 		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus"`},
 		{[]string{"validate", "-c", bad}, exitUsage, "", "bad.yaml:2: engine.workerz: unknown key"},
 		{[]string{"validate", "-c", filepath.Join(dir, "missing.yaml")}, exitUsage, "", "missing.yaml"},
-		{[]string{"items", "-c", bad}, exitUsage, "", "add, remove or list"},
+		{[]string{"items", "-c", bad}, exitUsage, "", "add, remove, list or reconcile"},
 		{[]string{"release", "-c", bad, "x"}, exitUsage, "", "--force"},
 		{[]string{"requeue", "-c", bad}, exitUsage, "", "no IDs"},
 		{[]string{"run", "--nope"}, exitUsage, "", "flag provided but not defined"},

@@ -1,6 +1,7 @@
 -- remove.lua: remove items from one shard. A claim in flight stays until
 -- its owner releases it (release does not re-add a removed item).
--- KEYS[1] due ZSET, KEYS[2] meta HASH, KEYS[3] err HASH of the shard
+-- KEYS[1] due ZSET, KEYS[2] meta HASH, KEYS[3] err HASH, KEYS[4] manual
+--         SET of the shard
 -- ARGV     ids
 -- Result: how many were present.
 local n = 0
@@ -8,5 +9,6 @@ for i = 1, #ARGV do
   n = n + redis.call('ZREM', KEYS[1], ARGV[i])
   redis.call('HDEL', KEYS[2], ARGV[i])
   redis.call('HDEL', KEYS[3], ARGV[i])
+  wrongtype(redis.pcall('SREM', KEYS[4], ARGV[i]))
 end
 return n

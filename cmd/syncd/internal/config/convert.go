@@ -155,6 +155,7 @@ func (f *File) Engine() engine.Config {
 	copyFields(&c, f.s.Engine)
 	copyFields(&c.Target, f.s.Target)
 	copyFields(&c.Target.Breaker, f.s.Target.Breaker)
+	copyFields(&c.Items, f.s.Items)
 	c.Target.Rate, _ = engine.ParseRate(f.s.Target.Rate) // a bad rate is reported at target.rate
 	return c
 }
@@ -189,6 +190,15 @@ func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
 		return dup
 	}), nil
 }
+
+// ItemsCommand returns items.command and its timeout (default 1m); nil
+// when none is set.
+func (f *File) ItemsCommand() ([]string, time.Duration) {
+	return slices.Clone(f.s.Items.Command), cmp.Or(f.s.Items.CommandTimeout, time.Minute)
+}
+
+// ItemsFile returns items.file, "" when none is set.
+func (f *File) ItemsFile() string { return f.s.Items.File }
 
 // lineErrors turns the error of idlines.Parse over bytes into an *Errors.
 func lineErrors(err error) error {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -69,6 +70,8 @@ func (f *File) effective() schema {
 	copyFields(&s.Engine, ec)
 	copyFields(&s.Target, ec.Target)
 	copyFields(&s.Target.Breaker, ec.Target.Breaker)
+	copyFields(&s.Items, ec.Items)
+	s.Items.CommandTimeout = cmp.Or(s.Items.CommandTimeout, time.Minute)
 	sc := f.Sink()
 	s.Sink.Type = sc.Type
 	switch sc.Type {

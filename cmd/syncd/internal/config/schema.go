@@ -86,8 +86,12 @@ type breakerSection struct {
 }
 
 type itemsSection struct {
-	IDs  []string `yaml:"ids"`
-	File string   `yaml:"file"`
+	IDs            []string      `yaml:"ids"`
+	File           string        `yaml:"file"`
+	Command        []string      `yaml:"command"`
+	CommandTimeout time.Duration `yaml:"command_timeout"`
+	Refresh        time.Duration `yaml:"refresh"`
+	MaxRemoval     int           `yaml:"max_removal"`
 }
 
 type sinkSection struct {

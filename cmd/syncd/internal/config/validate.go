@@ -163,7 +163,7 @@ func (p *parser) engine() {
 		p.report(err, "target.rate", nil, "%v", err)
 	}
 	libErrors(p, "engine", c.Validate(), func(e *engine.ConfigError) (string, string) {
-		if strings.HasPrefix(e.Field, "target.") {
+		if strings.HasPrefix(e.Field, "target.") || strings.HasPrefix(e.Field, "items.") {
 			return e.Field, e.Reason
 		}
 		return "engine." + e.Field, e.Reason

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/cmd/syncd/internal/config"
+	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
+	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/store"
+)
+
+// sources returns the item set's sources of truth as the engine reads
+// them: the union of items.ids, items.file (read again each time) and
+// the output of items.command; and a function that reports whether
+// items.file changed since it was last asked.
+func sources(cfg *config.File, log zerolog.Logger) (func(context.Context) ([]string, error), func() bool) {
+	argv, timeout := cfg.ItemsCommand()
+	src := func(ctx context.Context) ([]string, error) {
+		ids, err := cfg.Items(nil)
+		if err != nil {
+			return nil, err
+		}
+		if len(argv) == 0 {
+			return ids, nil
+		}
+		more, err := runItemsCommand(ctx, argv, timeout)
+		return append(ids, more...), err
+	}
+	var changed func() bool
+	if path := cfg.ItemsFile(); path != "" {
+		var mu sync.Mutex
+		var last string
+		changed = func() bool {
+			fi, err := os.Stat(path)
+			if err != nil {
+				return false
+			}
+			now := fmt.Sprint(fi.ModTime().UnixNano(), fi.Size())
+			mu.Lock()
+			defer mu.Unlock()
+			was := last
+			last = now
+			return was != "" && was != now
+		}
+		changed() // the file as it is now is what the start read
+	}
+	return src, changed
+}
+
+// commandEnv is what items.command gets of syncd's environment, which
+// holds the Redis password: the same allow-list as the exec sink's.
+var commandEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TZ", "LANG", "LANGUAGE"}
+
+// stderrTail bounds the stderr an items.command error quotes.
+const stderrTail = 2048
+
+// runItemsCommand runs items.command and reads one ID per line from its
+// output, as items.file is read. A command that fails, times out or
+// prints an invalid line is an error that quotes the end of its stderr.
+func runItemsCommand(ctx context.Context, argv []string, timeout time.Duration) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = []string{}
+	for _, k := range commandEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "LC_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &tailWriter{buf: &stderr}
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	tail := ""
+	if s := strings.TrimSpace(stderr.String()); s != "" {
+		tail = fmt.Sprintf("; stderr: %q", s)
+	}
+	switch {
+	case ctx.Err() == context.DeadlineExceeded:
+		return nil, fmt.Errorf("items.command: timed out after %v (items.command_timeout)%s", timeout, tail)
+	case err != nil:
+		return nil, fmt.Errorf("items.command: %w%s", err, tail)
+	}
+	ids, err := idlines.Parse("items.command output", &stdout, store.ValidateID)
+	if err != nil {
+		return ids, fmt.Errorf("%w%s", err, tail)
+	}
+	return ids, nil
+}
+
+// tailWriter keeps the last stderrTail bytes written to it.
+type tailWriter struct{ buf *bytes.Buffer }
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.buf.Write(p)
+	if over := w.buf.Len() - stderrTail; over > 0 {
+		w.buf.Next(over)
+	}
+	return len(p), nil
+}
+
+// cmdReconcile reconciles the item set with its sources now, as the
+// elected reconciler; with --force, past the guard against mass removal.
+func cmdReconcile(args []string, stdout, stderr io.Writer) error {
+	f := newFlags("items reconcile", stderr)
+	force := f.fs.Bool("force", false, "remove what the sources no longer hold even past items.max_removal, or when a source failed or gave nothing")
+	rest, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageErr("items reconcile: takes no IDs")
+	}
+	cfg, err := f.load()
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	log := newLogger(cfg, os.Stderr).Level(max(cfg.LogLevel(), zerolog.WarnLevel))
+	st, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	warnEmbedded(st, stderr)
+	src, _ := sources(cfg, log)
+	ids, srcErr := src(ctx)
+	if srcErr != nil {
+		fmt.Fprintf(stderr, "syncd items reconcile: a source failed: %v\n", srcErr)
+	}
+	res, err := engine.Reconcile(ctx, st, ids, srcErr, cfg.Engine().WithDefaults().Items.MaxRemoval, *force, log)
+	if errors.Is(err, engine.ErrNotLeader) {
+		return &exitError{code: exitFailed, err: errors.New("another process is reconciling now; try again in a moment")}
+	}
+	fmt.Fprintf(stdout, "%d items in the sources, %d were in the set: %d added, %d removed, %d kept (added by hand); %v\n",
+		res.Desired, res.Current, res.Added, res.Removed, res.KeptManual, res.Elapsed.Round(time.Millisecond))
+	switch {
+	case err != nil:
+		return &exitError{code: exitFailed, err: err}
+	case res.Refused != nil:
+		return &exitError{code: exitFailed, err: res.Refused}
+	}
+	return nil
+}

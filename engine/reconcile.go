@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/store"
+)
+
+// Defaults of ItemsConfig.
+const (
+	RefreshDefault    = 5 * time.Minute
+	MaxRemovalDefault = 10 // percent
+)
+
+// ItemsConfig says where the item set comes from. Its sources of truth
+// are read by Source; one daemon at a time, elected with a Locker,
+// reconciles the set with them every Refresh (or when Changed says so):
+// new IDs are added, IDs gone from every source are removed, but for
+// items added by hand (store.AddByHand). After Redis lost the
+// deployment's data, Source restores the set.
+type ItemsConfig struct {
+	// Source returns the desired item set, the union of the sources. An
+	// error says a source failed: what it returns is still added, but
+	// nothing is removed. Nil: no reconcile, no restore.
+	Source func(ctx context.Context) ([]string, error)
+	// Changed, if set, reports whether a source changed since it was
+	// last called (a file's modification time); it is polled every few
+	// seconds and brings the next reconcile forward.
+	Changed func() bool
+	// Refresh is how often the set is reconciled. Default
+	// RefreshDefault (5m); negative: never (only restores).
+	Refresh time.Duration
+	// MaxRemoval is the most a reconcile may remove, in percent of the
+	// set: a source that would remove more removes nothing (the guard
+	// against a source gone wrong). Default MaxRemovalDefault (10).
+	MaxRemoval int
+}
+
+// ReconcileResult is what one reconcile did.
+type ReconcileResult struct {
+	Desired, Current  int
+	Added, Removed    int
+	KeptManual        int   // gone from every source, kept: added by hand
+	Refused           error // why nothing was removed (the guard), nil when removal went ahead
+	Elapsed           time.Duration
+	Fence             uint64
+	InvalidFromSource int
+}
+
+// ErrNotLeader reports a reconcile skipped because another process holds
+// the reconciler's lock.
+var ErrNotLeader = errors.New("engine: another process is reconciling")
+
+// ErrReconcileGuard is wrapped by ReconcileResult.Refused.
+var ErrReconcileGuard = errors.New("engine: reconcile removed nothing")
+
+// Reconcile brings the item set of st in line with ids, the union of the
+// sources (srcErr: one failed), as the elected reconciler: it takes the
+// "reconcile" lock and writes under its fence, so a paused ex-leader's
+// late writes are refused (store.ErrReconcileFenced). Removal is refused
+// (Result.Refused) when a source failed, the sources are empty, or more
+// than maxRemoval percent would go, unless force.
+func Reconcile(ctx context.Context, st *store.Store, ids []string, srcErr error, maxRemoval int, force bool,
+	log zerolog.Logger) (ReconcileResult, error) {
+	start := time.Now()
+	var res ReconcileResult
+	lk, err := ownership.NewLocker(ownership.LockerConfig{Config: ownership.Config{Logger: log}}, st)
+	if err != nil {
+		return res, err
+	}
+	defer lk.Close()
+	l, err := lk.TryLock(ctx, "reconcile", ownership.WithMetadata("reconcile"))
+	if err != nil {
+		if errors.Is(err, ownership.ErrNotObtained) {
+			return res, ErrNotLeader
+		}
+		return res, err
+	}
+	defer l.Unlock(context.Background())
+	res.Fence = l.Fence()
+	lctx := l.Context()
+
+	keys := st.Keys()
+	desired := make([]map[string]bool, keys.Shards())
+	for i := range desired {
+		desired[i] = map[string]bool{}
+	}
+	for _, id := range ids {
+		if store.ValidateID(id) != nil {
+			res.InvalidFromSource++
+			continue
+		}
+		if sh := keys.Shard(id); !desired[sh][id] {
+			desired[sh][id] = true
+			res.Desired++
+		}
+	}
+	if res.InvalidFromSource > 0 && srcErr == nil {
+		srcErr = fmt.Errorf("%d invalid ids from the sources", res.InvalidFromSource)
+	}
+	adds := make([][]string, keys.Shards())
+	removes := make([][]string, keys.Shards())
+	for sh := range keys.Shards() {
+		cur, err := st.Members(lctx, sh)
+		if err != nil {
+			return res, err
+		}
+		manual, err := st.Manual(lctx, sh)
+		if err != nil {
+			return res, err
+		}
+		res.Current += len(cur)
+		have := make(map[string]bool, len(cur))
+		for _, id := range cur {
+			have[id] = true
+			switch {
+			case desired[sh][id]:
+			case manual[id]:
+				res.KeptManual++
+			default:
+				removes[sh] = append(removes[sh], id)
+			}
+		}
+		for id := range desired[sh] {
+			if !have[id] {
+				adds[sh] = append(adds[sh], id)
+			}
+		}
+	}
+	gone := 0
+	for _, r := range removes {
+		gone += len(r)
+	}
+	switch {
+	case force || gone == 0:
+	case srcErr != nil:
+		res.Refused = fmt.Errorf("%w: a source failed: %w", ErrReconcileGuard, srcErr)
+	case res.Desired == 0:
+		res.Refused = fmt.Errorf("%w: the sources gave no ids; %d would go", ErrReconcileGuard, gone)
+	case gone*100 > maxRemoval*res.Current:
+		res.Refused = fmt.Errorf("%w: %d of %d items (%.1f%%) would go, more than the %d%% allowed (items.max_removal); `syncd items reconcile --force` removes them",
+			ErrReconcileGuard, gone, res.Current, float64(gone)*100/float64(max(res.Current, 1)), maxRemoval)
+	}
+	for sh := range keys.Shards() {
+		n, err := st.Reconcile(lctx, sh, res.Fence, true, adds[sh])
+		res.Added += n
+		if err != nil {
+			return res, err
+		}
+		if res.Refused != nil {
+			continue
+		}
+		n, err = st.Reconcile(lctx, sh, res.Fence, false, removes[sh])
+		res.Removed += n
+		if err != nil {
+			return res, err
+		}
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// reconcileLoop reconciles every Refresh (and when a source changed),
+// until stop closes. Every daemon runs it; the lock elects one per round.
+func (e *Engine) reconcileLoop(stop <-chan struct{}) {
+	ic := e.cfg.Items
+	if ic.Source == nil || ic.Refresh < 0 || e.st == nil {
+		return
+	}
+	// The first round comes soon, spread over the fleet.
+	next := time.Now().Add(time.Second + rand.N(2*time.Second))
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(2 * time.Second):
+		}
+		if ic.Changed != nil && ic.Changed() {
+			next = time.Now()
+		}
+		if time.Now().Before(next) {
+			continue
+		}
+		next = time.Now().Add(ic.Refresh)
+		ctx, cancel := context.WithTimeout(context.Background(), ic.Refresh)
+		e.reconcileOnce(ctx)
+		cancel()
+	}
+}
+
+// reconcileOnce runs one reconcile and logs and counts what it did.
+func (e *Engine) reconcileOnce(ctx context.Context) {
+	ids, srcErr := e.cfg.Items.Source(ctx)
+	res, err := Reconcile(ctx, e.st, ids, srcErr, e.cfg.Items.MaxRemoval, false, e.log)
+	switch {
+	case errors.Is(err, ErrNotLeader):
+		return
+	case err != nil:
+		e.m.ReconcileFailed.Add(1)
+		e.log.Error().Err(err).Int("added", res.Added).Int("removed", res.Removed).Msg("reconcile failed")
+		return
+	case res.Refused != nil:
+		e.m.ReconcileGuarded.Add(1)
+		e.m.ReconcileRefusing.Store(1)
+		e.log.Error().Err(res.Refused).Int("added", res.Added).Int("desired", res.Desired).Int("current", res.Current).
+			Msg("reconcile removed nothing")
+		return
+	}
+	e.m.ReconcileOK.Add(1)
+	e.m.ReconcileRefusing.Store(0)
+	ev := e.log.Debug()
+	if res.Added > 0 || res.Removed > 0 {
+		ev = e.log.Info()
+	}
+	ev.Int("added", res.Added).Int("removed", res.Removed).Int("kept_manual", res.KeptManual).Int("items", res.Desired).
+		Dur("took", res.Elapsed).Uint64("fence", res.Fence).Msg("item set reconciled with its sources")
+}

@@ -1,0 +1,92 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/redistest"
+)
+
+func idRange(from, to int) []string {
+	out := make([]string, 0, to-from)
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Sprintf("c%05d", i))
+	}
+	return out
+}
+
+// The set follows its sources: growth is added, shrinkage removed, but
+// items added by hand stay; a source that fails, gives nothing or would
+// remove more than max_removal removes nothing, unless forced.
+func TestReconcile(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 4)
+	ctx := context.Background()
+	log := zerolog.New(zerolog.NewTestWriter(t))
+	rec := func(ids []string, srcErr error, force bool) engine.ReconcileResult {
+		t.Helper()
+		res, err := engine.Reconcile(ctx, st, ids, srcErr, 25, force, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	count := func() int {
+		n, _, err := st.Count(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if r := rec(idRange(0, 1000), nil, false); r.Added != 1000 || r.Removed != 0 || count() != 1000 {
+		t.Fatalf("first reconcile %+v, %d items", r, count())
+	}
+	st.AddByHand(ctx, "by-hand")
+	if r := rec(idRange(0, 1100), nil, false); r.Added != 100 || count() != 1101 {
+		t.Fatalf("grow to 1100: %+v, %d items", r, count())
+	}
+	if r := rec(idRange(0, 900), nil, false); r.Removed != 200 || r.KeptManual != 1 || r.Refused != nil || count() != 901 {
+		t.Fatalf("shrink to 900: %+v, %d items", r, count())
+	}
+	for name, tc := range map[string]struct {
+		ids []string
+		err error
+	}{
+		"shrink to 50": {idRange(0, 50), nil},
+		"fails":        {idRange(0, 10), errors.New("items.command: exit status 1")},
+		"empty":        {nil, nil},
+	} {
+		r := rec(tc.ids, tc.err, false)
+		if r.Removed != 0 || !errors.Is(r.Refused, engine.ErrReconcileGuard) || count() != 901 {
+			t.Errorf("%s: %+v, %d items; want nothing removed, refused", name, r, count())
+		}
+	}
+	if r := rec(idRange(0, 50), nil, true); r.Removed != 850 || count() != 51 {
+		t.Errorf("forced: %+v, %d items", r, count())
+	}
+}
+
+// A reconciler whose lock was lost (paused, say) is fenced out: once a
+// newer reconcile wrote to a shard, an older fence's writes are refused.
+func TestReconcileFence(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 1)
+	ctx := context.Background()
+	if _, err := st.Reconcile(ctx, 0, 20, true, []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.Reconcile(ctx, 0, 10, false, []string{"a"}); !errors.Is(err, store.ErrReconcileFenced) || n != 0 {
+		t.Errorf("an older fence's remove = %d, %v; want ErrReconcileFenced", n, err)
+	}
+	if n, _, _ := st.Count(ctx, 0); n != 1 {
+		t.Errorf("%d items after a fenced-out remove, want 1", n)
+	}
+}
