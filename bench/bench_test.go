@@ -146,3 +146,13 @@ func BenchmarkLockCycle(b *testing.B) {
 		}
 	}
 }
+
+// Every target variant is a valid engine configuration: a limit out of
+// TargetConfig's bounds would fail engine.New in the middle of a run.
+func TestTargetVariantsValid(t *testing.T) {
+	for _, v := range E2ETargetVariants {
+		if err := engineConfig(E2ETargetWorkers, 0, v.Target).Validate(); err != nil {
+			t.Errorf("%s: %v", v.Name, err)
+		}
+	}
+}

@@ -38,21 +38,52 @@ func (r E2ERun) Rounds() float64 {
 	return float64(r.W.ByName["claim_pick.lua"]) / r.W.Wall.Seconds()
 }
 
+// E2ETargetWorkers is the concurrency at which the target's limiter and
+// breaker (engine.Config.Target) are measured, with settle 0.
+const E2ETargetWorkers = 64
+
+// TargetVariant is one engine.Config.Target measured end to end.
+type TargetVariant struct {
+	Name   string // for progress lines and lookups
+	Label  string // for the report
+	Target engine.TargetConfig
+}
+
+// E2ETargetVariants are (a) the default, (b) the breaker off, which costs
+// nothing per round, and (c) limits far above what the fleet reaches, so
+// that what (c) loses against (b) is the cost of asking Redis, not the
+// limit itself. Burst and MaxInFlight are within TargetConfig's bounds
+// (≤ 1,000,000), the rate is engine.RateMax.
+var E2ETargetVariants = []TargetVariant{
+	{Name: "default", Label: "(a) breaker on, no limits (default)"},
+	{Name: "breaker-off", Label: "(b) breaker off, no limits",
+		Target: engine.TargetConfig{Breaker: engine.BreakerConfig{Disabled: true}}},
+	{Name: "limits", Label: "(c) rate 1M/s, burst 1M, max_in_flight 100k, breaker on",
+		Target: engine.TargetConfig{Rate: engine.Rate{N: 1_000_000, Per: time.Second}, Burst: 1_000_000, MaxInFlight: 100_000}},
+}
+
+// TargetGoal is the least (c) may reach of (b): the limiter's and the
+// breaker's cost at a limit the fleet does not reach, under 10%.
+const TargetGoal = 0.90
+
 // E2ERow is one system at one concurrency.
 type E2ERow struct {
 	System  string // "syncd" or "asynq"
 	Workers int
 	Settle  time.Duration
+	Target  string // a TargetVariant's Name; "" in the main table
 	Runs    []E2ERun
 }
 
 // E2EResults holds the end-to-end table.
 type E2EResults struct {
-	Rows      []*E2ERow
-	Warm, Dur time.Duration
+	Rows []*E2ERow
+	// TargetRows are E2ETargetVariants' rows, in their order.
+	TargetRows []*E2ERow
+	Warm, Dur  time.Duration
 }
 
-// row finds a row.
+// row finds a row of the main table.
 func (e *E2EResults) row(system string, workers int, settle time.Duration) *E2ERow {
 	for _, r := range e.Rows {
 		if r.System == system && r.Workers == workers && r.Settle == settle {
@@ -62,15 +93,39 @@ func (e *E2EResults) row(system string, workers int, settle time.Duration) *E2ER
 	return nil
 }
 
-// EngineOptions are the engine settings of the end-to-end run.
-func engineConfig(workers int, settle time.Duration) engine.Config {
-	return engine.Config{Workers: workers, Interval: time.Hour,
+// targetRow finds a TargetVariant's row.
+func (e *E2EResults) targetRow(name string) *E2ERow {
+	for _, r := range e.TargetRows {
+		if r.Target == name {
+			return r
+		}
+	}
+	return nil
+}
+
+// targetRatio is variant a's rate over variant b's, per repetition.
+func (e *E2EResults) targetRatio(a, b string) Spread {
+	ra, rb := e.targetRow(a), e.targetRow(b)
+	if ra == nil || rb == nil {
+		return spreadOf(nil)
+	}
+	var vs []float64
+	for i := range min(len(ra.Runs), len(rb.Runs)) {
+		vs = append(vs, ra.Runs[i].Rate()/rb.Runs[i].Rate())
+	}
+	return spreadOf(vs)
+}
+
+// engineConfig is the engine's configuration in the end-to-end run.
+func engineConfig(workers int, settle time.Duration, tc engine.TargetConfig) engine.Config {
+	return engine.Config{Workers: workers, Interval: time.Hour, Target: tc,
 		Ownership: ownership.Config{TTL: LockTTL, Settle: settle}}
 }
 
 // runEngine adds pool items to a fresh deployment, starts an engine with
-// a no-op sink and counts SyncsOK over a window after warm.
-func runEngine(ctx context.Context, srv *Server, workers int, settle time.Duration, pool int, warm, dur time.Duration) (E2ERun, error) {
+// a no-op sink and the target configuration tc, and counts SyncsOK over a
+// window after warm.
+func runEngine(ctx context.Context, srv *Server, workers int, settle time.Duration, tc engine.TargetConfig, pool int, warm, dur time.Duration) (E2ERun, error) {
 	srv.FlushAll(ctx)
 	st, cnt, err := openStore(ctx, srv.Addr(), "e2e", nil)
 	if err != nil {
@@ -85,7 +140,7 @@ func runEngine(ctx context.Context, srv *Server, workers int, settle time.Durati
 		return E2ERun{}, err
 	}
 	sink := sinks.Func(func(ctx context.Context, it sinks.Item) error { return nil })
-	e, err := engine.New(st, sink, engineConfig(workers, settle))
+	e, err := engine.New(st, sink, engineConfig(workers, settle, tc))
 	if err != nil {
 		return E2ERun{}, err
 	}
@@ -176,7 +231,7 @@ func RunE2E(ctx context.Context, srv *Server, reps, enginePool, settlePool, asyn
 				if row.Settle > 0 {
 					p = settlePool
 				}
-				r, err = runEngine(ctx, srv, row.Workers, row.Settle, p, warm, dur)
+				r, err = runEngine(ctx, srv, row.Workers, row.Settle, engine.TargetConfig{}, p, warm, dur)
 			}
 			if err != nil {
 				return nil, err
@@ -184,7 +239,33 @@ func RunE2E(ctx context.Context, srv *Server, reps, enginePool, settlePool, asyn
 			logf("e2e rep %d %-5s workers %2d settle %-5v %8.0f items/s exhausted=%v", rep+1, row.System, row.Workers, row.Settle, r.Rate(), r.Exhausted)
 			row.Runs = append(row.Runs, r)
 		}
+		if err := runTargetVariants(ctx, srv, res, rep, enginePool, warm, dur, logf); err != nil {
+			return nil, err
+		}
 	}
 	srv.FlushAll(ctx)
 	return res, nil
+}
+
+// runTargetVariants runs one repetition of E2ETargetVariants back to
+// back, starting one further along each repetition so that no variant
+// always runs first (the first of a series sees a cooler machine).
+func runTargetVariants(ctx context.Context, srv *Server, res *E2EResults, rep, pool int, warm, dur time.Duration, logf func(string, ...any)) error {
+	if res.TargetRows == nil {
+		for _, v := range E2ETargetVariants {
+			res.TargetRows = append(res.TargetRows, &E2ERow{System: "syncd", Workers: E2ETargetWorkers, Target: v.Name})
+		}
+	}
+	n := len(E2ETargetVariants)
+	for i := range n {
+		k := (rep + i) % n
+		v, row := E2ETargetVariants[k], res.TargetRows[k]
+		r, err := runEngine(ctx, srv, row.Workers, 0, v.Target, pool, warm, dur)
+		if err != nil {
+			return fmt.Errorf("target %s: %w", v.Name, err)
+		}
+		logf("e2e rep %d syncd workers %2d target %-11s %8.0f items/s exhausted=%v", rep+1, row.Workers, v.Name, r.Rate(), r.Exhausted)
+		row.Runs = append(row.Runs, r)
+	}
+	return nil
 }

@@ -65,7 +65,7 @@ func (c *Counter) countScript(cmd redis.Cmder) {
 
 // counterNames are the commands counted by name; the rest count as other.
 var counterNames = [...]string{"evalsha", "eval", "set", "get", "del", "zrange", "zrangebyscore", "time",
-	"ping", "info", "script", "hset", "hget", "zadd", "zcount", "lpush", "rpush", "other"}
+	"ping", "info", "script", "hset", "hget", "zadd", "zcount", "zrem", "lpush", "rpush", "other"}
 
 // Attach adds c to a go-redis client and returns c.
 func (c *Counter) Attach(rdb redis.UniversalClient) *Counter {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/syncd/syncd/engine"
 )
 
 // Sections, in run order.
@@ -220,7 +222,7 @@ func runProfiles(ctx context.Context, srv *Server, o Options, set settings) (*Pr
 	}
 	var runErr error
 	p.CPUEngine, err = ProfileCPU(filepath.Join(p.Dir, "cpu-engine-64w.pb.gz"), func() int64 {
-		r, err := runEngine(ctx, srv, 64, 0, set.enginePool, set.e2eWarm, set.profDur)
+		r, err := runEngine(ctx, srv, 64, 0, engine.TargetConfig{}, set.enginePool, set.e2eWarm, set.profDur)
 		runErr = err
 		p.EngineRun = r
 		return r.Done
