@@ -68,7 +68,7 @@ type DataLoss struct {
 // count it (the process that wrote the new marker does).
 func (s *Store) RecordDataLoss(ctx context.Context, l DataLoss, count bool) error {
 	k := s.keys.DataLoss()
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, k, "at", l.At.UnixMilli(), "restored", l.Restored, "lost", l.Lost, "by", l.By)
 		if count {
 			p.HIncrBy(ctx, k, "count", 1)
@@ -86,10 +86,12 @@ func (s *Store) RecordDataLoss(ctx context.Context, l DataLoss, count bool) erro
 func (s *Store) LastDataLoss(ctx context.Context) (*DataLoss, error) {
 	m, err := s.rdb.HGetAll(ctx, s.keys.DataLoss()).Result()
 	switch {
-	case isDamageReply(err) || len(m) == 0:
+	case isDamageReply(err):
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("store: read data loss: %w", err)
+	case len(m) == 0:
+		return nil, nil
 	}
 	num := func(k string) int64 { n, _ := strconv.ParseInt(m[k], 10, 64); return n }
 	return &DataLoss{At: time.UnixMilli(num("at")), Count: num("count"), Restored: int(num("restored")),

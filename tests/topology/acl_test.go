@@ -38,8 +38,16 @@ var aclCommands = []string{
 	"get", "set", "del", "pexpire", "pttl",
 	// The due index.
 	"zadd", "zscore", "zrange", "zrangebyscore", "zcount", "zcard", "zrem",
-	// Per-item state and last errors.
-	"hget", "hset", "hdel", "hmget",
+	// Per-item state and last errors; the target's breaker; the record
+	// of the last data loss.
+	"hget", "hset", "hdel", "hmget", "hincrby", "hgetall",
+	// The target's permits: expired ones dropped.
+	"zremrangebyscore",
+	// Items added by hand (a set per shard); the breaker's suspects.
+	"sadd", "srem", "sismember", "smembers", "scard",
+	// The target's keys are started afresh when made by hand as another
+	// type.
+	"type",
 }
 
 // aclClusterCommands are needed on a Cluster as well: go-redis reads the

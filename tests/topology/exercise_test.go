@@ -146,6 +146,59 @@ func exercise(ctx context.Context, cfg store.Config, opt exerciseOpts) (err erro
 	if _, err := st.Oldest(ctx); err != nil {
 		return step("oldest", err)
 	}
+	// The target: admission with every limit, the breaker, permits.
+	adm, err := st.TargetAdmit(ctx, store.AdmitParams{N: 2, Breaker: true, ProbeEvery: time.Second, MaxInFlight: 4,
+		TTL: time.Second, Base: "x", Every: time.Millisecond, Burst: 10})
+	if err != nil || adm.Granted != 2 {
+		return step("target admit", fmt.Errorf("%+v, %v", adm, err))
+	}
+	if _, err := st.TargetExtend(ctx, adm.Permits, time.Second); err != nil {
+		return step("target extend", err)
+	}
+	if err := st.TargetRelease(ctx, adm.Permits...); err != nil {
+		return step("target release", err)
+	}
+	for _, id := range []string{"x1", "x2"} {
+		if _, err := st.TargetReport(ctx, store.ReportParams{Outcome: store.TargetItem, ID: id, Failures: 2, Window: time.Second}); err != nil {
+			return step("target report", err)
+		}
+	}
+	if _, err := st.TargetReport(ctx, store.ReportParams{Outcome: store.TargetOK}); err != nil {
+		return step("target report ok", err)
+	}
+	if _, err := st.TargetState(ctx); err != nil {
+		return step("target state", err)
+	}
+	// The item set's sources: items added by hand, a reconcile, the
+	// deployment's marker and the record of a data loss.
+	if _, err := st.AddByHand(ctx, "by-hand"); err != nil {
+		return step("add by hand", err)
+	}
+	if _, err := st.Manual(ctx, st.Keys().Shard("by-hand")); err != nil {
+		return step("manual", err)
+	}
+	if _, err := st.Members(ctx, 0); err != nil {
+		return step("members", err)
+	}
+	if _, err := st.Reconcile(ctx, 0, 1, true, []string{"rec"}); err != nil {
+		return step("reconcile add", err)
+	}
+	if _, err := st.Reconcile(ctx, 0, 1, false, []string{"rec", "by-hand"}); err != nil {
+		return step("reconcile remove", err)
+	}
+	if _, err := st.Remove(ctx, "by-hand"); err != nil {
+		return step("remove by hand", err)
+	}
+	if _, err := st.Deployment(ctx); err != nil {
+		return step("deployment", err)
+	}
+	if err := st.RecordDataLoss(ctx, store.DataLoss{At: time.Now()}, true); err != nil {
+		return step("record data loss", err)
+	}
+	if _, err := st.LastDataLoss(ctx); err != nil {
+		return step("last data loss", err)
+	}
+
 	// What a daemon reads after a claim reply was lost.
 	if _, err := st.ClaimReceipt(ctx, 0, store.NewToken()); err != nil {
 		return step("claim receipt", err)
