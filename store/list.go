@@ -22,6 +22,8 @@ type ItemState struct {
 	LastSync    time.Time
 	Attempts    int    // consecutive failures
 	Error       string // last error while failing
+	// Manual: added by hand (AddByHand); a reconcile never removes it.
+	Manual bool
 	// Record is the owner/state record while the item is claimed; nil
 	// when it is not. RecordErr is set when the bytes are not a record.
 	Record    *Record
@@ -50,11 +52,13 @@ func (s *Store) List(ctx context.Context, shard, offset, count int) ([]ItemState
 	}
 	var meta, errs *redis.SliceCmd
 	recs := make([]*redis.StringCmd, len(ids))
+	manual := make([]*redis.BoolCmd, len(ids))
 	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		meta = p.HMGet(ctx, s.keys.Meta(shard), ids...)
 		errs = p.HMGet(ctx, s.keys.Errors(shard), ids...)
 		for i, id := range ids {
 			recs[i] = p.Get(ctx, s.keys.Record(shard, id))
+			manual[i] = p.SIsMember(ctx, s.keys.Manual(shard), id)
 		}
 		return nil
 	})
@@ -74,6 +78,7 @@ func (s *Store) List(ctx context.Context, shard, offset, count int) ([]ItemState
 		if v, ok := errs.Val()[i].(string); ok {
 			st.Error = v
 		}
+		st.Manual = manual[i].Val() // a manual set of another type reads as none
 		switch b, err := recs[i].Bytes(); {
 		case err == nil:
 			st.Record, st.RecordErr = UnmarshalRecord(b)

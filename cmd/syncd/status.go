@@ -22,6 +22,7 @@ type itemRow struct {
 	ID          string     `json:"id"`
 	State       string     `json:"state"` // due, syncing, claimed, idle, backing off, quarantined
 	Owner       string     `json:"owner,omitempty"`
+	Manual      bool       `json:"manual,omitempty"` // added by hand: no reconcile removes it
 	Fence       uint64     `json:"fence"`
 	LastSync    *time.Time `json:"last_sync,omitempty"`
 	SinceSync   string     `json:"since_last_sync,omitempty"`
@@ -157,7 +158,11 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tOWNER\tFENCE\tSINCE SYNC\tWAITING\tATTEMPTS\tLAST ERROR")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", shown(r.ID, 64), r.State, dash(shown(r.Owner, 64)), r.Fence,
+		id := shown(r.ID, 64)
+		if r.Manual {
+			id += " (manual)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", id, r.State, dash(shown(r.Owner, 64)), r.Fence,
 			dash(r.SinceSync), dash(r.Waiting), r.Attempts, dash(shown(r.LastError, 60)))
 	}
 	tw.Flush()
@@ -213,7 +218,7 @@ func collect(ctx context.Context, st *store.Store, now int64, sum *summary) ([]i
 }
 
 func classify(it store.ItemState, now int64) itemRow {
-	r := itemRow{ID: it.ID, Fence: it.Fence, Attempts: it.Attempts, LastError: it.Error, dueSortable: it.Due}
+	r := itemRow{ID: it.ID, Fence: it.Fence, Attempts: it.Attempts, LastError: it.Error, dueSortable: it.Due, Manual: it.Manual}
 	if !it.LastSync.IsZero() {
 		ls := it.LastSync
 		r.LastSync = &ls

@@ -43,3 +43,21 @@ func TestStatusShowsTarget(t *testing.T) {
 		t.Errorf("status --json target = %+v", tg)
 	}
 }
+
+// status marks items added by hand, which no reconcile removes.
+func TestStatusMarksManualItems(t *testing.T) {
+	cfg, st := adminConfig(t, "man")
+	ctx := context.Background()
+	st.Add(ctx, "from-config")
+	var out, errb bytes.Buffer
+	if code := runMain([]string{"items", "add", "-c", cfg, "by-hand"}, &out, &errb); code != exitOK {
+		t.Fatalf("items add: exit %d, %s", code, errb.String())
+	}
+	out.Reset()
+	if code := runMain([]string{"status", "-c", cfg}, &out, &errb); code != exitOK {
+		t.Fatalf("status: exit %d, %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "by-hand (manual)") || strings.Contains(out.String(), "from-config (manual)") {
+		t.Errorf("status does not mark the item added by hand, and only it:\n%s", out.String())
+	}
+}
