@@ -61,17 +61,29 @@ var ErrNotLeader = errors.New("engine: another process is reconciling")
 // ErrReconcileGuard is wrapped by ReconcileResult.Refused.
 var ErrReconcileGuard = errors.New("engine: reconcile removed nothing")
 
+// ReconcileOptions tune Reconcile.
+type ReconcileOptions struct {
+	// MaxRemoval is ItemsConfig.MaxRemoval; Force removes past it, and
+	// when a source failed or gave nothing.
+	MaxRemoval int
+	Force      bool
+	// TTL is the reconciler lock's lease (default ownership's). After
+	// Redis lost its data the lock is held off for up to one TTL.
+	TTL    time.Duration
+	Logger zerolog.Logger
+}
+
 // Reconcile brings the item set of st in line with ids, the union of the
 // sources (srcErr: one failed), as the elected reconciler: it takes the
 // "reconcile" lock and writes under its fence, so a paused ex-leader's
 // late writes are refused (store.ErrReconcileFenced). Removal is refused
 // (Result.Refused) when a source failed, the sources are empty, or more
-// than maxRemoval percent would go, unless force.
-func Reconcile(ctx context.Context, st *store.Store, ids []string, srcErr error, maxRemoval int, force bool,
-	log zerolog.Logger) (ReconcileResult, error) {
+// than MaxRemoval percent would go, unless Force.
+func Reconcile(ctx context.Context, st *store.Store, ids []string, srcErr error, o ReconcileOptions) (ReconcileResult, error) {
 	start := time.Now()
 	var res ReconcileResult
-	lk, err := ownership.NewLocker(ownership.LockerConfig{Config: ownership.Config{Logger: log}}, st)
+	maxRemoval, force := o.MaxRemoval, o.Force
+	lk, err := ownership.NewLocker(ownership.LockerConfig{Config: ownership.Config{TTL: o.TTL, Logger: o.Logger}}, st)
 	if err != nil {
 		return res, err
 	}
@@ -79,7 +91,7 @@ func Reconcile(ctx context.Context, st *store.Store, ids []string, srcErr error,
 	l, err := lk.TryLock(ctx, "reconcile", ownership.WithMetadata("reconcile"))
 	if err != nil {
 		if errors.Is(err, ownership.ErrNotObtained) {
-			return res, ErrNotLeader
+			return res, fmt.Errorf("%w (%w)", ErrNotLeader, err)
 		}
 		return res, err
 	}
@@ -198,9 +210,11 @@ func (e *Engine) reconcileLoop(stop <-chan struct{}) {
 // reconcileOnce runs one reconcile and logs and counts what it did.
 func (e *Engine) reconcileOnce(ctx context.Context) {
 	ids, srcErr := e.cfg.Items.Source(ctx)
-	res, err := Reconcile(ctx, e.st, ids, srcErr, e.cfg.Items.MaxRemoval, false, e.log)
+	res, err := Reconcile(ctx, e.st, ids, srcErr, ReconcileOptions{MaxRemoval: e.cfg.Items.MaxRemoval,
+		TTL: e.own.Config().TTL, Logger: e.log})
 	switch {
 	case errors.Is(err, ErrNotLeader):
+		e.log.Debug().Msg("reconcile skipped: another process is reconciling")
 		return
 	case err != nil:
 		e.m.ReconcileFailed.Add(1)

@@ -32,7 +32,7 @@ func TestReconcile(t *testing.T) {
 	log := zerolog.New(zerolog.NewTestWriter(t))
 	rec := func(ids []string, srcErr error, force bool) engine.ReconcileResult {
 		t.Helper()
-		res, err := engine.Reconcile(ctx, st, ids, srcErr, 25, force, log)
+		res, err := engine.Reconcile(ctx, st, ids, srcErr, engine.ReconcileOptions{MaxRemoval: 25, Force: force, Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -144,9 +144,11 @@ func cmdReconcile(args []string, stdout, stderr io.Writer) error {
 	if srcErr != nil {
 		fmt.Fprintf(stderr, "syncd items reconcile: a source failed: %v\n", srcErr)
 	}
-	res, err := engine.Reconcile(ctx, st, ids, srcErr, cfg.Engine().WithDefaults().Items.MaxRemoval, *force, log)
+	ec := cfg.Engine().WithDefaults()
+	res, err := engine.Reconcile(ctx, st, ids, srcErr, engine.ReconcileOptions{MaxRemoval: ec.Items.MaxRemoval,
+		Force: *force, TTL: ec.Ownership.WithDefaults().TTL, Logger: log})
 	if errors.Is(err, engine.ErrNotLeader) {
-		return &exitError{code: exitFailed, err: errors.New("another process is reconciling now; try again in a moment")}
+		return &exitError{code: exitFailed, err: fmt.Errorf("%w; try again in a moment", err)}
 	}
 	fmt.Fprintf(stdout, "%d items in the sources, %d were in the set: %d added, %d removed, %d kept (added by hand); %v\n",
 		res.Desired, res.Current, res.Added, res.Removed, res.KeptManual, res.Elapsed.Round(time.Millisecond))

@@ -1,0 +1,168 @@
+package items
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/redistest"
+	"github.com/syncd/syncd/tests/testutil"
+)
+
+var syncd testutil.Syncd
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		syncd.Remove()
+		os.Exit(code)
+	}))
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// daemon starts `syncd run -c cfg`, killed in t's cleanup; its log is
+// returned.
+func daemon(t *testing.T, cfg string) (*testutil.Process, *testutil.Buffer) {
+	t.Helper()
+	cmd := exec.Command(syncd.Path(t), "run", "-c", cfg)
+	log := &testutil.Buffer{}
+	cmd.Stderr = log
+	p := testutil.Start(t, cmd)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log (tail):\n%s", testutil.Tail(log.String(), 3000))
+		}
+	})
+	return p, log
+}
+
+// writeIDs writes the ids c<from>..c<to-1>, one per line.
+func writeIDs(t *testing.T, path string, from, to int) {
+	t.Helper()
+	var b strings.Builder
+	for i := from; i < to; i++ {
+		fmt.Fprintf(&b, "c%06d\n", i)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func count(t *testing.T, srv *redistest.Server, prefix string) int {
+	t.Helper()
+	st, err := store.Open(context.Background(), store.Config{Addrs: []string{srv.Addr()}, KeyPrefix: prefix, Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	n, _, err := st.Count(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func metric(t *testing.T, addr, line string) bool {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return strings.Contains(string(b), line)
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	testutil.WaitFor(t, within, 100*time.Millisecond, what, cond)
+}
+
+// An items.command source grows from 1,000 to 1,100 IDs, then shrinks to
+// 900: the set follows. Shrinking to 50, failing or printing nothing
+// removes nothing, and each is logged and counted.
+func TestCommandSourceFollowedAndGuarded(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	dir := t.TempDir()
+	list, mode := filepath.Join(dir, "ids"), filepath.Join(dir, "mode")
+	writeIDs(t, list, 0, 1000)
+	os.WriteFile(mode, []byte("ok"), 0o644)
+	script := fmt.Sprintf(`case "$(cat %s)" in fail) echo "the customer API is down" >&2; exit 3;; empty) exit 0;; esac; cat %s`, mode, list)
+	listen := freePort(t)
+	cfg := testutil.WriteFile(t, "config.yaml", fmt.Sprintf(`redis:
+  addrs: [%q]
+  key_prefix: cmd
+  shards: 4
+ownership:
+  ttl: 3s
+engine:
+  interval: 1h
+items:
+  command: ["sh", "-c", %q]
+  refresh: 1s
+  max_removal: 25
+sink:
+  type: log
+http:
+  listen: %s
+log:
+  format: json
+`, srv.Addr(), script, listen))
+	_, log := daemon(t, cfg)
+	waitFor(t, 20*time.Second, "1,000 items", func() bool { return count(t, srv, "cmd") == 1000 })
+	writeIDs(t, list, 0, 1100)
+	waitFor(t, 10*time.Second, "1,100 items", func() bool { return count(t, srv, "cmd") == 1100 })
+	writeIDs(t, list, 0, 900)
+	waitFor(t, 10*time.Second, "900 items", func() bool { return count(t, srv, "cmd") == 900 })
+
+	for _, step := range []struct {
+		name, why string
+		set       func()
+	}{
+		{"shrink to 50", "would go, more than the 25% allowed", func() { writeIDs(t, list, 0, 50) }},
+		{"fail", "the customer API is down", func() { writeIDs(t, list, 0, 900); os.WriteFile(mode, []byte("fail"), 0o644) }},
+		{"print nothing", "the sources gave no ids", func() { os.WriteFile(mode, []byte("empty"), 0o644) }},
+	} {
+		before := strings.Count(log.String(), step.why)
+		step.set()
+		waitFor(t, 10*time.Second, step.name+": logged", func() bool { return strings.Count(log.String(), step.why) > before })
+		if n := count(t, srv, "cmd"); n != 900 {
+			t.Errorf("%s: %d items, want the 900 kept", step.name, n)
+		}
+		if !metric(t, listen, "syncd_reconcile_refusing 1") {
+			t.Errorf("%s: syncd_reconcile_refusing is not 1", step.name)
+		}
+	}
+	if !metric(t, listen, `syncd_reconciles_total{result="guarded"}`) {
+		t.Error("guarded reconciles not counted")
+	}
+	os.WriteFile(mode, []byte("ok"), 0o644)
+	waitFor(t, 10*time.Second, "the guard lifted", func() bool { return metric(t, listen, "syncd_reconcile_refusing 0") })
+	r := testutil.Run(t, nil, syncd.Path(t), "items", "reconcile", "-c", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "900 items in the sources") {
+		t.Errorf("items reconcile:\n%s", r)
+	}
+}
