@@ -259,7 +259,7 @@ func TestDataLossRestoresItems(t *testing.T) {
 	ctx := context.Background()
 	ids := []string{"a", "b", "c", "d"}
 	st.Add(ctx, ids...)
-	st.Add(ctx, "by-hand")
+	st.AddByHand(ctx, "by-hand")
 	var mu sync.Mutex
 	synced := map[string]time.Time{}
 	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
