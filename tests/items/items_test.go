@@ -166,3 +166,71 @@ log:
 		t.Errorf("items reconcile:\n%s", r)
 	}
 }
+
+// Two daemons are elected reconciler in turn while the first is
+// SIGSTOPped in the middle of its reconcile: once the second has
+// reconciled, the first's writes after waking are refused (by the
+// reconcile fence, or before they are sent, by its lock's lost lease).
+func TestPausedReconcilerIsFencedOut(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	dir := t.TempDir()
+	big, small := filepath.Join(dir, "big"), filepath.Join(dir, "small")
+	writeIDs(t, big, 0, 300_000)
+	writeIDs(t, small, 0, 100)
+	conf := func(name, list, refresh string) string {
+		return testutil.WriteFile(t, name+".yaml", fmt.Sprintf(`redis:
+  addrs: [%q]
+  key_prefix: rec
+  shards: 4
+ownership:
+  ttl: 2s
+engine:
+  interval: 1h
+  workers: 1
+items:
+  command: ["cat", %q]
+  refresh: %s
+  max_removal: 100
+sink:
+  type: log
+  log:
+    delay: 1h
+log:
+  format: json
+`, srv.Addr(), list, refresh))
+	}
+	a, alog := daemon(t, conf("a", big, "1h"))
+	waitFor(t, 60*time.Second, "the first reconcile writing", func() bool { return count(t, srv, "rec") > 0 })
+	if err := a.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := count(t, srv, "rec")
+	if paused >= 300_000 {
+		t.Skip("the first reconcile finished before it could be paused")
+	}
+	_, blog := daemon(t, conf("b", small, "1h"))
+	waitFor(t, 30*time.Second, "the second daemon's reconcile", func() bool {
+		return strings.Contains(blog.String(), "item set reconciled")
+	})
+	if n := count(t, srv, "rec"); n != 100 {
+		t.Fatalf("after the second reconcile: %d items, want its 100", n)
+	}
+	if err := a.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the first reconciler to give up", func() bool {
+		return strings.Contains(alog.String(), "reconcile failed")
+	})
+	if n := count(t, srv, "rec"); n != 100 {
+		t.Errorf("after the paused reconciler woke: %d items, want the second's 100", n)
+	}
+	if strings.Contains(alog.String(), "item set reconciled") {
+		t.Error("the paused reconciler says it reconciled")
+	}
+	for _, line := range strings.Split(alog.String(), "\n") {
+		if strings.Contains(line, "reconcile failed") {
+			t.Logf("paused at %d items; the first reconciler, woken: %s", paused, line)
+		}
+	}
+}
