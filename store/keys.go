@@ -110,6 +110,9 @@ func escapeByte(c byte) bool {
 //	<prefix>:{s<k>}:meta      HASH  id -> fence, lastSync, attempts (meta.go)
 //	<prefix>:{s<k>}:err       HASH  id -> last error text
 //	<prefix>:{s<k>}:epoch     STRING marker; missing means Redis lost data
+//	<prefix>:{s<k>}:trig      HASH  id -> "<ms> <reason>" of its last trigger
+//	<prefix>:{s<k>}:again     HASH  id -> boost (ms): triggered in flight,
+//	                          due again at release (trigger.lua)
 //	<prefix>:{s<k>}:rec:<id>  STRING owner/state record, SET NX PX ttl
 //	<prefix>:{s<k>}:claim:<t> STRING ids a pick claim with token <t> took
 //	                          (newline-separated; PX ttl)
@@ -167,6 +170,13 @@ func (k Keys) Meta(shard int) string { return k.tags[shard] + "meta" }
 
 // Errors is the last-error hash of a shard.
 func (k Keys) Errors(shard int) string { return k.tags[shard] + "err" }
+
+// Triggers is the hash of each item's last trigger (see Store.Trigger).
+func (k Keys) Triggers(shard int) string { return k.tags[shard] + "trig" }
+
+// Again is the hash of items triggered while in flight, which the release
+// makes due again at once (see Store.Trigger).
+func (k Keys) Again(shard int) string { return k.tags[shard] + "again" }
 
 // Epoch is the data-loss marker of a shard.
 func (k Keys) Epoch(shard int) string { return k.tags[shard] + "epoch" }
