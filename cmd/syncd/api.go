@@ -93,6 +93,13 @@ func newAPI(st *store.Store, token string, log zerolog.Logger) http.Handler {
 	mux.HandleFunc("POST /api/v1/items/{id}/sync", a.syncOne)
 	mux.HandleFunc("POST /api/v1/items/sync", a.syncMany)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		post := r.Clone(r.Context())
+		post.Method = http.MethodPost
+		if _, pattern := mux.Handler(post); pattern != "/api/" {
+			w.Header().Set("Allow", http.MethodPost)
+			writeJSON(w, http.StatusMethodNotAllowed, syncResponse{Error: "use POST"})
+			return
+		}
 		writeJSON(w, http.StatusNotFound, syncResponse{Error: "no such API route: POST /api/v1/items/{id}/sync or POST /api/v1/items/sync"})
 	})
 	return a.authorize(mux)
