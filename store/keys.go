@@ -171,13 +171,6 @@ func (k Keys) Meta(shard int) string { return k.tags[shard] + "meta" }
 // Errors is the last-error hash of a shard.
 func (k Keys) Errors(shard int) string { return k.tags[shard] + "err" }
 
-// Triggers is the hash of each item's last trigger (see Store.Trigger).
-func (k Keys) Triggers(shard int) string { return k.tags[shard] + "trig" }
-
-// Again is the hash of items triggered while in flight, which the release
-// makes due again at once (see Store.Trigger).
-func (k Keys) Again(shard int) string { return k.tags[shard] + "again" }
-
 // Epoch is the data-loss marker of a shard.
 func (k Keys) Epoch(shard int) string { return k.tags[shard] + "epoch" }
 
@@ -190,6 +183,13 @@ func (k Keys) Record(shard int, id string) string {
 func (k Keys) Receipt(shard int, tok Token) string {
 	return k.tags[shard] + "claim:" + hex.EncodeToString(tok[:])
 }
+
+// Triggers is the hash of each item's last trigger (see Store.Trigger).
+func (k Keys) Triggers(shard int) string { return k.tags[shard] + "trig" }
+
+// Again is the hash of items triggered while in flight, which the release
+// makes due again at once (see Store.Trigger).
+func (k Keys) Again(shard int) string { return k.tags[shard] + "again" }
 
 // Lock is the record key of a standalone lock.
 func (k Keys) Lock(name string) string { return k.prefix + ":lock:{" + EncodeID(name) + "}" }
