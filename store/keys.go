@@ -110,6 +110,9 @@ func escapeByte(c byte) bool {
 //	<prefix>:{s<k>}:meta      HASH  id -> fence, lastSync, attempts (meta.go)
 //	<prefix>:{s<k>}:err       HASH  id -> last error text
 //	<prefix>:{s<k>}:epoch     STRING marker; missing means Redis lost data
+//	<prefix>:{s<k>}:trig      HASH  id -> "<ms> <reason>" of its last trigger
+//	<prefix>:{s<k>}:again     HASH  id -> boost (ms): triggered in flight,
+//	                          due again at release (trigger.lua)
 //	<prefix>:{s<k>}:rec:<id>  STRING owner/state record, SET NX PX ttl
 //	<prefix>:{s<k>}:claim:<t> STRING ids a pick claim with token <t> took
 //	                          (newline-separated; PX ttl)
@@ -188,6 +191,13 @@ func (k Keys) Record(shard int, id string) string {
 func (k Keys) Receipt(shard int, tok Token) string {
 	return k.tags[shard] + "claim:" + hex.EncodeToString(tok[:])
 }
+
+// Triggers is the hash of each item's last trigger (see Store.Trigger).
+func (k Keys) Triggers(shard int) string { return k.tags[shard] + "trig" }
+
+// Again is the hash of items triggered while in flight, which the release
+// makes due again at once (see Store.Trigger).
+func (k Keys) Again(shard int) string { return k.tags[shard] + "again" }
 
 // Lock is the record key of a standalone lock.
 func (k Keys) Lock(name string) string { return k.prefix + ":lock:{" + EncodeID(name) + "}" }

@@ -63,7 +63,7 @@ func TestKeysShareSlotPerShard(t *testing.T) {
 	for _, id := range []string{"a", "{s3}", "x}{y", "rec:evil"} {
 		sh := k.Shard(id)
 		tag := hashTag(k.Due(sh))
-		for _, key := range []string{k.Meta(sh), k.Errors(sh), k.Epoch(sh), k.Record(sh, id)} {
+		for _, key := range []string{k.Meta(sh), k.Errors(sh), k.Epoch(sh), k.Triggers(sh), k.Again(sh), k.Record(sh, id)} {
 			if got := hashTag(key); got != tag {
 				t.Errorf("id %q: key %q hashes on %q, want %q", id, key, got, tag)
 			}

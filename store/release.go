@@ -65,8 +65,8 @@ type ReleaseResult struct {
 // outcome, in one script call.
 func (s *Store) Release(ctx context.Context, shard int, reqs []ReleaseRequest) ([]ReleaseResult, error) {
 	k := s.keys
-	keys := make([]string, 0, 3+len(reqs))
-	keys = append(keys, k.Due(shard), k.Meta(shard), k.Errors(shard))
+	keys := make([]string, 0, 4+len(reqs))
+	keys = append(keys, k.Due(shard), k.Meta(shard), k.Errors(shard), k.Again(shard))
 	args := make([]any, 0, 5*len(reqs))
 	for _, r := range reqs {
 		keys = append(keys, k.Record(shard, r.ID))

@@ -111,6 +111,7 @@ var (
 	scriptAdd     = loadScript("add", "now")
 	scriptRemove  = loadScript("remove", "wrongtype")
 	scriptRequeue = loadScript("requeue", "now", "be4", "unbe", "meta_get", "meta_value", "meta_set", "is_inf", "due_ms")
+	scriptTrigger = loadScript("trigger", "now", "wrongtype", "num", "is_inf", "due_ms")
 	scriptForce   = loadScript("force", "now", "be4", "unbe", "meta_get", "meta_value", "meta_set")
 	scriptLock    = loadScript("lock", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "token_of", "fence_of", "num")
 	scriptUnlock  = loadScript("unlock", "wrongtype", "get_rec", "token_of")

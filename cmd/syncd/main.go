@@ -6,6 +6,7 @@
 //	syncd status   -c config.yaml [--json]        items, owners, fences, waits
 //	syncd items    add|remove|list -c config.yaml [ID...] [--file F|-]
 //	syncd requeue  -c config.yaml ID...           bring quarantined items back
+//	syncd trigger  -c config.yaml [--reason R] [--add] ID...   sync items now
 //	syncd release  -c config.yaml --force ID      admin release of a stuck claim
 //	syncd validate -c config.yaml                 print the effective config, or every error
 //	syncd version
@@ -30,7 +31,7 @@ var version = "dev"
 // Exit codes.
 const (
 	exitOK     = 0
-	exitFailed = 1 // some items failed or were quarantined; a command failed; requeue or remove met unknown IDs
+	exitFailed = 1 // some items failed or were quarantined; a command failed; requeue, remove or trigger met unknown IDs
 	exitUsage  = 2 // bad config, bad input, unreachable Redis
 )
 
@@ -55,11 +56,13 @@ usage:
   syncd status   -c config.yaml [--json]        show items, owners, fences and waits
   syncd items    add|remove|list -c config.yaml [ID...] [--file F|-]
   syncd requeue  -c config.yaml ID...           make items due now, clearing failures
+  syncd trigger  -c config.yaml [--reason R] [--add] ID...
+                                                sync items now, ahead of the others (in flight: again right after)
   syncd release  -c config.yaml --force ID      delete a stuck claim and raise its fence
   syncd validate -c config.yaml                 print the effective config, or every error
   syncd version                                 print the version
 
-exit codes: 0 ok, 1 items failed or quarantined, or unknown IDs (requeue, items remove),
+exit codes: 0 ok, 1 items failed or quarantined, or unknown IDs (requeue, items remove, trigger),
             2 bad config or input (nothing changed), unreachable Redis
 `
 
@@ -74,7 +77,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	}
 	cmds := map[string]func([]string, io.Writer, io.Writer) error{
 		"run": cmdRun, "batch": cmdBatch, "status": cmdStatus, "items": cmdItems,
-		"requeue": cmdRequeue, "release": cmdRelease, "validate": cmdValidate,
+		"requeue": cmdRequeue, "trigger": cmdTrigger, "release": cmdRelease, "validate": cmdValidate,
 		"version": func([]string, io.Writer, io.Writer) error { fmt.Fprintln(stdout, "syncd", version); return nil },
 	}
 	switch args[0] {

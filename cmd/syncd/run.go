@@ -30,6 +30,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg, os.Stderr)
+	token, err := cfg.APIToken(nil, nil)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
@@ -56,9 +60,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	}
 	defer sink.Close()
 	if addr := cfg.Listen(); addr != "" {
-		srv, err := serveHTTP(addr, e, log)
+		srv, err := serveHTTP(addr, e, newAPI(st, token, log), log)
 		if err != nil {
 			return &exitError{code: exitUsage, err: err}
+		}
+		if token != "" {
+			log.Info().Msg("serving the API: POST /api/v1/items/{id}/sync and POST /api/v1/items/sync, bearer token required")
 		}
 		defer func() {
 			sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
@@ -66,12 +73,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 			srv.Shutdown(sctx)
 		}()
 	}
+	if token != "" && cfg.Listen() == "" {
+		log.Warn().Msg("an API token is configured but http.listen is empty: the API is not served")
+	}
 	return e.Run(ctx)
 }
 
 // serveHTTP serves /metrics (Prometheus), /healthz (the process is alive)
-// and /readyz (Redis reachable and claiming, every shard working).
-func serveHTTP(addr string, e *engine.Engine, log zerolog.Logger) (*http.Server, error) {
+// and /readyz (Redis reachable and claiming, every shard working), and
+// api under /api/ (see newAPI).
+func serveHTTP(addr string, e *engine.Engine, api http.Handler, log zerolog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http.listen: %w", err)
@@ -90,6 +101,7 @@ func serveHTTP(addr string, e *engine.Engine, log zerolog.Logger) (*http.Server,
 		}
 		fmt.Fprintln(w, text)
 	})
+	mux.Handle("/api/", api)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: stdLogger(log)}

@@ -3,35 +3,52 @@
 -- KEYS[1]    due ZSET of the shard
 -- KEYS[2]    meta HASH of the shard
 -- KEYS[3]    err HASH of the shard
--- KEYS[3+i]  record key of item i
+-- KEYS[4]    again HASH of the shard (trigger.lua): id -> boost ms
+-- KEYS[4+i]  record key of item i
 -- ARGV       5 per item i, from ARGV[5i-4]: id, token, kind, value, error
 --   kind "ok"          synced: lastSync = now, attempts = 0, due at now + value ms
 --   kind "fail"        attempts + 1, due at now + value ms, error kept
 --   kind "quarantine"  attempts + 1, score +inf (not claimed until requeued)
 --   kind "handback"    nothing recorded, due at value (absolute ms; -d: now + d)
 -- Only the holder of the token changes anything; a removed item is not
--- put back into the due index.
+-- put back into the due index. An item triggered while in flight (in
+-- the again HASH) is due at now - its boost after "ok" and "handback",
+-- and keeps its backoff or quarantine otherwise; the flag is cleared.
+-- That costs one HGET per item released; an HDEL only when set.
 -- Result: 2 integers per item: code (1 released, 0 not held: no record,
 -- -1 held by another owner), now in ms.
 local nowms = now()
 local out = {}
-for i = 1, #KEYS - 3 do
+for i = 1, #KEYS - 4 do
   local j = 5 * i - 4
   local id, tok, kind, value, msg = ARGV[j], ARGV[j + 1], ARGV[j + 2], tonumber(ARGV[j + 3]), ARGV[j + 4]
-  local rk = KEYS[3 + i]
+  local rk = KEYS[4 + i]
   local cur = get_rec(rk)
   local code = 0
   if cur and token_of(cur) == tok then
     code = 1
     redis.call('DEL', rk)
+    -- again: the boost of a trigger while in flight, nil if none (or the
+    -- key is of another type); a value trigger.lua did not write reads
+    -- as 0, at most MaxTriggerBoost.
+    local again = wrongtype(redis.pcall('HGET', KEYS[4], id))
+    if again == '' then
+      again = nil
+    elseif again then
+      redis.call('HDEL', KEYS[4], id)
+      again = tonumber(again) or 0
+      if again ~= again or again < 0 or again > 60000 then again = 0 end
+    end
     if kind == 'ok' then
-      -- The common case, in four commands. ZADD XX CH reports an item
-      -- still in the index whose score changed; 0 means removed (then
-      -- nothing is recorded) or, rarely, the same score again (checked).
+      -- The common case, in five commands (with the HGET of again). ZADD
+      -- XX CH reports an item still in the index whose score changed; 0
+      -- means removed (then nothing is recorded) or, rarely, the same
+      -- score again (checked).
       -- The fence is the record's: the claim wrote the same to meta, and
       -- anything that raised it since (force) deleted the record. The
       -- record's attempt is the failures before it + 1.
       local due = nowms + value
+      if again then due = nowms - again end
       if redis.call('ZADD', KEYS[1], 'XX', 'CH', due, id) == 1 or redis.call('ZSCORE', KEYS[1], id) then
         redis.call('HSET', KEYS[2], id, meta_value(fence_of(cur), nowms, 0))
         if attempt_of(cur) > 1 then wrongtype(redis.pcall('HDEL', KEYS[3], id)) end
@@ -50,6 +67,7 @@ for i = 1, #KEYS - 3 do
         end
       else
         if value <= 0 then value = nowms - value end
+        if again then value = math.min(value, nowms - again) end
         redis.call('ZADD', KEYS[1], value, id)
       end
     end

@@ -130,6 +130,10 @@ type logSinkSection struct {
 
 type httpSection struct {
 	Listen string `yaml:"listen"`
+	// APITokenEnv and APITokenFile name where the API's bearer token is
+	// (APIToken); with neither, the API is off.
+	APITokenEnv  string `yaml:"api_token_env"`
+	APITokenFile string `yaml:"api_token_file"`
 }
 
 type logSection struct {

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/syncd/syncd/store"
+)
+
+// dueIn is how long until id is due, on Redis's clock.
+func dueIn(t *testing.T, st *store.Store, id string) time.Duration {
+	t.Helper()
+	now, err := st.Now(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := st.Client().ZScore(t.Context(), st.Keys().Due(st.Keys().Shard(id)), id).Result()
+	if err != nil {
+		t.Fatalf("ZSCORE %s: %v", id, err)
+	}
+	return time.Duration(int64(v)-now) * time.Millisecond
+}
+
+// redisZ is id due at Redis's now + offset.
+func redisZ(t *testing.T, st *store.Store, offset time.Duration, id string) redis.Z {
+	t.Helper()
+	now, err := st.Now(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return redis.Z{Score: float64(now + offset.Milliseconds()), Member: id}
+}
+
+// redisInf is id quarantined.
+func redisInf(id string) redis.Z { return redis.Z{Score: math.Inf(1), Member: id} }
+
+// syncd trigger: known IDs are due now and the reason is kept; unknown
+// ones are named (exit 1) unless --add adds them; quarantined ones are
+// named and left; bad input changes nothing (exit 2).
+func TestTriggerCommand(t *testing.T) {
+	cfg, st := adminConfig(t, "trig")
+	ctx := context.Background()
+	st.Add(ctx, "a", "b", "q")
+	st.Client().ZAdd(ctx, st.Keys().Due(st.Keys().Shard("a")), redisZ(t, st, time.Hour, "a"))
+	st.Client().ZAdd(ctx, st.Keys().Due(st.Keys().Shard("q")), redisInf("q"))
+
+	code, out, errb := syncd("trigger", "-c", cfg, "--reason", "ticket 42", "a", "nope", "q", "a", "nope2")
+	if code != exitFailed || out != "1 of 4 items triggered\n" {
+		t.Errorf("exit %d, stdout %q; want %d and 1 of 4", code, out, exitFailed)
+	}
+	want := "syncd trigger: 2 unknown ids (not in the item set; --add adds them): nope, nope2\n" +
+		"1 quarantined ids not triggered (syncd requeue brings them back): q\n"
+	if diff := cmp.Diff(errb, want); diff != "" {
+		t.Errorf("stderr (-got +want):\n%s", diff)
+	}
+	if d := dueIn(t, st, "a"); d > 0 {
+		t.Errorf("a due in %v after the trigger", d)
+	}
+	if note, ok, err := st.LastTrigger(ctx, "a"); !ok || err != nil || note.Reason != "ticket 42" {
+		t.Errorf("LastTrigger(a) = %+v, %v, %v", note, ok, err)
+	}
+
+	code, out, errb = syncd("trigger", "-c", cfg, "--add", "nope", "b")
+	if code != exitOK || out != "2 of 2 items triggered\nadded: nope\n" || errb != "" {
+		t.Errorf("--add: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+	if in := itemSet(t, st, "nope", "nope2"); !cmp.Equal(in, []string{"nope"}) {
+		t.Errorf("in the item set: %q", in)
+	}
+
+	for _, args := range [][]string{
+		{"x", "bad\x01"},
+		{"x", "--reason", "line\nbreak"},
+		{"x", "--reason", strings.Repeat("r", 300)},
+	} {
+		code, out, errb := syncd(append([]string{"trigger", "-c", cfg, "--add"}, args...)...)
+		if code != exitUsage || out != "" || !strings.Contains(errb, "nothing triggered") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d, nothing triggered", args, code, out, errb, exitUsage)
+		}
+	}
+	if in := itemSet(t, st, "x"); in != nil {
+		t.Errorf("a refused trigger added %q", in)
+	}
+	if code, _, errb := syncd("trigger", "-c", cfg); code != exitUsage || !strings.Contains(errb, "no IDs") {
+		t.Errorf("no IDs: exit %d, %q", code, errb)
+	}
+}
