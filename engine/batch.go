@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -44,6 +45,9 @@ type Report struct {
 	// TargetUnavailable is how long this process saw the target's
 	// breaker open during the run.
 	TargetUnavailable time.Duration `json:"target_unavailable"`
+	// GaveUp says why the run ended early because the target stayed
+	// unavailable (BatchOptions.MaxUnavailable); empty otherwise.
+	GaveUp string `json:"gave_up,omitempty"`
 	// Damaged names, by shard, the shards whose keys are damaged: their
 	// items were neither synced nor counted (see Engine.Damaged).
 	Damaged []string `json:"damaged_shards,omitempty"`
@@ -67,6 +71,11 @@ type BatchOptions struct {
 	OnProgress func(Progress)
 	// ProgressEvery defaults to 1s.
 	ProgressEvery time.Duration
+	// MaxUnavailable ends the run early when the target's breaker has
+	// been open that long without a break (the report names the target's
+	// last error, and what is left counts as Unsynced). 0: wait for the
+	// target for ever.
+	MaxUnavailable time.Duration
 }
 
 // batchRun is the state of RunBatch.
@@ -157,10 +166,7 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 			src.report(opt.OnProgress, max(opt.ProgressEvery, 0), e.done)
 		}
 	}()
-	select {
-	case <-ctx.Done():
-	case <-e.done:
-	}
+	gaveUp := e.waitBatch(ctx, opt.MaxUnavailable)
 	e.Stop(context.Background())
 	<-progressDone
 
@@ -176,10 +182,37 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 	}
 	b.fill(rep, t)
 	rep.TargetUnavailable = e.tgt.down().Round(time.Millisecond)
+	if gaveUp > 0 {
+		rep.GaveUp = fmt.Sprintf("the target was unavailable for %v (batch --max-unavailable)", gaveUp.Round(time.Second))
+		if ts, err := e.st.TargetState(tctx); err == nil && ts.Reason != "" {
+			rep.GaveUp += "; its last error: " + ts.Reason
+		}
+	}
 	e.log.Info().Int("items", rep.Items).Int("synced", rep.Synced).Int("synced_elsewhere", rep.SyncedElsewhere).
 		Int("quarantined", rep.Quarantined).Int("unsynced", rep.Unsynced).Dur("took", rep.Finished.Sub(rep.Started)).
 		Msg("batch run finished")
 	return rep, nil
+}
+
+// waitBatch waits for the run to end, ctx to end, or the target to have
+// been unavailable for longer than max (0: no limit); it returns how
+// long the target had been unavailable when it gave up, else 0.
+func (e *Engine) waitBatch(ctx context.Context, max time.Duration) time.Duration {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-e.done:
+			return 0
+		case <-tick.C:
+			if d := e.tgt.downNow(); max > 0 && d > max {
+				e.log.Error().Dur("unavailable", d).Msg("batch run ends early: the target stayed unavailable past max-unavailable")
+				return d
+			}
+		}
+	}
 }
 
 // pendingSource walks each shard's items that the run still has to sync,

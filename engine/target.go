@@ -275,6 +275,20 @@ func (t *target) see(b store.BreakerState) {
 	t.view = b
 }
 
+// downNow returns how long the breaker has been open without a break, as
+// this process saw it; 0 while it is closed.
+func (t *target) downNow() time.Duration {
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.downAt.IsZero() {
+		return 0
+	}
+	return time.Since(t.downAt)
+}
+
 // down returns how long this process has seen the breaker open in all.
 func (t *target) down() time.Duration {
 	if t == nil {

@@ -24,6 +24,7 @@ import (
 func cmdBatch(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("batch", stderr)
 	report := f.fs.String("report", "", "write the report as JSON to this file")
+	maxDown := f.fs.Duration("max-unavailable", 10*time.Minute, "end the run when the target stayed unavailable (its breaker open) this long; 0: wait for ever")
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func cmdBatch(args []string, stdout, stderr io.Writer) error {
 	}
 	defer sink.Close()
 	prog := newProgress(os.Stderr, log)
-	rep, err := e.RunBatch(ctx, engine.BatchOptions{OnProgress: prog.update})
+	rep, err := e.RunBatch(ctx, engine.BatchOptions{OnProgress: prog.update, MaxUnavailable: *maxDown})
 	prog.finish()
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
@@ -81,6 +82,9 @@ func writeSummary(w io.Writer, r *engine.Report) {
 	}
 	fmt.Fprintf(tw, "quarantined\t%d\t%s\n", r.Quarantined, strings.Join(ids, " "))
 	fmt.Fprintf(tw, "not synced\t%d\n", r.Unsynced)
+	if r.GaveUp != "" {
+		fmt.Fprintf(tw, "gave up\t%s\n", shown(r.GaveUp, 500))
+	}
 	if r.TargetUnavailable > 0 {
 		fmt.Fprintf(tw, "target unavailable\t%v\t(breaker open: no sync started, none counted)\n", r.TargetUnavailable.Round(time.Millisecond))
 	}

@@ -386,7 +386,7 @@ func TestRateAndMaxInFlightFleetWide(t *testing.T) {
 		if slow.Load() {
 			time.Sleep(time.Second)
 		} else {
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
 		}
 		running.Add(-1)
 	}))

@@ -117,7 +117,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	badSink := fmt.Sprintf("sink:\n  type: http\n  http:\n    url: %s\n", closedURL)
 	cfg = testutil.WriteFile(t, "config.yaml", redisSection("password_env: TOPO_RIGHT")+
 		"ownership:\n  ttl: 1s\nengine:\n  max_attempts: 1\nitems:\n  ids: [c]\n"+badSink+logSection)
-	r = runSyncd(t, env, "batch", "-c", cfg)
+	r = runSyncd(t, env, "batch", "-c", cfg, "--max-unavailable", "3s")
 	check("batch with a failing http sink", r)
 	if r.Code != 1 || !strings.Contains(r.Stdout+r.Stderr, "connection refused") {
 		t.Errorf("batch with an unreachable http sink: want exit 1 and the failure\n%s", r)
