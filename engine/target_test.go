@@ -322,3 +322,26 @@ func TestTargetDefaultsCostNoCommands(t *testing.T) {
 		t.Errorf("ZREM sent without max_in_flight:\n%s", stats)
 	}
 }
+
+// A batch run whose target stays down ends after MaxUnavailable, saying
+// so and naming the target's last error.
+func TestBatchGivesUpOnDeadTarget(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 2)
+	ctx := context.Background()
+	st.Add(ctx, idRange(0, 10)...)
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		return sinks.Unavailable(errors.New("dial tcp: connection refused"))
+	}}
+	e := newEngine(t, st, rec, engine.Config{Workers: 2, Poll: 5 * time.Millisecond,
+		Target: engine.TargetConfig{Breaker: engine.BreakerConfig{ProbeInterval: 100 * time.Millisecond}}})
+	start := time.Now()
+	rep, err := e.RunBatch(ctx, engine.BatchOptions{MaxUnavailable: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK() || rep.Unsynced != 10 || !strings.Contains(rep.GaveUp, "connection refused") || time.Since(start) > 5*time.Second {
+		t.Errorf("report %+v after %v; want the run given up, naming the error", rep, time.Since(start))
+	}
+}
