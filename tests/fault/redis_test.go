@@ -168,7 +168,7 @@ func TestRedisRestart(t *testing.T) {
 	processTest(t)
 	t.Run("no persistence", func(t *testing.T) {
 		t.Parallel()
-		f := newFleet(t, fleetOpts{Prefix: "restart", Fast: 8, Slow: 4})
+		f := newFleet(t, fleetOpts{Prefix: "restart", Fast: 26, Slow: 4})
 		f.wiped = true
 		sc := newScenario(t, f, "Redis kill -9 and restart without persistence, daemons paused",
 			"Every daemon is paused (SIGSTOP) while at least one slow sync runs; Redis is killed with SIGKILL "+
