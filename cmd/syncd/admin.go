@@ -197,17 +197,24 @@ func warnEmbedded(st *store.Store, w io.Writer) {
 	}
 }
 
+// idArgs parses a command's flags and returns its ID arguments, at least
+// one, every one valid (else every bad one, and nothing is changed).
+func idArgs(f *flags, args []string, cmd, what string) ([]string, error) {
+	ids, err := f.parse(args)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, usageErr("%s: no IDs given", cmd)
+	}
+	return checkIDs(ids, store.ValidateID, what)
+}
+
 // cmdRequeue makes items due now and clears their failures.
 func cmdRequeue(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("requeue", stderr)
-	ids, err := f.parse(args)
+	ids, err := idArgs(f, args, "requeue", "requeued")
 	if err != nil {
-		return err
-	}
-	if len(ids) == 0 {
-		return usageErr("requeue: no IDs given")
-	}
-	if ids, err = checkIDs(ids, store.ValidateID, "requeued"); err != nil {
 		return err
 	}
 	ctx := context.Background()

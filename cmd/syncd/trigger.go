@@ -17,14 +17,8 @@ func cmdTrigger(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("trigger", stderr)
 	reason := f.fs.String("reason", "", "why, recorded with the trigger (at most 256 bytes)")
 	add := f.fs.Bool("add", false, "add IDs that are not in the item set instead of failing on them")
-	ids, err := f.parse(args)
+	ids, err := idArgs(f, args, "trigger", "triggered")
 	if err != nil {
-		return err
-	}
-	if len(ids) == 0 {
-		return usageErr("trigger: no IDs given")
-	}
-	if ids, err = checkIDs(ids, store.ValidateID, "triggered"); err != nil {
 		return err
 	}
 	p := store.TriggerParams{IDs: ids, Reason: *reason, Add: *add}
