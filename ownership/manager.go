@@ -178,11 +178,19 @@ func (m *Manager) setHold(h *store.HoldError) {
 	m.mu.Lock()
 	begins := m.heldLocked(h.Shard) == 0
 	m.hold[h.Shard] = time.Now().Add(d)
+	// One hold-off line per data loss, not one per shard: the marker's
+	// line (markEpoch) said it already, or the deployment is new.
+	quiet := time.Since(m.marked) < m.cfg.TTL || m.st.Fresh()
+	if !quiet {
+		m.marked = time.Now()
+	}
 	m.mu.Unlock()
 	switch {
 	case begins && h.Rewritten:
 		m.log.Warn().Int(keyShard, h.Shard).Dur("for", d).
 			Msg("shard held off: its epoch marker was not a time syncd writes (planted, or what is left after redis lost data); rewritten to hold the shard off one ttl")
+	case begins && quiet:
+		m.log.Debug().Int(keyShard, h.Shard).Dur("for", d).Msg("shard held off")
 	case begins:
 		m.log.Warn().Int(keyShard, h.Shard).Dur("for", d).
 			Msg("shard held off: no claims until every lease from before redis lost its data has expired")

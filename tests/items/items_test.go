@@ -234,3 +234,37 @@ log:
 		}
 	}
 }
+
+// A new deployment on a fresh Redis is not a disaster: one calm line says
+// why claims wait (while Redis has been up for less than one ttl, a lease
+// from before a loss could still be trusted), and no data-loss warning
+// is logged, where there were 16 per daemon.
+func TestNewDeploymentIsCalm(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	cfg := testutil.WriteFile(t, "config.yaml", fmt.Sprintf(`redis:
+  addrs: [%q]
+  key_prefix: fresh
+ownership:
+  ttl: 15s
+items:
+  ids: [a, b, c, d, e, f, g, h]
+sink:
+  type: log
+log:
+  format: json
+`, srv.Addr()))
+	_, log := daemon(t, cfg)
+	waitFor(t, 10*time.Second, "the new-deployment line", func() bool {
+		return strings.Contains(log.String(), "new deployment: claims start after one ttl")
+	})
+	time.Sleep(time.Second) // every shard has tried to claim by now
+	if n := strings.Count(log.String(), "new deployment: claims start after one ttl"); n != 1 {
+		t.Errorf("the new-deployment line logged %d times, want once", n)
+	}
+	for _, warn := range []string{"redis has no epoch marker", "redis lost its data", `"level":"warn"`, `"level":"error"`} {
+		if strings.Contains(log.String(), warn) {
+			t.Errorf("a new deployment logged %q", warn)
+		}
+	}
+}
