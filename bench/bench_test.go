@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -153,6 +154,31 @@ func TestTargetVariantsValid(t *testing.T) {
 	for _, v := range E2ETargetVariants {
 		if err := engineConfig(E2ETargetWorkers, 0, v.Target).Validate(); err != nil {
 			t.Errorf("%s: %v", v.Name, err)
+		}
+	}
+}
+
+// TestReconcileSection runs the reconcile section small: RunReconcile
+// checks each phase's counts itself; the report must show every phase.
+func TestReconcileSection(t *testing.T) {
+	needRedis(t)
+	setScriptNames()
+	rc, err := RunReconcile(t.Context(), srv, 2000, 2, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ph := range RecPhases {
+		if got := len(rc.Runs[ph]); got != 2 {
+			t.Fatalf("%s: %d runs, want 2", ph, got)
+		}
+	}
+	if got := rc.Runs[RecAddAll][0].Scripts; got < int64(rc.Shards) {
+		t.Errorf("add all: %d reconcile.lua calls counted, want at least one per shard (%d)", got, rc.Shards)
+	}
+	out := Report(&Results{Reconcile: rc})
+	for _, ph := range RecPhases {
+		if !strings.Contains(out, "| "+ph+" |") {
+			t.Errorf("report has no %q row:\n%s", ph, out)
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // Sections, in run order.
-var Sections = []string{"redis", "locks", "batch", "e2e", "scale", "fairness", "scripts", "profile"}
+var Sections = []string{"redis", "locks", "batch", "e2e", "scale", "fairness", "scripts", "profile", "reconcile"}
 
 // Options configure a run.
 type Options struct {
@@ -54,6 +54,7 @@ type settings struct {
 	profDur                           time.Duration
 	allocCycles                       int
 	scriptCalls                       int
+	reconcileIDs                      int
 }
 
 func (o Options) settings() settings {
@@ -66,6 +67,7 @@ func (o Options) settings() settings {
 		scaleSizes: []int{10_000, 100_000, 1_000_000}, scaleReps: 3, scaleDur: time.Second,
 		fairScenarios: FairScenarios, fairReps: 3,
 		profDur: 3 * time.Second, allocCycles: 3000, scriptCalls: 5000,
+		reconcileIDs: 1_000_000,
 	}
 	if o.Quick {
 		s = settings{
@@ -77,6 +79,7 @@ func (o Options) settings() settings {
 			scaleSizes: []int{10_000, 100_000}, scaleReps: 1, scaleDur: 300 * time.Millisecond,
 			fairScenarios: FairScenarios[:1], fairReps: 1,
 			profDur: time.Second, allocCycles: 1000, scriptCalls: 1000,
+			reconcileIDs: 100_000,
 		}
 	}
 	if o.Reps > 0 {
@@ -104,6 +107,7 @@ type Results struct {
 	// file name, for the findings to say what the scripts do.
 	ScriptSrc map[string]string
 	Profiles  *Profiles
+	Reconcile *ReconcileResults
 }
 
 // Profiles are the profiling runs.
@@ -180,6 +184,11 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	if want("profile") {
 		if res.Profiles, err = runProfiles(ctx, srv, o, set); err != nil {
+			return nil, err
+		}
+	}
+	if want("reconcile") {
+		if res.Reconcile, err = RunReconcile(ctx, srv, set.reconcileIDs, set.reps, logf); err != nil {
 			return nil, err
 		}
 	}
