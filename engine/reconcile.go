@@ -102,7 +102,7 @@ func Reconcile(ctx context.Context, st *store.Store, ids []string, srcErr error,
 	keys := st.Keys()
 	desired := make([]map[string]bool, keys.Shards())
 	for i := range desired {
-		desired[i] = map[string]bool{}
+		desired[i] = make(map[string]bool, len(ids)/len(desired)+1)
 	}
 	for _, id := range ids {
 		if store.ValidateID(id) != nil {
@@ -129,21 +129,21 @@ func Reconcile(ctx context.Context, st *store.Store, ids []string, srcErr error,
 			return res, err
 		}
 		res.Current += len(cur)
-		have := make(map[string]bool, len(cur))
+		// What is desired and found is crossed off; what is left of the
+		// desired set is to add.
+		want := desired[sh]
 		for _, id := range cur {
-			have[id] = true
 			switch {
-			case desired[sh][id]:
+			case want[id]:
+				delete(want, id)
 			case manual[id]:
 				res.KeptManual++
 			default:
 				removes[sh] = append(removes[sh], id)
 			}
 		}
-		for id := range desired[sh] {
-			if !have[id] {
-				adds[sh] = append(adds[sh], id)
-			}
+		for id := range want {
+			adds[sh] = append(adds[sh], id)
 		}
 	}
 	gone := 0
