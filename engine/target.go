@@ -148,6 +148,14 @@ type target struct {
 	// back when their syncs end, not kept.
 	permits map[string]struct{}
 	stale   map[string]struct{}
+	// sure is until when every permit held surely is in Redis (the send
+	// time of the call that last took or extended it, plus ttl, less a
+	// tenth for clock drift); added counts permits taken, so that an
+	// extend knows whether some came meanwhile, which it did not cover.
+	// Past sure (this process stalled, say), kept permits are given
+	// back, not used: another daemon may hold their places.
+	sure  time.Time
+	added int
 	// idle are held permits no sync uses, most recently kept last; the
 	// fewest there were since the last watch tick (idleLow) are given
 	// back at the next one.
@@ -223,7 +231,7 @@ func (t *target) admit(ctx context.Context, n int) (grant, error) {
 func (t *target) local(n int) (grant, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.cfg.MaxInFlight > 0 && len(t.idle) < n ||
+	if t.cfg.MaxInFlight > 0 && (len(t.idle) < n || !time.Now().Before(t.sure)) ||
 		t.cfg.Rate.N > 0 && (t.tokens < n || !time.Now().Before(t.tokensBy)) {
 		return grant{}, false
 	}
@@ -240,9 +248,12 @@ func (t *target) ask(ctx context.Context, n int) (grant, error) {
 		MaxInFlight: t.cfg.MaxInFlight, TTL: t.ttl, Every: t.cfg.Rate.every(), Burst: t.cfg.Burst, AheadFor: aheadFor}
 	sent := time.Now() // tokens taken ahead lapse aheadFor after this, before Redis's aheadFor
 	t.mu.Lock()
-	var held []string
+	var held, unsure []string
 	if t.cfg.MaxInFlight > 0 {
 		p.Base = t.base + "#" + strconv.FormatUint(t.seq.Add(1), 10)
+		if !sent.Before(t.sure) {
+			unsure = t.takeIdle(len(t.idle))
+		}
 		held = t.takeIdle(min(n, len(t.idle)))
 		p.HeldPermits = len(held)
 	}
@@ -255,6 +266,7 @@ func (t *target) ask(ctx context.Context, n int) (grant, error) {
 		p.Ahead = min(max(2*t.used, n), int(aheadFor/p.Every))
 	}
 	t.mu.Unlock()
+	t.release(unsure...)
 	a, err := t.st.TargetAdmit(ctx, p)
 	if err != nil {
 		a = store.Admission{}
@@ -274,6 +286,12 @@ func (t *target) ask(ctx context.Context, n int) (grant, error) {
 		t.tokens, t.tokensBy, t.used = a.Ahead, sent.Add(aheadFor), 0
 	}
 	t.used += granted
+	if len(a.Permits) > 0 {
+		if until := sent.Add(t.ttl * 9 / 10); len(t.permits) == 0 || until.Before(t.sure) {
+			t.sure = until
+		}
+		t.added += len(a.Permits)
+	}
 	for _, pm := range a.Permits {
 		t.permits[pm] = struct{}{}
 	}
@@ -530,12 +548,20 @@ func (t *target) extend(ctx context.Context) {
 	for p := range t.permits {
 		held = append(held, p)
 	}
+	added := t.added
 	t.mu.Unlock()
 	if len(held) == 0 {
 		return
 	}
+	sent := time.Now()
 	gone, err := t.st.TargetExtend(ctx, held, t.ttl)
 	switch {
+	case err == nil && gone == 0:
+		t.mu.Lock()
+		if until := sent.Add(t.ttl * 9 / 10); t.added == added && until.After(t.sure) {
+			t.sure = until
+		}
+		t.mu.Unlock()
 	case err != nil:
 		t.log.Warn().Err(err).Int("permits", len(held)).Msg("cannot extend the target's permits")
 	case gone > 0:

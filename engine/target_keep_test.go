@@ -125,8 +125,9 @@ func TestTargetKeepsPermitsAndTokens(t *testing.T) {
 }
 
 // Permits kept that no round used for a whole watch period are given
-// back, all of them at Stop (wait), and those held when some were found
-// gone are given back when their syncs end instead of kept.
+// back, all of them at Stop (wait), those held when some were found gone
+// are given back when their syncs end instead of kept, and kept ones
+// not extended within their ttl are given back, not used.
 func TestTargetGivesBackPermits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeTarget{}
@@ -154,6 +155,26 @@ func TestTargetGivesBackPermits(t *testing.T) {
 		tg.wait()
 		if _, rel := f.counts(); len(rel) != 4 || len(tg.permits) != 0 || len(tg.idle) != 0 {
 			t.Fatalf("given back %v, held %v, kept %v; want all 4 given back", rel, tg.permits, tg.idle)
+		}
+		// Not extended for a ttl (a stalled process): not used again.
+		f.gone = 0
+		g, _ = tg.admit(ctx, 2)
+		tg.done(g.permits...)
+		time.Sleep(tg.ttl)
+		g, _ = tg.admit(ctx, 2)
+		synctest.Wait()
+		if last := f.asked[len(f.asked)-1]; last.HeldPermits != 0 {
+			t.Errorf("asked with %d permits held past their ttl, want none", last.HeldPermits)
+		}
+		if _, rel := f.counts(); len(rel) != 6 {
+			t.Errorf("given back %v, want the 2 past their ttl too", rel)
+		}
+		// Extended: kept and used again.
+		time.Sleep(tg.ttl / 2)
+		tg.extend(ctx)
+		tg.done(g.permits...)
+		if g, _ := tg.admit(ctx, 1); len(g.permits) != 1 || f.asked[len(f.asked)-1].HeldPermits != 1 {
+			t.Errorf("admit after an extend: %+v, asked %+v; want the permit kept", g, f.asked[len(f.asked)-1])
 		}
 	})
 }
