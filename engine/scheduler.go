@@ -104,7 +104,7 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, time.Durati
 	if err != nil || g.n == 0 {
 		return 0, g.wait, err
 	}
-	defer func() { e.tgt.release(g.permits...) }() // those no sync took
+	defer func() { e.tgt.done(g.permits...) }() // those no sync took
 	n = g.n
 	reqs, err := src.requests(ctx, n)
 	if err != nil {
@@ -121,7 +121,7 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, time.Durati
 		e.settling.Add(1)
 		go func() {
 			defer e.settling.Done()
-			defer func() { e.tgt.release(gg.permits...) }()
+			defer func() { e.tgt.done(gg.permits...) }()
 			started, err := e.claim(ctx, src, req, slots, &gg)
 			e.sem.Release(int64(n - started))
 			if err != nil && ctx.Err() == nil {

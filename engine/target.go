@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -116,6 +117,16 @@ type targetStore interface {
 // target gates the claim rounds on the target's limits and breaker, and
 // tells the breaker how syncs end. A nil *target gates nothing (engines
 // over a fake store in tests).
+//
+// A round that finds what it needs here costs no round trip: the
+// permits of syncs that ended are kept for the next syncs (they are
+// held in Redis and extended all the same), and rate tokens are taken a
+// little ahead. Either is used only while the breaker is closed as this
+// process last saw it, as without limits (watch reads it every 200 ms;
+// a failure this process reports, at once). Otherwise the round asks
+// Redis (admit), which decides the breaker's probe: a probe is never
+// taken ahead. Permits kept but not used for a whole watch period are
+// given back, and so are all at Stop.
 type target struct {
 	st   targetStore
 	cfg  TargetConfig
@@ -132,7 +143,29 @@ type target struct {
 	suspect bool          // unclassified failures may be pending: a success reports
 	downAt  time.Time     // when this process saw the breaker open; zero: closed
 	downFor time.Duration // how long it saw it open before downAt
+	// permits are those held in Redis, which watch extends; those also
+	// in stale were held when some were found gone, so they are given
+	// back when their syncs end, not kept.
 	permits map[string]struct{}
+	stale   map[string]struct{}
+	// sure is until when every permit held surely is in Redis (the send
+	// time of the call that last took or extended it, plus ttl, less a
+	// tenth for clock drift); added counts permits taken, so that an
+	// extend knows whether some came meanwhile, which it did not cover.
+	// Past sure (this process stalled, say), kept permits are given
+	// back, not used: another daemon may hold their places.
+	sure  time.Time
+	added int
+	// idle are held permits no sync uses, most recently kept last; the
+	// fewest there were since the last watch tick (idleLow) are given
+	// back at the next one.
+	idle    []string
+	idleLow int
+	// tokens are rate tokens taken ahead, usable until tokensBy; used
+	// counts those used since the last were taken, to size the next take.
+	tokens   int
+	tokensBy time.Time
+	used     int
 	// back holds permits given back and not yet sent; one flush at a
 	// time sends what gathered meanwhile (a group commit), so a busy
 	// fleet pays one ZREM per many syncs, not one per sync.
@@ -140,6 +173,11 @@ type target struct {
 	flushing bool
 	flushed  sync.WaitGroup
 }
+
+// aheadFor is how long rate tokens taken ahead may be used: Redis
+// charges them as if taken that much later (see store.AdmitParams), and
+// what is left then lapses.
+const aheadFor = 50 * time.Millisecond
 
 // grant is what a claim round may start: n syncs, each with one of
 // permits (with max_in_flight); probe when it is the breaker's probe.
@@ -162,9 +200,10 @@ func (g *grant) take() string {
 
 func (t *target) limited() bool { return t.cfg.Rate.N > 0 || t.cfg.MaxInFlight > 0 }
 
-// admit asks how many of n syncs may start. Without limits, and with
+// admit says how many of n syncs may start. Without limits, and with
 // the breaker closed as this process last saw it, that costs no round
-// trip.
+// trip; with limits, neither does a round the permits and tokens kept
+// here cover.
 func (t *target) admit(ctx context.Context, n int) (grant, error) {
 	if t == nil {
 		return grant{n: n}, nil
@@ -172,20 +211,91 @@ func (t *target) admit(ctx context.Context, n int) (grant, error) {
 	t.mu.Lock()
 	open, next := t.view.Open && !t.cfg.Breaker.Disabled, t.view.Next
 	t.mu.Unlock()
-	if !t.limited() && !open {
+	switch {
+	case !t.limited() && !open:
 		return grant{n: n}, nil
-	}
-	if open && !t.limited() {
+	case open && !t.limited():
 		if wait := next - t.now(); wait > 0 {
 			return grant{wait: time.Duration(wait) * time.Millisecond}, nil
 		}
+	case !open:
+		if g, ok := t.local(n); ok {
+			return g, nil
+		}
 	}
+	return t.ask(ctx, n)
+}
+
+// local grants n syncs from the permits and tokens kept here, if they
+// cover them all.
+func (t *target) local(n int) (grant, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cfg.MaxInFlight > 0 && (len(t.idle) < n || !time.Now().Before(t.sure)) ||
+		t.cfg.Rate.N > 0 && (t.tokens < n || !time.Now().Before(t.tokensBy)) {
+		return grant{}, false
+	}
+	t.tokens -= n
+	t.used += n
+	return grant{n: n, permits: t.takeIdle(n)}, true
+}
+
+// ask asks Redis for n syncs, bringing the permits and tokens kept here
+// towards them, and takes rate tokens ahead for the next rounds: twice
+// what this process used of the last ones, at most aheadFor's worth.
+func (t *target) ask(ctx context.Context, n int) (grant, error) {
 	p := store.AdmitParams{N: n, Breaker: !t.cfg.Breaker.Disabled, ProbeEvery: t.cfg.Breaker.ProbeInterval,
-		MaxInFlight: t.cfg.MaxInFlight, TTL: t.ttl, Every: t.cfg.Rate.every(), Burst: t.cfg.Burst}
+		MaxInFlight: t.cfg.MaxInFlight, TTL: t.ttl, Every: t.cfg.Rate.every(), Burst: t.cfg.Burst, AheadFor: aheadFor}
+	sent := time.Now() // tokens taken ahead lapse aheadFor after this, before Redis's aheadFor
+	t.mu.Lock()
+	var held, unsure []string
 	if t.cfg.MaxInFlight > 0 {
 		p.Base = t.base + "#" + strconv.FormatUint(t.seq.Add(1), 10)
+		if !sent.Before(t.sure) {
+			unsure = t.takeIdle(len(t.idle))
+		}
+		held = t.takeIdle(min(n, len(t.idle)))
+		p.HeldPermits = len(held)
 	}
+	by := t.tokensBy
+	if t.cfg.Rate.N > 0 {
+		if sent.Before(by) {
+			p.HeldTokens = min(n, t.tokens)
+		}
+		t.tokens -= p.HeldTokens
+		p.Ahead = min(max(2*t.used, n), int(aheadFor/p.Every))
+	}
+	t.mu.Unlock()
+	t.release(unsure...)
 	a, err := t.st.TargetAdmit(ctx, p)
+	if err != nil {
+		a = store.Admission{}
+	}
+	granted := a.Granted
+	if t.cfg.MaxInFlight > 0 {
+		granted = min(granted, len(held)+len(a.Permits))
+	}
+	t.mu.Lock()
+	// Put back what the grant did not use: the permits, and the tokens
+	// unless others replaced them meanwhile (their time runs out sooner).
+	t.putIdle(held[min(granted, len(held)):]...)
+	if t.tokensBy == by {
+		t.tokens += p.HeldTokens - min(granted, p.HeldTokens)
+	}
+	if a.Ahead > 0 {
+		t.tokens, t.tokensBy, t.used = a.Ahead, sent.Add(aheadFor), 0
+	}
+	t.used += granted
+	if len(a.Permits) > 0 {
+		if until := sent.Add(t.ttl * 9 / 10); len(t.permits) == 0 || until.Before(t.sure) {
+			t.sure = until
+		}
+		t.added += len(a.Permits)
+	}
+	for _, pm := range a.Permits {
+		t.permits[pm] = struct{}{}
+	}
+	t.mu.Unlock()
 	if err != nil {
 		return grant{}, err
 	}
@@ -196,27 +306,70 @@ func (t *target) admit(ctx context.Context, n int) (grant, error) {
 	if a.Probe {
 		t.m.TargetProbes.Add(1)
 	}
-	t.mu.Lock()
-	for _, p := range a.Permits {
-		t.permits[p] = struct{}{}
-	}
-	t.mu.Unlock()
-	return grant{n: a.Granted, probe: a.Probe, permits: a.Permits, wait: a.Wait}, nil
+	return grant{n: granted, probe: a.Probe, permits: append(held[:min(granted, len(held))], a.Permits...), wait: a.Wait}, nil
 }
 
-// release gives back permits ("": none, without max_in_flight). They
-// are sent by flush, batched with others given back meanwhile.
-func (t *target) release(permits ...string) {
+// takeIdle takes n kept permits, the most recently kept first; t.mu is
+// held.
+func (t *target) takeIdle(n int) []string {
+	if n == 0 {
+		return nil
+	}
+	ps := slices.Clone(t.idle[len(t.idle)-n:])
+	t.idle = t.idle[:len(t.idle)-n]
+	t.idleLow = min(t.idleLow, len(t.idle))
+	return ps
+}
+
+// putIdle keeps permits for the next rounds; t.mu is held.
+func (t *target) putIdle(permits ...string) {
+	t.idle = append(t.idle, permits...)
+}
+
+// done takes back permits whose syncs ended, or that a round did not
+// use ("": none, without max_in_flight): they are kept for the next
+// rounds, or given back when found gone once.
+func (t *target) done(permits ...string) {
 	if t == nil {
 		return
 	}
-	permits = slices.DeleteFunc(permits, func(p string) bool { return p == "" })
+	var back []string
+	t.mu.Lock()
+	for _, p := range permits {
+		_, held := t.permits[p]
+		_, stale := t.stale[p]
+		switch {
+		case stale:
+			back = append(back, p)
+		case held:
+			t.putIdle(p)
+		}
+	}
+	t.mu.Unlock()
+	t.release(back...)
+}
+
+// surplus gives back the permits kept that no round used since the last
+// call (watch calls it every tick).
+func (t *target) surplus() {
+	t.mu.Lock()
+	back := slices.Clone(t.idle[:t.idleLow])
+	t.idle = slices.Delete(t.idle, 0, t.idleLow)
+	t.idleLow = len(t.idle)
+	t.mu.Unlock()
+	t.release(back...)
+}
+
+// release gives back permits, which are sent by flush, batched with
+// others given back meanwhile.
+func (t *target) release(permits ...string) {
 	if len(permits) == 0 {
 		return
 	}
 	t.mu.Lock()
 	for _, p := range permits {
 		delete(t.permits, p)
+		delete(t.stale, p)
 	}
 	t.back = append(t.back, permits...)
 	start := !t.flushing
@@ -252,11 +405,18 @@ func (t *target) flush() {
 	}
 }
 
-// wait waits for the permits given back to be sent.
+// wait gives back the permits kept (Stop calls it once no sync runs)
+// and waits for those given back to be sent.
 func (t *target) wait() {
-	if t != nil {
-		t.flushed.Wait()
+	if t == nil {
+		return
 	}
+	t.mu.Lock()
+	back := t.idle
+	t.idle, t.idleLow = nil, 0
+	t.mu.Unlock()
+	t.release(back...)
+	t.flushed.Wait()
 }
 
 // see takes in the breaker's state as Redis has it.
@@ -384,9 +544,12 @@ func (t *target) watch(stop <-chan struct{}) {
 				t.see(st.BreakerState)
 			}
 		}
-		if t.cfg.MaxInFlight > 0 && time.Since(lastBeat) >= t.beat {
-			lastBeat = time.Now()
-			t.extend(ctx)
+		if t.cfg.MaxInFlight > 0 {
+			t.surplus()
+			if time.Since(lastBeat) >= t.beat {
+				lastBeat = time.Now()
+				t.extend(ctx)
+			}
 		}
 		cancel()
 	}
@@ -399,15 +562,30 @@ func (t *target) extend(ctx context.Context) {
 	for p := range t.permits {
 		held = append(held, p)
 	}
+	added := t.added
 	t.mu.Unlock()
 	if len(held) == 0 {
 		return
 	}
+	sent := time.Now()
 	gone, err := t.st.TargetExtend(ctx, held, t.ttl)
 	switch {
+	case err == nil && gone == 0:
+		t.mu.Lock()
+		if until := sent.Add(t.ttl * 9 / 10); t.added == added && until.After(t.sure) {
+			t.sure = until
+		}
+		t.mu.Unlock()
 	case err != nil:
 		t.log.Warn().Err(err).Int("permits", len(held)).Msg("cannot extend the target's permits")
 	case gone > 0:
+		// Which ones is not known: none held now is kept for reuse.
+		t.mu.Lock()
+		t.stale = maps.Clone(t.permits)
+		back := t.idle
+		t.idle, t.idleLow = nil, 0
+		t.mu.Unlock()
+		t.release(back...)
 		t.m.PermitsLost.Add(int64(gone))
 		t.log.Warn().Int("gone", gone).Msg("target permits expired while their syncs ran: max_in_flight may be exceeded until they end")
 	}

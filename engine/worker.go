@@ -50,7 +50,7 @@ func (e *Engine) work(l *ownership.Lease, permit string, probe bool) {
 	took := time.Since(start)
 	e.m.InFlight.Add(-1)
 	e.m.observe(took)
-	e.tgt.release(permit)
+	e.tgt.done(permit)
 
 	out, what := e.outcome(ctx, l, err, probe)
 	// The sync is over: its worker slot goes to the next claim while the

@@ -58,14 +58,27 @@ type AdmitParams struct {
 	// many may start at once after a quiet spell.
 	Every time.Duration
 	Burst int
+	// HeldPermits and HeldTokens are the permits and rate tokens the
+	// caller already holds for these syncs: only the rest are taken.
+	HeldPermits, HeldTokens int
+	// Ahead asks for up to Ahead rate tokens beyond N, best effort and
+	// never with a probe, which the caller uses within AheadFor or not at
+	// all. They are charged as if taken AheadFor from now, so that the
+	// fleet's starts keep within the rate and the burst however late in
+	// that span they are used.
+	Ahead    int
+	AheadFor time.Duration
 }
 
 // Admission is what TargetAdmit granted.
 type Admission struct {
-	// Granted syncs may start; with MaxInFlight, each holds one of
-	// Permits, which the caller releases when its sync ends.
+	// Granted syncs may start; with MaxInFlight, each holds a permit:
+	// one of the caller's HeldPermits or one of Permits, the new ones,
+	// which the caller releases when its sync ends.
 	Granted int
 	Permits []string
+	// Ahead is how many rate tokens were taken beyond Granted.
+	Ahead int
 	// Probe: the grant is the fleet's probe of an open breaker.
 	Probe bool
 	// Wait is when to ask again, when nothing was granted.
@@ -80,20 +93,22 @@ func (s *Store) TargetAdmit(ctx context.Context, p AdmitParams) (Admission, erro
 	keys := []string{k.Target("state"), k.Target("permits"), k.Target("rate")}
 	every := float64(p.Every) / float64(time.Millisecond)
 	v, err := s.runScript(ctx, s.rdb, scriptTargetAdmit, keys, p.N, flag(p.Breaker), p.ProbeEvery.Milliseconds(),
-		TargetRetryCap.Milliseconds(), p.MaxInFlight, p.TTL.Milliseconds(), p.Base, strconv.FormatFloat(every, 'f', -1, 64), p.Burst)
+		TargetRetryCap.Milliseconds(), p.MaxInFlight, p.TTL.Milliseconds(), p.Base, strconv.FormatFloat(every, 'f', -1, 64), p.Burst,
+		max(p.HeldPermits, 0), max(p.HeldTokens, 0), max(p.Ahead, 0), p.AheadFor.Milliseconds())
 	if err != nil {
 		return Admission{}, fmt.Errorf("store: target admit: %w", err)
 	}
-	r, err := ints(v, 7)
+	r, err := ints(v, 9)
 	if err != nil {
 		return Admission{}, err
 	}
 	a := Admission{Granted: int(r[0]), Probe: r[1] == 1, Wait: time.Duration(max(r[2], 0)) * time.Millisecond,
-		Breaker: BreakerState{Open: r[3] == 1, Since: r[4], Next: r[5], Now: r[6]}}
-	if p.MaxInFlight > 0 {
-		for i := 1; i <= a.Granted; i++ {
-			a.Permits = append(a.Permits, p.Base+":"+strconv.Itoa(i))
-		}
+		Breaker: BreakerState{Open: r[3] == 1, Since: r[4], Next: r[5], Now: r[6]}, Ahead: int(r[8])}
+	if a.Granted < 0 || a.Granted > p.N || r[7] < 0 || r[7] > int64(a.Granted) || a.Ahead < 0 || a.Ahead > max(p.Ahead, 0) {
+		return Admission{}, fmt.Errorf("store: target admit: unexpected reply %v", r)
+	}
+	for i := 1; i <= int(r[7]); i++ {
+		a.Permits = append(a.Permits, p.Base+":"+strconv.Itoa(i))
 	}
 	return a, nil
 }

@@ -198,3 +198,64 @@ func redisZ(score, member string) redis.Z {
 	fmt.Sscan(score, &f)
 	return redis.Z{Score: f, Member: member}
 }
+
+// Permits and rate tokens the caller holds count towards a grant: only
+// the rest are taken. Tokens taken ahead are charged from AheadFor on,
+// never with a probe.
+func TestTargetHeldAndAhead(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{})
+		adm := func(p store.AdmitParams) store.Admission {
+			t.Helper()
+			a, err := s.TargetAdmit(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}
+		cap4 := store.AdmitParams{MaxInFlight: 4, TTL: time.Second, Base: "d"}
+		p := cap4
+		p.N = 3
+		if a := adm(p); a.Granted != 3 || len(a.Permits) != 3 {
+			t.Fatalf("first admit: %+v, want 3 new permits", a)
+		}
+		p.N, p.HeldPermits, p.Base = 3, 3, "e"
+		if a := adm(p); a.Granted != 3 || len(a.Permits) != 0 {
+			t.Fatalf("admit with 3 held: %+v, want 3 granted, no new permit", a)
+		}
+		p.N, p.HeldPermits, p.Base = 5, 3, "f"
+		if a := adm(p); a.Granted != 4 || len(a.Permits) != 1 {
+			t.Fatalf("admit of 5 with 3 held at max 4: %+v, want 4 granted, 1 new permit", a)
+		}
+		p.N, p.HeldPermits, p.Base = 2, 0, "g"
+		if a := adm(p); a.Granted != 0 || a.Wait <= 0 {
+			t.Fatalf("admit at the cap with none held: %+v, want a wait", a)
+		}
+
+		// 100/s, burst 10: a tolerance of 100 ms. Ahead tokens are charged
+		// from 50 ms on: 5 fit after the 2 of the grant.
+		r := store.AdmitParams{N: 2, Every: 10 * time.Millisecond, Burst: 10, Ahead: 20, AheadFor: 50 * time.Millisecond}
+		if a := adm(r); a.Granted != 2 || a.Ahead != 5 {
+			t.Fatalf("admit with ahead: %+v, want 2 granted and 5 ahead", a)
+		}
+		r.Ahead = 0
+		if a := adm(r); a.Granted != 0 || a.Wait <= 0 {
+			t.Fatalf("admit after the ahead tokens: %+v, want a wait", a)
+		}
+		r.HeldTokens = 2
+		if a := adm(r); a.Granted != 2 {
+			t.Fatalf("admit with the tokens held: %+v, want 2", a)
+		}
+		// An open breaker grants one probe, with no token ahead.
+		s.TargetReport(ctx, store.ReportParams{Outcome: store.TargetFailed, ProbeEvery: time.Second})
+		k := s.Keys()
+		s.Client().HSet(ctx, k.Target("state"), "next", 0)
+		s.Client().Del(ctx, k.Target("rate"))
+		r = store.AdmitParams{N: 4, Breaker: true, ProbeEvery: time.Second, Every: 10 * time.Millisecond, Burst: 10,
+			Ahead: 5, AheadFor: 50 * time.Millisecond}
+		if a := adm(r); !a.Probe || a.Granted != 1 || a.Ahead != 0 {
+			t.Fatalf("admit of a probe: %+v, want 1 probe and nothing ahead", a)
+		}
+	})
+}
