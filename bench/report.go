@@ -646,7 +646,7 @@ func e2eTarget(b *md, e *E2EResults) {
 	}
 	b.p("### The target's limiter and breaker at %d workers", E2ETargetWorkers)
 	b.nl()
-	b.p("The same engine run (no-op sink, settle 0, %d workers) with three `engine.Config.Target` settings, run back to back in each repetition (the order rotates): (a) the default, breaker on and no limits, whose only cost is each engine's background read of the breaker (`target_state.lua`, every 200 ms); (b) the breaker off (`Breaker.Disabled`), which is meant to send nothing about the target to Redis; (c) a rate of 1M/s, burst 1M and max_in_flight 100k, far above what the fleet reaches, so that each claim round asks Redis first (`target_admit.lua`) and each sync holds a permit, given back when it ends (ZREM). Ratios are taken within a repetition. Goal: (c) ≥ %.2fx (b).", E2ETargetWorkers, TargetGoal)
+	b.p("The same engine run (no-op sink, settle 0, %d workers) with three `engine.Config.Target` settings, run back to back in each repetition (the order rotates): (a) the default, breaker on and no limits, whose only cost is each engine's background read of the breaker (`target_state.lua`, every 200 ms); (b) the breaker off (`Breaker.Disabled`), which is meant to send nothing about the target to Redis; (c) a rate of 1M/s, burst 1M and max_in_flight 100k, far above what the fleet reaches: each sync holds a permit and each start a rate token; a process keeps the permits of ended syncs and takes tokens up to 50 ms ahead, so a claim round asks Redis (`target_admit.lua`) only when what it holds does not cover it, and gives idle permits back (ZREM) once per 200 ms. Ratios are taken within a repetition. Goal: (c) ≥ %.2fx (b).", E2ETargetWorkers, TargetGoal)
 	b.nl()
 	var rows [][]string
 	for _, v := range E2ETargetVariants {
@@ -1174,7 +1174,7 @@ func targetFindings(b *md, e *E2EResults, missed bool, ncpu float64) {
 	b.p("### The target's limiter and breaker at %d workers (goal %s)", E2ETargetWorkers, status)
 	b.nl()
 	c := e.targetRatio("limits", "breaker-off")
-	b.p("- **Limits far above the fleet's rate: %s of the breaker-off rate** (%s vs %s items/s; goal ≥ %.2fx). Per item, (c) sent %.2f round trips against %.2f: %.3f `target_admit.lua` (one per claim round, of %.1f items) and %.2f ZREM (each sync gives its permit back alone when it ends, `Engine.work` → `target.release`, before its worker slot is freed).",
+	b.p("- **Limits far above the fleet's rate: %s of the breaker-off rate** (%s vs %s items/s; goal ≥ %.2fx). Per item, (c) sent %.2f round trips against %.2f: %.3f `target_admit.lua` (claim rounds average %.1f items; a round asks Redis only when the permits and tokens this process holds do not cover it) and %.3f ZREM (idle permits given back, batched).",
 		ratioSpread(c), fmtRate(fc.rate), fmtRate(fb.rate), TargetGoal, fc.roundTrips, fb.roundTrips, fc.admit, fc.perRound, fc.zrem)
 	if fa.zrem >= 0.5 || fb.zrem >= 0.5 {
 		b.p("- **Every configuration gives a permit back per sync.** Without max_in_flight no sync holds a permit, yet (a) sent %.2f and (b) %.2f ZREM per item: `Engine.work` calls `target.release` with the empty permit, and that sends `ZREM` of the member \"\", one round trip per item in the default configuration too. (c)/(b) then compares two runs that both pay it, and understates what the permits cost against an engine that skips the empty one.",
@@ -1184,7 +1184,7 @@ func targetFindings(b *md, e *E2EResults, missed bool, ncpu float64) {
 	b.p("- **CPU per item**: (b) %.1f µs (client %.1f + Redis %.1f), (c) %.1f µs (%.1f + %.1f), %+.1f µs. Where the machine's CPU is the limit, throughput goes as 1 / CPU per item: the extra CPU alone allows (c)/(b) ≈ %.2fx. Cores idle: (b) %.2f, (c) %.2f of %.0f.",
 		costB, fb.cpu, fb.rcpu, costC, fc.cpu, fc.rcpu, costC-costB, costB/max(costC, 1e-9), fb.idle, fc.idle, ncpu)
 	if fc.rounds > 0 && fb.rounds > 0 {
-		b.p("- **Claim rounds**: (b) %.0f/s of %.1f items, (c) %.0f/s of %.1f items. In (c) each round waits for its `target_admit.lua` before its claim, so the two claim loops spend two round trips per round instead of one.",
+		b.p("- **Claim rounds**: (b) %.0f/s of %.1f items, (c) %.0f/s of %.1f items. A round of (c) that must ask Redis waits for `target_admit.lua` before its claim: two round trips instead of one.",
 			fb.rounds, fb.perRound, fc.rounds, fc.perRound)
 	}
 	b.p("- **The default (a)** (breaker on, no limits) reached %s of (b). Its only extra traffic is the breaker read: %.1f `target_state.lua` calls/s, %.4f per item against %.2f round trips per item in all, so a gap much wider than that share is the machine's noise, not the breaker (compare the ranges of the repetitions).",
