@@ -82,7 +82,6 @@ type ReconcileOptions struct {
 func Reconcile(ctx context.Context, st *store.Store, ids []string, srcErr error, o ReconcileOptions) (ReconcileResult, error) {
 	start := time.Now()
 	var res ReconcileResult
-	maxRemoval, force := o.MaxRemoval, o.Force
 	lk, err := ownership.NewLocker(ownership.LockerConfig{Config: ownership.Config{TTL: o.TTL, Logger: o.Logger}}, st)
 	if err != nil {
 		return res, err
@@ -98,7 +97,51 @@ func Reconcile(ctx context.Context, st *store.Store, ids []string, srcErr error,
 	defer l.Unlock(context.Background())
 	res.Fence = l.Fence()
 	lctx := l.Context()
+	p, err := plan(lctx, st, ids, &res)
+	if err != nil {
+		return res, err
+	}
+	if res.InvalidFromSource > 0 && srcErr == nil {
+		srcErr = fmt.Errorf("%d invalid ids from the sources", res.InvalidFromSource)
+	}
+	if !o.Force {
+		res.Refused = guard(res, p.gone(), srcErr, o.MaxRemoval)
+	}
+	for sh := range st.Keys().Shards() {
+		n, err := st.Reconcile(lctx, sh, res.Fence, true, p.adds[sh])
+		res.Added += n
+		if err != nil {
+			return res, err
+		}
+		if res.Refused != nil {
+			continue
+		}
+		n, err = st.Reconcile(lctx, sh, res.Fence, false, p.removes[sh])
+		res.Removed += n
+		if err != nil {
+			return res, err
+		}
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
 
+// reconcilePlan is what a reconcile writes, by shard.
+type reconcilePlan struct {
+	adds, removes [][]string
+}
+
+func (p reconcilePlan) gone() int {
+	n := 0
+	for _, r := range p.removes {
+		n += len(r)
+	}
+	return n
+}
+
+// plan reads each shard's items and those added by hand, and returns
+// what to add and what to remove to match ids; it counts into res.
+func plan(ctx context.Context, st *store.Store, ids []string, res *ReconcileResult) (reconcilePlan, error) {
 	keys := st.Keys()
 	desired := make([]map[string]bool, keys.Shards())
 	for i := range desired {
@@ -114,19 +157,15 @@ func Reconcile(ctx context.Context, st *store.Store, ids []string, srcErr error,
 			res.Desired++
 		}
 	}
-	if res.InvalidFromSource > 0 && srcErr == nil {
-		srcErr = fmt.Errorf("%d invalid ids from the sources", res.InvalidFromSource)
-	}
-	adds := make([][]string, keys.Shards())
-	removes := make([][]string, keys.Shards())
+	p := reconcilePlan{adds: make([][]string, keys.Shards()), removes: make([][]string, keys.Shards())}
 	for sh := range keys.Shards() {
-		cur, err := st.Members(lctx, sh)
+		cur, err := st.Members(ctx, sh)
 		if err != nil {
-			return res, err
+			return p, err
 		}
-		manual, err := st.Manual(lctx, sh)
+		manual, err := st.Manual(ctx, sh)
 		if err != nil {
-			return res, err
+			return p, err
 		}
 		res.Current += len(cur)
 		// What is desired and found is crossed off; what is left of the
@@ -139,44 +178,32 @@ func Reconcile(ctx context.Context, st *store.Store, ids []string, srcErr error,
 			case manual[id]:
 				res.KeptManual++
 			default:
-				removes[sh] = append(removes[sh], id)
+				p.removes[sh] = append(p.removes[sh], id)
 			}
 		}
 		for id := range want {
-			adds[sh] = append(adds[sh], id)
+			p.adds[sh] = append(p.adds[sh], id)
 		}
 	}
-	gone := 0
-	for _, r := range removes {
-		gone += len(r)
-	}
+	return p, nil
+}
+
+// guard returns why nothing may be removed, nil when removal may go
+// ahead: a source failed, the sources gave nothing, or more than
+// maxRemoval percent of the set would go.
+func guard(res ReconcileResult, gone int, srcErr error, maxRemoval int) error {
 	switch {
-	case force || gone == 0:
+	case gone == 0:
+		return nil
 	case srcErr != nil:
-		res.Refused = fmt.Errorf("%w: a source failed: %w", ErrReconcileGuard, srcErr)
+		return fmt.Errorf("%w: a source failed: %w", ErrReconcileGuard, srcErr)
 	case res.Desired == 0:
-		res.Refused = fmt.Errorf("%w: the sources gave no ids; %d would go", ErrReconcileGuard, gone)
+		return fmt.Errorf("%w: the sources gave no ids; %d would go", ErrReconcileGuard, gone)
 	case gone*100 > maxRemoval*res.Current:
-		res.Refused = fmt.Errorf("%w: %d of %d items (%.1f%%) would go, more than the %d%% allowed (items.max_removal); `syncd items reconcile --force` removes them",
+		return fmt.Errorf("%w: %d of %d items (%.1f%%) would go, more than the %d%% allowed (items.max_removal); `syncd items reconcile --force` removes them",
 			ErrReconcileGuard, gone, res.Current, float64(gone)*100/float64(max(res.Current, 1)), maxRemoval)
 	}
-	for sh := range keys.Shards() {
-		n, err := st.Reconcile(lctx, sh, res.Fence, true, adds[sh])
-		res.Added += n
-		if err != nil {
-			return res, err
-		}
-		if res.Refused != nil {
-			continue
-		}
-		n, err = st.Reconcile(lctx, sh, res.Fence, false, removes[sh])
-		res.Removed += n
-		if err != nil {
-			return res, err
-		}
-	}
-	res.Elapsed = time.Since(start)
-	return res, nil
+	return nil
 }
 
 // reconcileLoop reconciles every Refresh (and when a source changed),
