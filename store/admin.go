@@ -70,7 +70,7 @@ func (s *Store) Add(ctx context.Context, ids ...string) (int, error) {
 // (claims quarantine such items).
 func (s *Store) Remove(ctx context.Context, ids ...string) (int, error) {
 	return s.eachShard(ctx, "remove", scriptRemove, ids, removable, func(sh int) []string {
-		return append(s.stateKeys(sh), s.keys.Manual(sh))
+		return append(s.stateKeys(sh), s.keys.Manual(sh), s.keys.Triggers(sh), s.keys.Again(sh))
 	})
 }
 

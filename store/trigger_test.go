@@ -264,3 +264,22 @@ func TestTriggerHostileState(t *testing.T) {
 		}
 	})
 }
+
+// Removing an item forgets its trigger note and its sync-again flag.
+func TestRemoveForgetsTrigger(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		s.Add(ctx, "a")
+		claim(t, s, record("w"), time.Minute, "a")
+		trigger(t, s, store.TriggerParams{IDs: []string{"a"}, Reason: "ticket 42"})
+		if _, err := s.Remove(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{s.Keys().Triggers(0), s.Keys().Again(0)} {
+			if n, err := s.Client().HLen(ctx, k).Result(); err != nil || n != 0 {
+				t.Errorf("%s after remove: %d entries, %v", k, n, err)
+			}
+		}
+	})
+}

@@ -1,7 +1,7 @@
 -- remove.lua: remove items from one shard. A claim in flight stays until
 -- its owner releases it (release does not re-add a removed item).
 -- KEYS[1] due ZSET, KEYS[2] meta HASH, KEYS[3] err HASH, KEYS[4] manual
---         SET of the shard
+--         SET, KEYS[5] trig HASH, KEYS[6] again HASH of the shard
 -- ARGV     ids
 -- Result: how many were present.
 local n = 0
@@ -10,5 +10,7 @@ for i = 1, #ARGV do
   redis.call('HDEL', KEYS[2], ARGV[i])
   redis.call('HDEL', KEYS[3], ARGV[i])
   wrongtype(redis.pcall('SREM', KEYS[4], ARGV[i]))
+  wrongtype(redis.pcall('HDEL', KEYS[5], ARGV[i]))
+  wrongtype(redis.pcall('HDEL', KEYS[6], ARGV[i]))
 end
 return n

@@ -544,6 +544,11 @@ target:
 			"c.yaml:6: target.breaker.failures: 1 is below 2: one item failing alone must never open the breaker",
 			"c.yaml:7: target.breaker.probe_interval: 1ms is below 10ms",
 		}},
+		{"two api tokens", `
+http:
+	api_token_env: SYNCD_TOKEN
+	api_token_file: /etc/syncd/token
+`, []string{"c.yaml:3: http.api_token_file: only one of http.api_token_env and http.api_token_file may be set"}},
 		{"explicit zero burst", `
 target:
 	rate: 20/s

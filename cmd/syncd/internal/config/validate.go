@@ -301,7 +301,11 @@ func (p *parser) grace() {
 }
 
 func (p *parser) http() {
-	l := p.f.s.HTTP.Listen
+	h := p.f.s.HTTP
+	if h.APITokenEnv != "" && h.APITokenFile != "" {
+		p.report(nil, "http.api_token_file", nil, "only one of http.api_token_env and http.api_token_file may be set")
+	}
+	l := h.Listen
 	if l == "" {
 		return
 	}
