@@ -46,12 +46,11 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	ctx := context.Background()
-	st, err := adminStore(ctx, f)
+	st, err := adminStoreWarn(ctx, f, stderr)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	warnEmbedded(st, stderr)
 	switch verb {
 	case "add":
 		n, err := st.AddByHand(ctx, ids...)

@@ -156,6 +156,16 @@ func adminStore(ctx context.Context, f *flags) (*store.Store, error) {
 	return openStore(ctx, cfg, newLogger(cfg, os.Stderr).Level(max(cfg.LogLevel(), zerolog.WarnLevel)))
 }
 
+// adminStoreWarn is adminStore, and warns on stderr when the store is
+// the embedded one (an admin command's changes then end with it).
+func adminStoreWarn(ctx context.Context, f *flags, stderr io.Writer) (*store.Store, error) {
+	st, err := adminStore(ctx, f)
+	if err == nil {
+		warnEmbedded(st, stderr)
+	}
+	return st, err
+}
+
 // seed adds the configured items; existing ones are left as they are.
 func seed(ctx context.Context, cfg *config.File, st *store.Store, log zerolog.Logger) error {
 	ids, err := cfg.Items(nil)

@@ -45,6 +45,9 @@ type summary struct {
 	// Damaged lists the shards whose keys are damaged; their items are
 	// not counted or shown.
 	Damaged []shardDamage `json:"damaged_shards,omitempty"`
+	// Shown is how many items are listed when --limit cut the list
+	// short; 0 when every item is.
+	Shown int `json:"shown,omitempty"`
 	// Target is the target's breaker and permits, fleet-wide.
 	Target targetSummary `json:"target"`
 	// DataLoss is the last time Redis lost the deployment's data.
@@ -142,6 +145,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	slices.SortStableFunc(rows, func(a, b itemRow) int { return cmpInt(a.dueSortable, b.dueSortable) })
 	if *limit > 0 && len(rows) > *limit {
+		sum.Shown = *limit
 		rows = rows[:*limit]
 	}
 	if *asJSON {
@@ -168,6 +172,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	tw.Flush()
 	fmt.Fprintf(stdout, "\n%d items: %d due, %d in flight, %d backing off, %d quarantined; oldest wait %s (%s)\n",
 		sum.Items, sum.Due, sum.InFlight, sum.BackingOff, sum.Quarantined, sum.OldestWait, sum.Redis)
+	if sum.Shown > 0 {
+		fmt.Fprintf(stdout, "(the %d longest waiting of %d items shown; --limit 0 shows all)\n", sum.Shown, sum.Items)
+	}
 	fmt.Fprintln(stdout, sum.Target.line(time.UnixMilli(now)))
 	if l := sum.DataLoss; l != nil {
 		fmt.Fprintf(stdout, "redis lost this deployment's data at %s (%d times): %d items restored from the sources; up to %d in no source (added by hand) were lost\n",

@@ -61,3 +61,21 @@ func TestStatusMarksManualItems(t *testing.T) {
 		t.Errorf("status does not mark the item added by hand, and only it:\n%s", out.String())
 	}
 }
+
+// status says when --limit cut the list short.
+func TestStatusSaysWhenTruncated(t *testing.T) {
+	cfg, st := adminConfig(t, "trunc")
+	st.Add(context.Background(), "a", "b", "c")
+	var out, errb bytes.Buffer
+	if code := runMain([]string{"status", "-c", cfg, "--limit", "2"}, &out, &errb); code != exitOK {
+		t.Fatalf("status: exit %d, %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "(the 2 longest waiting of 3 items shown; --limit 0 shows all)") {
+		t.Errorf("status does not say the list was cut:\n%s", out.String())
+	}
+	out.Reset()
+	runMain([]string{"status", "-c", cfg}, &out, &errb)
+	if strings.Contains(out.String(), "longest waiting of") {
+		t.Errorf("status says the list was cut when it was not:\n%s", out.String())
+	}
+}

@@ -26,12 +26,11 @@ func cmdTrigger(args []string, stdout, stderr io.Writer) error {
 		return usageErr("nothing triggered: %w", err)
 	}
 	ctx := context.Background()
-	st, err := adminStore(ctx, f)
+	st, err := adminStoreWarn(ctx, f, stderr)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	warnEmbedded(st, stderr)
 	res, err := st.Trigger(ctx, p)
 	printTriggered(stdout, res, len(ids))
 	if err != nil {
