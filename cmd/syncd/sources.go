@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/syncd/syncd/cmd/syncd/internal/config"
 	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
 	"github.com/syncd/syncd/engine"
+	execsink "github.com/syncd/syncd/sinks/exec"
 	"github.com/syncd/syncd/store"
 )
 
@@ -58,12 +58,8 @@ func sources(cfg *config.File, log zerolog.Logger) (func(context.Context) ([]str
 	return src, changed
 }
 
-// commandEnv is what items.command gets of syncd's environment, which
-// holds the Redis password: the same allow-list as the exec sink's.
-var commandEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TZ", "LANG", "LANGUAGE"}
-
 // stderrTail bounds the stderr an items.command error quotes.
-const stderrTail = 2048
+const stderrTail = execsink.StderrTailDefault
 
 // runItemsCommand runs items.command and reads one ID per line from its
 // output, as items.file is read. A command that fails, times out or
@@ -72,23 +68,16 @@ func runItemsCommand(ctx context.Context, argv []string, timeout time.Duration) 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = []string{}
-	for _, k := range commandEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-	}
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "LC_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &tailWriter{buf: &stderr}
+	// Not syncd's environment, which holds the Redis password: the exec
+	// sink's allow-list (an empty, non-nil Env when none is set).
+	cmd.Env = append([]string{}, execsink.InheritedEnv(os.Environ())...)
+	var stdout bytes.Buffer
+	stderr := execsink.NewTailBuffer(stderrTail)
+	cmd.Stdout, cmd.Stderr = &stdout, stderr
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
 	tail := ""
-	if s := strings.TrimSpace(stderr.String()); s != "" {
+	if s := stderr.String(); s != "" {
 		tail = fmt.Sprintf("; stderr: %q", s)
 	}
 	switch {
@@ -102,17 +91,6 @@ func runItemsCommand(ctx context.Context, argv []string, timeout time.Duration) 
 		return ids, fmt.Errorf("%w%s", err, tail)
 	}
 	return ids, nil
-}
-
-// tailWriter keeps the last stderrTail bytes written to it.
-type tailWriter struct{ buf *bytes.Buffer }
-
-func (w *tailWriter) Write(p []byte) (int, error) {
-	w.buf.Write(p)
-	if over := w.buf.Len() - stderrTail; over > 0 {
-		w.buf.Next(over)
-	}
-	return len(p), nil
 }
 
 // cmdReconcile reconciles the item set with its sources now, as the

@@ -332,7 +332,7 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 	s := &Sink{
 		self:      self,
 		superArgs: supervisorArgs(cfg.Grace, path, cfg.Command),
-		env:       append(inheritedEnv(os.Environ()), cfg.Env...),
+		env:       append(InheritedEnv(os.Environ()), cfg.Env...),
 		dir:       cfg.Dir,
 		timeout:   cfg.Timeout,
 		grace:     cfg.Grace,
@@ -439,7 +439,7 @@ type run struct {
 	cmd    *osexec.Cmd   // the supervisor
 	ctl    *os.File      // write end of the supervisor's stdin: the lifeline
 	stderr *os.File      // read end of the stderr pipe
-	tail   *tailBuffer   // what was read from stderr
+	tail   *TailBuffer   // what was read from stderr
 	copied chan struct{} // closed when the copy from stderr ended
 	hello  chan hello    // the supervisor's first line
 	helloR *os.File      // read end of the supervisor's stdout
@@ -476,7 +476,7 @@ func (s *Sink) start(item sinks.Item) (*run, error) {
 	}
 	r := &run{
 		cmd: cmd, ctl: ctlW, stderr: errR, helloR: outR,
-		tail:   newTailBuffer(s.tail),
+		tail:   NewTailBuffer(s.tail),
 		copied: make(chan struct{}),
 		hello:  make(chan hello, 1),
 		waited: make(chan error, 1),
@@ -603,10 +603,10 @@ func (s *Sink) environ(item sinks.Item) []string {
 	)
 }
 
-// inheritedEnv returns the variables of environ on the allow-list of the
-// package documentation. Everything else, secrets included, stays with
-// syncd.
-func inheritedEnv(environ []string) []string {
+// InheritedEnv returns the variables of environ (os.Environ()) on the
+// allow-list of the package documentation. Everything else, secrets
+// included, stays with syncd. syncd's items.command gets the same.
+func InheritedEnv(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
@@ -633,17 +633,20 @@ func exitText(err error) string {
 	return err.Error()
 }
 
-// tailBuffer is an io.Writer that keeps the last n bytes written to it.
-// Only the copying goroutine writes, and String is called after it ended.
-type tailBuffer struct {
+// TailBuffer is an io.Writer that keeps the last n bytes written to it,
+// for quoting the end of a command's stderr. It is not safe for
+// concurrent use: one goroutine writes, and String is called after it
+// ended.
+type TailBuffer struct {
 	buf  []byte
 	n    int
 	lost bool // whether bytes were dropped from the front
 }
 
-func newTailBuffer(n int) *tailBuffer { return &tailBuffer{n: n} }
+// NewTailBuffer returns a TailBuffer that keeps the last n bytes.
+func NewTailBuffer(n int) *TailBuffer { return &TailBuffer{n: n} }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
+func (t *TailBuffer) Write(p []byte) (int, error) {
 	written := len(p)
 	if len(p) >= t.n {
 		t.lost = t.lost || len(t.buf) > 0 || len(p) > t.n
@@ -660,7 +663,7 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 
 // String returns the tail, trimmed, marked with a leading "…" when the
 // start was cut.
-func (t *tailBuffer) String() string {
+func (t *TailBuffer) String() string {
 	b := t.buf
 	if t.lost {
 		// Do not start in the middle of a UTF-8 sequence.

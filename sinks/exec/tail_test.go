@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// FuzzTailBuffer checks that tailBuffer keeps exactly the last n bytes of
+// FuzzTailBuffer checks that TailBuffer keeps exactly the last n bytes of
 // what was written, however the writes are split.
 func FuzzTailBuffer(f *testing.F) {
 	f.Add([]byte("hello, world"), uint8(5), uint8(3))
@@ -18,7 +18,7 @@ func FuzzTailBuffer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, n, chunk uint8) {
 		size := int(n%64) + 1
 		step := int(chunk%32) + 1
-		tb := newTailBuffer(size)
+		tb := NewTailBuffer(size)
 		for p := data; len(p) > 0; {
 			k := min(step, len(p))
 			if w, err := tb.Write(p[:k]); w != k || err != nil {
