@@ -133,7 +133,8 @@ func reconcileOnce(ctx context.Context, srv *Server, st *store.Store, cnt *Count
 	h0 := heapObjects()
 	stop, peak := sampleHeap(h0)
 	w := beginWindow(ctx, srv, cnt)
-	r, err := engine.Reconcile(ctx, st, ids, nil, engine.ReconcileOptions{MaxRemoval: RecMaxRemoval, Logger: zerolog.Nop()})
+	source := func(context.Context) ([]string, error) { return ids, nil }
+	r, err := engine.Reconcile(ctx, st, source, engine.ReconcileOptions{MaxRemoval: RecMaxRemoval, Logger: zerolog.Nop()})
 	win := w.stop()
 	stop()
 	w.redisStats(ctx, &win)

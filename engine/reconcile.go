@@ -52,6 +52,7 @@ type ReconcileResult struct {
 	Elapsed           time.Duration
 	Fence             uint64
 	InvalidFromSource int
+	SourceErr         error // a source failed: what the others gave was added, nothing removed
 }
 
 // ErrNotLeader reports a reconcile skipped because another process holds
@@ -73,13 +74,16 @@ type ReconcileOptions struct {
 	Logger zerolog.Logger
 }
 
-// Reconcile brings the item set of st in line with ids, the union of the
-// sources (srcErr: one failed), as the elected reconciler: it takes the
-// "reconcile" lock and writes under its fence, so a paused ex-leader's
-// late writes are refused (store.ErrReconcileFenced). Removal is refused
+// Reconcile brings the item set of st in line with what source returns,
+// the union of the sources (an error: one failed), as the elected
+// reconciler: it takes the "reconcile" lock, then reads the sources (so
+// a fleet runs an items command once per round, not once per daemon),
+// and writes under the lock's fence, so a paused ex-leader's late writes
+// are refused (store.ErrReconcileFenced). Removal is refused
 // (Result.Refused) when a source failed, the sources are empty, or more
 // than MaxRemoval percent would go, unless Force.
-func Reconcile(ctx context.Context, st *store.Store, ids []string, srcErr error, o ReconcileOptions) (ReconcileResult, error) {
+func Reconcile(ctx context.Context, st *store.Store, source func(context.Context) ([]string, error),
+	o ReconcileOptions) (ReconcileResult, error) {
 	start := time.Now()
 	var res ReconcileResult
 	lk, err := ownership.NewLocker(ownership.LockerConfig{Config: ownership.Config{TTL: o.TTL, Logger: o.Logger}}, st)
@@ -97,6 +101,8 @@ func Reconcile(ctx context.Context, st *store.Store, ids []string, srcErr error,
 	defer l.Unlock(context.Background())
 	res.Fence = l.Fence()
 	lctx := l.Context()
+	ids, srcErr := source(lctx)
+	res.SourceErr = srcErr
 	p, err := plan(lctx, st, ids, &res)
 	if err != nil {
 		return res, err
@@ -236,8 +242,7 @@ func (e *Engine) reconcileLoop(stop <-chan struct{}) {
 
 // reconcileOnce runs one reconcile and logs and counts what it did.
 func (e *Engine) reconcileOnce(ctx context.Context) {
-	ids, srcErr := e.cfg.Items.Source(ctx)
-	res, err := Reconcile(ctx, e.st, ids, srcErr, ReconcileOptions{MaxRemoval: e.cfg.Items.MaxRemoval,
+	res, err := Reconcile(ctx, e.st, e.cfg.Items.Source, ReconcileOptions{MaxRemoval: e.cfg.Items.MaxRemoval,
 		TTL: e.own.Config().TTL, Logger: e.log})
 	switch {
 	case errors.Is(err, ErrNotLeader):

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/redistest"
 )
@@ -32,7 +33,8 @@ func TestReconcile(t *testing.T) {
 	log := zerolog.New(zerolog.NewTestWriter(t))
 	rec := func(ids []string, srcErr error, force bool) engine.ReconcileResult {
 		t.Helper()
-		res, err := engine.Reconcile(ctx, st, ids, srcErr, engine.ReconcileOptions{MaxRemoval: 25, Force: force, Logger: log})
+		source := func(context.Context) ([]string, error) { return ids, srcErr }
+		res, err := engine.Reconcile(ctx, st, source, engine.ReconcileOptions{MaxRemoval: 25, Force: force, Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,5 +90,32 @@ func TestReconcileFence(t *testing.T) {
 	}
 	if n, _, _ := st.Count(ctx, 0); n != 1 {
 		t.Errorf("%d items after a fenced-out remove, want 1", n)
+	}
+}
+
+// A process that is not elected does not read the sources: a fleet runs
+// an items command once per round, not once per daemon.
+func TestReconcileReadsSourcesOnlyWhenElected(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 1)
+	ctx := context.Background()
+	lk, err := ownership.NewLocker(ownership.LockerConfig{}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	l, err := lk.TryLock(ctx, "reconcile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	source := func(context.Context) ([]string, error) { read++; return []string{"a"}, nil }
+	if _, err := engine.Reconcile(ctx, st, source, engine.ReconcileOptions{MaxRemoval: 10}); !errors.Is(err, engine.ErrNotLeader) || read != 0 {
+		t.Errorf("while another holds the lock: %v, sources read %d times; want ErrNotLeader and none", err, read)
+	}
+	l.Unlock(ctx)
+	if res, err := engine.Reconcile(ctx, st, source, engine.ReconcileOptions{MaxRemoval: 10}); err != nil || read != 1 || res.Added != 1 {
+		t.Errorf("once the lock is free: %+v, %v, sources read %d times", res, err, read)
 	}
 }

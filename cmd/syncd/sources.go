@@ -118,15 +118,14 @@ func cmdReconcile(args []string, stdout, stderr io.Writer) error {
 	defer st.Close()
 	warnEmbedded(st, stderr)
 	src, _ := sources(cfg, log)
-	ids, srcErr := src(ctx)
-	if srcErr != nil {
-		fmt.Fprintf(stderr, "syncd items reconcile: a source failed: %v\n", srcErr)
-	}
 	ec := cfg.Engine().WithDefaults()
-	res, err := engine.Reconcile(ctx, st, ids, srcErr, engine.ReconcileOptions{MaxRemoval: ec.Items.MaxRemoval,
+	res, err := engine.Reconcile(ctx, st, src, engine.ReconcileOptions{MaxRemoval: ec.Items.MaxRemoval,
 		Force: *force, TTL: ec.Ownership.WithDefaults().TTL, Logger: log})
 	if errors.Is(err, engine.ErrNotLeader) {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%w; try again in a moment", err)}
+	}
+	if res.SourceErr != nil {
+		fmt.Fprintf(stderr, "syncd items reconcile: a source failed: %v\n", res.SourceErr)
 	}
 	fmt.Fprintf(stdout, "%d items in the sources, %d were in the set: %d added, %d removed, %d kept (added by hand); %v\n",
 		res.Desired, res.Current, res.Added, res.Removed, res.KeptManual, res.Elapsed.Round(time.Millisecond))
