@@ -45,7 +45,11 @@ func (e *Engine) checkDeployment(ctx context.Context) {
 	if known == "" || known == d.ID {
 		return
 	}
-	e.restore(ctx, d, w.items)
+	// Not the monitor's read timeout (2 s): the sources may run a
+	// command and add a million items.
+	rctx, cancel := context.WithTimeout(context.Background(), max(e.cfg.Items.Refresh, time.Minute))
+	defer cancel()
+	e.restore(rctx, d, w.items)
 }
 
 // restore brings the item set back after Redis lost it (see deployWatch).
