@@ -181,7 +181,8 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 		e.st.EndBatch(tctx, since)
 	}
 	b.fill(rep, t)
-	rep.TargetUnavailable = e.tgt.down().Round(time.Millisecond)
+	_, down := e.tgt.downtime()
+	rep.TargetUnavailable = down.Round(time.Millisecond)
 	if gaveUp > 0 {
 		rep.GaveUp = fmt.Sprintf("the target was unavailable for %v (batch --max-unavailable)", gaveUp.Round(time.Second))
 		if ts, err := e.st.TargetState(tctx); err == nil && ts.Reason != "" {
@@ -207,7 +208,7 @@ func (e *Engine) waitBatch(ctx context.Context, max time.Duration) time.Duration
 		case <-e.done:
 			return 0
 		case <-tick.C:
-			if d := e.tgt.downNow(); max > 0 && d > max {
+			if d, _ := e.tgt.downtime(); max > 0 && d > max {
 				e.log.Error().Dur("unavailable", d).Msg("batch run ends early: the target stayed unavailable past max-unavailable")
 				return d
 			}

@@ -435,32 +435,18 @@ func (t *target) see(b store.BreakerState) {
 	t.view = b
 }
 
-// downNow returns how long the breaker has been open without a break, as
-// this process saw it; 0 while it is closed.
-func (t *target) downNow() time.Duration {
+// downtime returns how long the breaker has been open as this process
+// saw it: now, without a break (0 while it is closed), and in all.
+func (t *target) downtime() (now, total time.Duration) {
 	if t == nil {
-		return 0
+		return 0, 0
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.downAt.IsZero() {
-		return 0
-	}
-	return time.Since(t.downAt)
-}
-
-// down returns how long this process has seen the breaker open in all.
-func (t *target) down() time.Duration {
-	if t == nil {
-		return 0
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	d := t.downFor
 	if !t.downAt.IsZero() {
-		d += time.Since(t.downAt)
+		now = time.Since(t.downAt)
 	}
-	return d
+	return now, t.downFor + now
 }
 
 // report tells the breaker how a sync ended and returns whether the
