@@ -123,10 +123,10 @@ var (
 	scriptReconcile  = loadScript("reconcile", "now", "wrongtype", "num", "own_type")
 	scriptAddManual  = loadScript("add_manual", "now", "own_type")
 
-	scriptTargetAdmit  = loadScript("target_admit", "now", "num", "own_type", "breaker_get")
-	scriptTargetReport = loadScript("target_report", "now", "own_type", "breaker_get")
+	scriptTargetAdmit  = loadScript("target_admit", "now", "num", "own_type", "breaker_of", "breaker_get")
+	scriptTargetReport = loadScript("target_report", "now", "own_type", "breaker_of", "breaker_get")
 	scriptTargetExtend = loadScript("target_extend", "now", "own_type")
-	scriptTargetState  = loadScript("target_state", "now", "breaker_get")
+	scriptTargetState  = loadScript("target_state", "now", "breaker_of")
 )
 
 // ScriptSHAs maps each script's file name ("claim_pick.lua") to the SHA1

@@ -235,13 +235,17 @@ local function own_type(key, t)
   end
   return false
 end
--- breaker_get: the breaker's state hash read as numbers, with values
--- made by hand (not numbers, NaN, far future) read as a breaker that may
--- probe now.
-local function breaker_get(key, nowms, cap)
-  local v = redis.call('HMGET', key, 'open', 'since', 'next')
+-- breaker_of: the breaker's fields open, since and next (the first
+-- three values of v, an HMGET reply) as numbers, with values made by
+-- hand (not numbers, NaN, far future) read as a breaker that may probe
+-- now.
+local function breaker_of(v, nowms, cap)
   local since, nxt = tonumber(v[2]) or nowms, tonumber(v[3]) or 0
   if nxt ~= nxt or nxt > nowms + cap then nxt = nowms end
   if since ~= since or since > nowms then since = nowms end
   return v[1] == '1', since, nxt
+end
+-- breaker_get: the breaker's state hash at key, read by breaker_of.
+local function breaker_get(key, nowms, cap)
+  return breaker_of(redis.call('HMGET', key, 'open', 'since', 'next'), nowms, cap)
 end

@@ -12,7 +12,6 @@ local function count(cmd, key, ...)
 end
 local ok, v = pcall(redis.call, 'HMGET', KEYS[1], 'open', 'since', 'next', 'opens', 'closes', 'closed', 'reason')
 if not ok then v = {} end
-local open, since, nxt = false, nowms, 0
-if ok then open, since, nxt = breaker_get(KEYS[1], nowms, tonumber(ARGV[1])) end
+local open, since, nxt = breaker_of(v, nowms, tonumber(ARGV[1]))
 return {open and 1 or 0, since, nxt, count('SCARD', KEYS[2]), count('ZCOUNT', KEYS[3], '(' .. nowms, '+inf'),
   tonumber(v[4]) or 0, tonumber(v[5]) or 0, tonumber(v[6]) or 0, nowms, v[7] or ''}
