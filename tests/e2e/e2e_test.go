@@ -51,10 +51,7 @@ func run(t *testing.T, args ...string) testutil.Result {
 // buffer; it is killed in t's cleanup.
 func startDaemon(t *testing.T, cfg string) (*testutil.Process, *testutil.Buffer) {
 	t.Helper()
-	cmd := exec.Command(syncd.Path(t), "run", "-c", cfg)
-	stderr := &testutil.Buffer{}
-	cmd.Stderr = stderr
-	return testutil.Start(t, cmd), stderr
+	return syncd.Daemon(t, cfg)
 }
 
 func redisConfig(srv *redistest.Server, prefix, rest string) string {

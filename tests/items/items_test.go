@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,20 +38,10 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// daemon starts `syncd run -c cfg`, killed in t's cleanup; its log is
-// returned.
+// daemon starts `syncd run -c cfg` (see testutil.Syncd.Daemon).
 func daemon(t *testing.T, cfg string) (*testutil.Process, *testutil.Buffer) {
 	t.Helper()
-	cmd := exec.Command(syncd.Path(t), "run", "-c", cfg)
-	log := &testutil.Buffer{}
-	cmd.Stderr = log
-	p := testutil.Start(t, cmd)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("daemon log (tail):\n%s", testutil.Tail(log.String(), 3000))
-		}
-	})
-	return p, log
+	return syncd.Daemon(t, cfg)
 }
 
 // writeIDs writes the ids c<from>..c<to-1>, one per line.

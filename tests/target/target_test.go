@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -82,16 +81,8 @@ log:
 func daemons(t *testing.T, n int, cfg string) []*testutil.Process {
 	t.Helper()
 	var out []*testutil.Process
-	for i := range n {
-		cmd := exec.Command(syncd.Path(t), "run", "-c", cfg)
-		log := &testutil.Buffer{}
-		cmd.Stderr = log
-		p := testutil.Start(t, cmd)
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("daemon %d's log (tail):\n%s", i, testutil.Tail(log.String(), 4000))
-			}
-		})
+	for range n {
+		p, _ := syncd.Daemon(t, cfg)
 		out = append(out, p)
 	}
 	return out

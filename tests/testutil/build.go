@@ -70,3 +70,20 @@ func (s *Syncd) Remove() {
 		os.RemoveAll(s.dir)
 	}
 }
+
+// Daemon starts `syncd run -c cfg` with the binary s builds, killed in
+// t's cleanup. Its stderr (the log) is returned, and its tail is logged
+// when t has failed.
+func (s *Syncd) Daemon(t testing.TB, cfg string) (*Process, *Buffer) {
+	t.Helper()
+	cmd := exec.Command(s.Path(t), "run", "-c", cfg)
+	log := &Buffer{}
+	cmd.Stderr = log
+	p := Start(t, cmd)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s: log (tail):\n%s", p, Tail(log.String(), 4000))
+		}
+	})
+	return p, log
+}
