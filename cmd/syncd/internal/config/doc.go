@@ -18,9 +18,9 @@
 // together, item IDs, http.listen, log) and the one rule across libraries:
 // sink.exec.grace below ownership.margin.
 //
-// Parse reads nothing; Store, Items and BuildSink read the password, TLS
-// and items files, through functions the caller passes, and build the
-// sink. The file holds no secrets, only the names of the variables and
-// files that do; no error quotes a password, and Redacted prints the
-// effective configuration with credentials hidden.
+// Parse reads nothing; Store, APIToken, Items and BuildSink read the
+// passwords, TLS, token and items files, through functions the caller
+// passes, and build the sink. The file holds no secrets, only the names of
+// the variables and files that do; no error quotes a password, and
+// Redacted prints the effective configuration with credentials hidden.
 package config

@@ -2,7 +2,6 @@ package config
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -18,23 +17,16 @@ import (
 )
 
 // Redacted returns the effective configuration as YAML: every key, with
-// the defaults filled in, in the layout of the file. Only the sub-section
-// of the configured sink type is shown. Secrets never appear: the file
-// holds only the names of password variables and files, never a password;
-// http sink header values are shown as "[redacted]" unless the header is
-// on a short list of harmless ones (Content-Type, Accept, User-Agent,
-// ...), as are exec sink environment values whose names suggest a secret
-// (Token, Key, Secret, Password, ...); and in every other value, URLs lose
-// their user information and query values, and credentials written as
-// token=, key=, secret= or password= pairs or as bearer tokens are hidden.
-// The output parses back to the same configuration, but for the redacted
-// values.
+// the defaults filled in, in the layout of the file; of the sinks, only
+// the configured one. Secrets never appear: the file names password
+// variables and files, never a password; http sink header values are
+// "[redacted]" but for harmless headers (Content-Type, User-Agent, ...),
+// as are exec sink env values whose names suggest a secret (Token, Key,
+// ...); every other value has redactValue's credentials hidden. The
+// output parses back to the same configuration, but for redacted values.
 func (f *File) Redacted() ([]byte, error) {
-	doc := &yaml.Node{
-		Kind:        yaml.DocumentNode,
-		HeadComment: fmt.Sprintf("Effective configuration of %s: defaults filled in, secrets redacted.", f.name),
-		Content:     []*yaml.Node{f.node(reflect.ValueOf(f.effective()), "")},
-	}
+	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{f.node(reflect.ValueOf(f.effective()), "")},
+		HeadComment: fmt.Sprintf("Effective configuration of %s: defaults filled in, secrets redacted.", f.name)}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
@@ -42,20 +34,6 @@ func (f *File) Redacted() ([]byte, error) {
 		return nil, fmt.Errorf("config: redacted: %w", err)
 	}
 	return b.Bytes(), nil
-}
-
-const redacted = "[redacted]"
-
-// zeroNotes explain, as line comments, the zero values that mean something
-// other than "nothing".
-var zeroNotes = map[string]string{
-	"redis.addrs":            "empty: the embedded in-process store",
-	"redis.pool_size":        "0: go-redis's default, 10 per CPU",
-	"ownership.settle":       "0: no settle wait",
-	"ownership.min_replicas": "0: do not wait for replicas",
-	"sink.exec.timeout":      "0: no timeout beyond the lease",
-	"sink.log.fail_every":    "0: never fail",
-	"http.listen":            "empty: no HTTP server",
 }
 
 // effective returns the schema with the defaults filled in: the
@@ -71,17 +49,27 @@ func (f *File) effective() schema {
 	copyFields(&s.Target, ec.Target)
 	copyFields(&s.Target.Breaker, ec.Target.Breaker)
 	copyFields(&s.Items, ec.Items)
-	s.Items.CommandTimeout = cmp.Or(s.Items.CommandTimeout, time.Minute)
-	sc := f.Sink()
-	s.Sink.Type = sc.Type
-	switch sc.Type {
+	_, s.Items.CommandTimeout = f.ItemsCommand()
+	switch sc := f.Sink(); sc.Type { // another type's defaults would make its explicit zeros errors
 	case SinkExec:
 		copyFields(&s.Sink.Exec, sc.Exec.WithDefaults())
 	case SinkHTTP:
 		copyFields(&s.Sink.HTTP, sc.HTTP.WithDefaults())
 	}
-	s.Log.Level, s.Log.Format = f.LogLevel().String(), f.LogFormat()
+	s.Sink.Type, s.Log.Level, s.Log.Format = f.SinkType(), f.LogLevel().String(), f.LogFormat()
 	return s
+}
+
+// zeroNotes explain, as line comments, zero values that mean something
+// other than "nothing".
+var zeroNotes = map[string]string{
+	"redis.addrs":            "empty: the embedded in-process store",
+	"redis.pool_size":        "0: go-redis's default, 10 per CPU",
+	"ownership.settle":       "0: no settle wait",
+	"ownership.min_replicas": "0: do not wait for replicas",
+	"sink.exec.timeout":      "0: no timeout beyond the lease",
+	"sink.log.fail_every":    "0: never fail",
+	"http.listen":            "empty: no HTTP server",
 }
 
 // node renders v, the value of the field at path, as a YAML node, with
@@ -99,7 +87,7 @@ func (f *File) node(v reflect.Value, path string) *yaml.Node {
 		return n
 	case reflect.Map:
 		m := v.Interface().(map[string]string)
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			n.Content = append(n.Content, str(k), str(redactField(join(path, k), m[k])))
 		}
 	case reflect.Slice:
@@ -124,6 +112,17 @@ func (f *File) node(v reflect.Value, path string) *yaml.Node {
 // str is a string's node, quoted where it would read as another type.
 func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
 
+// valueText is a scalar field's value as the file would write it.
+func valueText(v reflect.Value) string {
+	switch {
+	case v.Type() == durationType:
+		return formatDuration(time.Duration(v.Int()))
+	case v.Kind() == reflect.String:
+		return show(v.String())
+	}
+	return fmt.Sprint(v.Interface())
+}
+
 // formatDuration is time.Duration.String without the zero tails that make
 // "1m0s" out of a minute.
 func formatDuration(d time.Duration) string {
@@ -137,39 +136,33 @@ func formatDuration(d time.Duration) string {
 	return s
 }
 
-// plainFields are shown as they are: addresses and item IDs hold no
-// secrets, and redaction could make them invalid.
-var plainFields = []string{"redis.addrs", "http.listen", "items.ids"}
-
 // safeHeaders are the http sink headers whose values are shown.
 var safeHeaders = []string{"Accept", "Accept-Charset", "Accept-Encoding", "Accept-Language",
 	"Cache-Control", "Content-Encoding", "Content-Language", "Content-Type", "User-Agent"}
 
 // redactField returns v, a value of the field at path (a list's elements
-// have the list's path), with its secrets redacted.
+// have the list's path), with its secrets redacted. Addresses and item
+// IDs hold none, and redaction could make them invalid.
 func redactField(path, v string) string {
-	if name, ok := strings.CutPrefix(path, "sink.http.headers."); ok && v != "" &&
-		!slices.ContainsFunc(safeHeaders, func(h string) bool { return strings.EqualFold(h, name) }) {
+	name, header := strings.CutPrefix(path, "sink.http.headers.")
+	k, _, kv := strings.Cut(v, "=")
+	switch {
+	case header && v != "" && !slices.ContainsFunc(safeHeaders, func(h string) bool { return strings.EqualFold(h, name) }):
 		return redacted
-	}
-	if k, _, ok := strings.Cut(v, "="); ok && path == "sink.exec.env" && secretName(k) {
+	case kv && path == "sink.exec.env" && slices.ContainsFunc([]string{"auth", "token", "key", "secret", "cookie", "pass", "session", "signature", "credential"},
+		func(s string) bool { return strings.Contains(strings.ToLower(k), s) }):
 		return k + "=" + redacted
-	}
-	if slices.Contains(plainFields, path) {
+	case slices.Contains([]string{"redis.addrs", "http.listen", "items.ids"}, path):
 		return v
 	}
 	return redactValue(v)
 }
 
-// secretName reports whether a variable called name probably holds a
-// secret.
-func secretName(name string) bool {
-	return slices.ContainsFunc([]string{"auth", "token", "key", "secret", "cookie", "pass", "session", "signature", "credential"},
-		func(s string) bool { return strings.Contains(strings.ToLower(name), s) })
-}
+const redacted = "[redacted]"
 
 var (
 	urlRE    = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)([^/?#\s]*@)?([^?#\s]*)(\?[^#\s]*)?`)
+	queryRE  = regexp.MustCompile(`([?&](?:[^=&]*=)?)[^&]*`)
 	pairRE   = regexp.MustCompile(`(?i)([\w.-]*(?:token|secret|passw(?:or)?d|pwd|key|auth)[\w.-]*=)[^\s&;,'"\[][^\s&;,'"]*`)
 	bearerRE = regexp.MustCompile(`(?i)\b(bearer|basic)(\s+)[^\s,;'"\[]+`)
 )
@@ -190,18 +183,7 @@ func redactURLs(s string) string {
 		if m[2] != "" {
 			m[2] = "xxxxx@"
 		}
-		if m[4] != "" {
-			q := strings.Split(m[4][1:], "&")
-			for i, kv := range q {
-				if k, _, ok := strings.Cut(kv, "="); ok {
-					q[i] = k + "=xxxxx"
-				} else if kv != "" {
-					q[i] = "xxxxx"
-				}
-			}
-			m[4] = "?" + strings.Join(q, "&")
-		}
-		return m[1] + m[2] + m[3] + m[4]
+		return m[1] + m[2] + m[3] + queryRE.ReplaceAllString(m[4], "${1}xxxxx")
 	})
 }
 
@@ -221,8 +203,4 @@ func clip(s string) string {
 		i--
 	}
 	return s[:i] + "..."
-}
-
-func sortedKeys(m map[string]string) []string {
-	return slices.Sorted(maps.Keys(m))
 }

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,17 +20,77 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Bounds on hostile input: a real configuration is a few kilobytes and
-// uses an alias or two. Past these, Parse refuses the file at once
-// instead of spending seconds and gigabytes on it. yaml.v3's own alias
-// guard only refuses documents that are over 99% expansion, which lets a
-// 1 MiB file of aliases through.
+// FieldError is one problem in a configuration file, or in a file it
+// names (items.file), at a line.
+type FieldError struct {
+	File  string // as given to Load or Parse, or the path of the named file
+	Line  int    // 1-based; 0 when the problem has no line
+	Field string // dotted YAML path ("redis.tls.ca_file", "items.ids[2]"); "" for the whole file or an items line
+	Msg   string // what is wrong
+	Err   error  // the underlying error, if any: a library *ConfigError, a file system error
+}
+
+// Error formats e as "file:line: field: msg", without a zero line or an
+// empty field.
+func (e *FieldError) Error() string {
+	s := e.File
+	if e.Line > 0 {
+		s += ":" + strconv.Itoa(e.Line)
+	}
+	if e.Field != "" {
+		s += ": " + e.Field
+	}
+	return s + ": " + e.Msg
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Errors is every problem found, in line order. Every function of this
+// package that fails returns an *Errors with at least one entry.
+type Errors struct{ List []*FieldError }
+
+// Error prints one problem per line.
+func (e *Errors) Error() string { return fmt.Sprint(errors.Join(e.Unwrap()...)) }
+
+// Unwrap returns the entries, so that errors.Is and errors.As look at each.
+func (e *Errors) Unwrap() []error {
+	errs := make([]error, len(e.List))
+	for i, fe := range e.List {
+		errs[i] = fe
+	}
+	return errs
+}
+
+// Bounds on hostile input: a real configuration is a few kilobytes with
+// an alias or two. yaml.v3's own alias guard lets a 1 MiB file of aliases
+// through (it refuses only documents of over 99% expansion).
 const (
 	maxFileSize   = 1 << 20  // the file
 	maxAliasNodes = 10000    // the nodes that aliases add once expanded
+	maxErrors     = 20       // the problems reported one by one, then a count
 	maxKept       = 1000     // the problems kept; past maxErrors, they are only counted
 	maxBisectSize = 64 << 10 // the file whose syntax error errorLine looks for
 )
+
+// fail returns the one problem fe as an *Errors.
+func fail(fe *FieldError) error { return &Errors{List: []*FieldError{fe}} }
+
+// errorList turns the problems found in one file, and a count of more not
+// kept, into nil or an *Errors sorted by line (no line last), exact repeats
+// dropped, and past maxErrors a count of the rest.
+func errorList(list []*FieldError, dropped int) error {
+	if len(list) == 0 {
+		return nil
+	}
+	line := func(e *FieldError) int { return cmp.Or(max(e.Line, 0), math.MaxInt) }
+	list = slices.Clone(list)
+	slices.SortStableFunc(list, func(a, b *FieldError) int { return cmp.Compare(line(a), line(b)) })
+	list = slices.CompactFunc(list, func(a, b *FieldError) bool { return a.Error() == b.Error() })
+	if more := max(len(list)-maxErrors, 0) + dropped; more > 0 {
+		list = append(list[:min(len(list), maxErrors)], &FieldError{File: list[0].File, Msg: fmt.Sprintf("and %d more problems", more)})
+	}
+	return &Errors{List: list}
+}
 
 // File is a loaded, valid configuration file. Its methods turn it into the
 // configurations of the libraries.
@@ -38,10 +100,11 @@ type File struct {
 	keys map[string]key // dotted field -> where it is set, for fields set to a non-null value
 }
 
-// key is where a field is set in the file.
+// key is where a field is set: the line of the key (or list element) and
+// the value, aliases followed.
 type key struct {
-	line int        // of the key, or of the element in a list
-	val  *yaml.Node // the value, aliases followed
+	line int
+	val  *yaml.Node
 }
 
 // Load reads and parses the configuration file at path. Errors name the
@@ -58,10 +121,9 @@ func Load(path string) (*File, error) {
 	return nil, fail(&FieldError{File: path, Msg: fsReason(err), Err: err})
 }
 
-// Parse parses and validates data, the contents of the file called name.
-// Every problem found is reported, each with its line and dotted field, in
-// an *Errors. An empty file, or one of only comments, is valid: every value
-// is its default.
+// Parse parses and validates data, the contents of the file called name,
+// reporting every problem. An empty file, or one of only comments, is
+// valid: every value is its default.
 func Parse(name string, data []byte) (*File, error) {
 	p, ok := decode(name, data)
 	if ok {
@@ -76,33 +138,21 @@ func Parse(name string, data []byte) (*File, error) {
 // Name returns the file's name as it was given to Load or Parse.
 func (f *File) Name() string { return f.name }
 
-// parser decodes one file by a walk over yaml.v3's node tree against the
-// schema, not by yaml.v3's strict Decode, whose errors carry a line but
-// not the field. The walk is as strict (unknown keys, with a suggestion;
-// duplicate keys; every type error at once) and has each scalar decoded
-// by yaml.v3 (node.Decode), durations included. It also refuses what
-// yaml.v3 lets through: merge keys, an empty list element, a number with
-// a fraction where a whole one belongs.
+// parser decodes a file by a walk over yaml.v3's node tree against the
+// schema, each scalar decoded by yaml.v3 (node.Decode, durations
+// included), and validates it. yaml.v3's strict Decode gives a line but
+// not the field, stops at the first syntax problem in a section, truncates
+// 1.5 into an int, takes an empty list element as "" and follows merge
+// keys; the walk names the field and refuses those.
 type parser struct {
 	f       *File
 	errs    []*FieldError   // the first maxKept problems
 	dropped int             // and how many more
-	bad     map[string]bool // fields that did not decode: their rules are skipped
-}
-
-var (
-	durationType = reflect.TypeFor[time.Duration]()
-	schemaType   = reflect.TypeFor[schema]()
-	stringType   = reflect.TypeFor[string]()
-)
-
-func (p *parser) errorf(line int, field, format string, args ...any) {
-	p.bad[field] = true
-	p.add(&FieldError{File: p.f.name, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+	bad     map[string]bool // fields that did not decode: rules about them are skipped
 }
 
 // add keeps fe, unless maxKept problems are kept already: a hostile file
-// can have hundreds of thousands, of which maxErrors are shown.
+// can have hundreds of thousands.
 func (p *parser) add(fe *FieldError) {
 	if len(p.errs) < maxKept {
 		p.errs = append(p.errs, fe)
@@ -111,33 +161,44 @@ func (p *parser) add(fe *FieldError) {
 	}
 }
 
+// failAt reports that field, at line, did not decode.
+func (p *parser) failAt(line int, field, msg string) {
+	p.bad[field] = true
+	p.add(&FieldError{File: p.f.name, Line: line, Field: field, Msg: msg})
+}
+
+var (
+	durationType = reflect.TypeFor[time.Duration]()
+	schemaType   = reflect.TypeFor[schema]()
+	yamlLine     = regexp.MustCompile(`^yaml: line (\d+): `)
+)
+
 // decode parses data into p.f. It returns false when the file is beyond
-// validating: it is not YAML, or not one document of sane size.
+// validating: not YAML, or not one document of sane size.
 func decode(name string, data []byte) (*parser, bool) {
 	p := &parser{f: &File{name: name, keys: map[string]key{}}, bad: map[string]bool{}}
 	if len(data) > maxFileSize {
-		p.errorf(0, "", "larger than %d bytes (1 MiB), the limit for a configuration file", maxFileSize)
+		p.failAt(0, "", fmt.Sprintf("larger than %d bytes (1 MiB), the limit for a configuration file", maxFileSize))
 		return p, false
 	}
 	docs, err := parseDocs(data)
 	switch {
 	case err != nil:
-		msg := strings.TrimPrefix(yamlLine.ReplaceAllString(err.Error(), ""), "yaml: ")
-		p.errorf(errorLine(data, err), "", "malformed YAML: %s", msg)
+		p.failAt(errorLine(data, err), "", "malformed YAML: "+strings.TrimPrefix(yamlLine.ReplaceAllString(err.Error(), ""), "yaml: "))
 		return p, false
 	case len(docs) > 1:
-		p.errorf(docs[1].Line, "", "a second YAML document: the file must hold one")
+		p.failAt(docs[1].Line, "", "a second YAML document: the file must hold one")
 		return p, false
 	case len(docs) == 0 || len(docs[0].Content) == 0:
 		return p, true // empty: every value is its default
 	}
 	root := docs[0].Content[0]
 	if n, at := aliasNodes(root); n > maxAliasNodes {
-		p.errorf(at, "", "aliases expand to more than %d values; a configuration needs a few at most", maxAliasNodes)
+		p.failAt(at, "", fmt.Sprintf("aliases expand to more than %d values; a configuration needs a few at most", maxAliasNodes))
 		return p, false
 	}
 	if err := safely(func() error { p.walk(root, "", reflect.ValueOf(&p.f.s).Elem()); return nil }); err != nil {
-		p.errorf(0, "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		p.failAt(0, "", strings.TrimPrefix(err.Error(), "yaml: "))
 		return p, false
 	}
 	return p, true
@@ -155,10 +216,8 @@ func safely(fn func() error) (err error) {
 	return fn()
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
-
 // parseDocs parses data into at most two documents (a second one is an
-// error the caller reports).
+// error).
 func parseDocs(data []byte) (docs []*yaml.Node, err error) {
 	err = safely(func() error {
 		dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -211,10 +270,9 @@ func aliasNodes(root *yaml.Node) (added, at int) {
 }
 
 // errorLine returns the line of a syntax error. yaml.v3 often reports the
-// start of the enclosing construct, counted from 0, instead of where the
-// error is; the shortest prefix of whole lines that fails the same way
-// ends at the line that broke it. Prefixes do not fail monotonically, but
-// bisecting lands on a line that introduces this error. A file too large
+// start of the enclosing construct, counted from 0; the shortest prefix of
+// whole lines that fails the same way ends at the line that broke it
+// (bisecting lands on a line that introduces the error). A file too large
 // to bisect gets yaml.v3's line.
 func errorLine(data []byte, err error) int {
 	if len(data) > maxBisectSize {
@@ -230,31 +288,29 @@ func errorLine(data []byte, err error) int {
 	})
 }
 
-// walk decodes n, the value of the field at path, into v, recording
-// where each field is set. A null leaves v at its zero value: the
-// default.
+// walk decodes n, the value of the field at path, into v, recording where
+// each field is set. A null leaves v at its zero value: the default.
 func (p *parser) walk(n *yaml.Node, path string, v reflect.Value) {
-	n = resolve(n)
-	t := v.Type()
-	switch {
+	n, t := resolve(n), v.Type()
+	switch k := t.Kind(); {
 	case isNull(n):
-	case (t.Kind() == reflect.Struct || t.Kind() == reflect.Map) && n.Kind == yaml.MappingNode:
+	case (k == reflect.Struct || k == reflect.Map) && n.Kind == yaml.MappingNode:
 		p.mapping(n, path, v)
-	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
+	case k == reflect.Slice && n.Kind == yaml.SequenceNode:
 		v.Set(reflect.MakeSlice(t, len(n.Content), len(n.Content)))
 		for i, el := range n.Content {
 			field := fmt.Sprintf("%s[%d]", path, i)
 			if el = resolve(el); isNull(el) {
-				p.errorf(el.Line, field, "%s", typeMessage(el, t.Elem())) // yaml.v3 would drop it
+				p.failAt(el.Line, field, typeMessage(el, t.Elem())) // yaml.v3 would drop it
 				continue
 			}
 			p.f.keys[field] = key{el.Line, el}
 			p.walk(el, field, v.Index(i))
 		}
-	case n.Kind != yaml.ScalarNode || t.Kind() == reflect.Struct || t.Kind() == reflect.Slice || t.Kind() == reflect.Map,
-		n.ShortTag() == "!!float" && t.Kind() == reflect.Int, // yaml.v3 would truncate it
+	case n.Kind != yaml.ScalarNode || k == reflect.Struct || k == reflect.Slice || k == reflect.Map,
+		n.ShortTag() == "!!float" && k == reflect.Int, // yaml.v3 would truncate it
 		n.Decode(v.Addr().Interface()) != nil:
-		p.errorf(n.Line, path, "%s", typeMessage(n, t))
+		p.failAt(n.Line, path, typeMessage(n, t))
 	}
 }
 
@@ -268,36 +324,37 @@ func (p *parser) mapping(n *yaml.Node, path string, v reflect.Value) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := resolve(n.Content[i]), resolve(n.Content[i+1])
 		if k.Kind != yaml.ScalarNode {
-			p.errorf(k.Line, path, "%s", typeMessage(k, stringType))
+			p.failAt(k.Line, path, typeMessage(k, reflect.TypeFor[string]()))
 			continue
 		}
-		field := join(path, keyName(k.Value))
-		fv := fieldOf(v, k.Value)
+		field, fv := join(path, keyName(k.Value)), fieldOf(v, k.Value)
 		first, dup := seen[k.Value]
 		switch {
 		case k.ShortTag() == "!!merge":
-			p.errorf(k.Line, field, "merge keys are not supported")
+			p.failAt(k.Line, field, "merge keys are not supported")
+			continue
 		case dup:
-			p.errorf(k.Line, field, "duplicate key (first at line %d)", first)
-		case !fv.IsValid():
-			seen[k.Value] = k.Line
-			p.errorf(k.Line, field, "%s", unknownKey(field, k.Value, t))
-		default:
-			seen[k.Value] = k.Line
-			if !isNull(val) {
-				p.f.keys[field] = key{k.Line, val}
-			}
-			p.walk(val, field, fv)
-			if t.Kind() == reflect.Map {
-				v.SetMapIndex(reflect.ValueOf(k.Value), fv)
-			}
+			p.failAt(k.Line, field, fmt.Sprintf("duplicate key (first at line %d)", first))
+			continue
+		}
+		seen[k.Value] = k.Line
+		if !fv.IsValid() {
+			p.failAt(k.Line, field, unknownKey(field, k.Value, t))
+			continue
+		}
+		if !isNull(val) {
+			p.f.keys[field] = key{k.Line, val}
+		}
+		p.walk(val, field, fv)
+		if t.Kind() == reflect.Map {
+			v.SetMapIndex(reflect.ValueOf(k.Value), fv)
 		}
 	}
 }
 
-// fieldOf returns where the value of name goes in v: the field with that
-// yaml tag of a section, a new element of a map; invalid for an unknown
-// key.
+// fieldOf returns where the value of name goes in v: the field of a
+// section with that yaml tag, a new element of a map; invalid for an
+// unknown key.
 func fieldOf(v reflect.Value, name string) reflect.Value {
 	if v.Kind() == reflect.Map {
 		return reflect.New(v.Type().Elem()).Elem()
@@ -316,8 +373,8 @@ var hints = map[string]string{
 	"redis.sentinel_password": "passwords are not written in the configuration file: name an environment variable with sentinel_password_env",
 }
 
-// unknownKey is the message for an unknown key, suggesting a known one it
-// is close to.
+// unknownKey is the message for an unknown key, suggesting a known one of
+// section close to it.
 func unknownKey(field, key string, section reflect.Type) string {
 	if h, ok := hints[field]; ok {
 		return h
@@ -335,34 +392,45 @@ func unknownKey(field, key string, section reflect.Type) string {
 	return "unknown key"
 }
 
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64
+	}
+	row := make([]int, len(b)+1)
+	for j := range row {
+		row[j] = j
+	}
+	for i := range len(a) {
+		diag := row[0]
+		row[0] = i + 1
+		for j := range len(b) {
+			sub := diag
+			if a[i] != b[j] {
+				sub++
+			}
+			diag, row[j+1] = row[j+1], min(row[j+1]+1, row[j]+1, sub)
+		}
+	}
+	return row[len(b)]
+}
+
 // typeMessage says that n does not decode to t.
 func typeMessage(n *yaml.Node, t reflect.Type) string {
 	want := map[reflect.Kind]string{reflect.String: "a string", reflect.Bool: "true or false", reflect.Int: "a whole number",
 		reflect.Slice: "a list of strings", reflect.Map: "a mapping of names to strings", reflect.Struct: "a section (a mapping of keys)"}[t.Kind()]
+	got := describe(n)
 	switch {
 	case t == schemaType:
-		return "the top level must be a mapping of sections (redis:, engine:, ...), got " + describe(n)
+		return "the top level must be a mapping of sections (redis:, engine:, ...), got " + got
 	case t == durationType && n.Kind == yaml.ScalarNode:
 		return show(n.Value) + " is not a duration (examples: 30s, 500ms, 2m)"
 	case t == durationType:
 		want = "a duration such as 30s"
 	case n.Kind == yaml.ScalarNode && !isNull(n) && (t.Kind() == reflect.Bool || t.Kind() == reflect.Int):
-		return "expected " + want + ", got " + show(n.Value)
+		got = show(n.Value)
 	}
-	return "expected " + want + ", got " + describe(n)
-}
-
-// resolve follows aliases. The alias bound has refused cycles; the bound
-// here is a guard all the same.
-func resolve(n *yaml.Node) *yaml.Node {
-	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
-		n = n.Alias
-	}
-	return n
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+	return "expected " + want + ", got " + got
 }
 
 // describe names the kind of n for a type error: "a list", "a string".
@@ -373,16 +441,21 @@ func describe(n *yaml.Node) string {
 	return cmp.Or(map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.MappingNode: "a mapping"}[n.Kind], "something else")
 }
 
+// resolve follows aliases (bounded, though aliasNodes refused cycles).
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+
 func join(path, key string) string {
 	if path == "" {
 		return key
 	}
 	return path + "." + key
-}
-
-// parent is the section or list that holds field.
-func parent(field string) string {
-	return field[:max(strings.LastIndexAny(field, ".["), 0)]
 }
 
 // keyName is a key as it appears in a field's path: cut when long, quoted
@@ -395,35 +468,10 @@ func keyName(k string) string {
 }
 
 // fsReason is the text of a file system error without the operation and
-// path that the caller already names.
+// path that the caller names already.
 func fsReason(err error) string {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 		return pe.Err.Error()
 	}
 	return err.Error()
-}
-
-// editDistance is the Levenshtein distance between a and b, for "did you
-// mean" suggestions.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 64
-	}
-	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

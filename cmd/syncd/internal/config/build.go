@@ -12,7 +12,9 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/rs/zerolog"
 
@@ -27,18 +29,11 @@ import (
 	"github.com/syncd/syncd/store"
 )
 
-// storeBase is the store configuration without what Store has to read:
-// the passwords and the TLS configuration.
-func (f *File) storeBase() store.Config {
-	var c store.Config
-	copyFields(&c, f.s.Redis)
-	return c
-}
-
 // copyFields copies each field of src to the field of *dst with the same
 // name and type, cloning lists and maps. The sections of the schema name
 // their fields as the library Configs do, so this one function converts
-// both ways; TestConversions checks that no key is left behind.
+// both ways; TestSchemaNamesLibraryFields checks that no key is left
+// behind.
 func copyFields(dst, src any) {
 	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src)
 	for i := range d.NumField() {
@@ -56,79 +51,139 @@ func copyFields(dst, src any) {
 	}
 }
 
-// Store returns the store configuration. It reads the passwords named by
-// redis.password_env, redis.password_file and redis.sentinel_password_env
-// through env and readFile, and the files of redis.tls; nil env and
-// readFile mean os.LookupEnv and os.ReadFile. A named variable that is
-// unset or empty, or a password file that is empty, is an error; one
-// trailing newline is trimmed from a password file. Errors never quote a
-// password. The Logger is left for the caller to set.
-func (f *File) Store(env func(string) (string, bool), readFile func(string) ([]byte, error)) (store.Config, error) {
+// storeBase is the store configuration without what Store reads: the
+// passwords and the TLS configuration.
+func (f *File) storeBase() store.Config {
+	var c store.Config
+	copyFields(&c, f.s.Redis)
+	return c
+}
+
+// reader reads the variables and files that the configuration names,
+// collecting problems at the keys that name them.
+type reader struct {
+	f    *File
+	env  func(string) (string, bool)
+	read func(string) ([]byte, error)
+	errs []*FieldError
+}
+
+// reader reads through env and readFile; nil means os.LookupEnv and
+// os.ReadFile.
+func (f *File) reader(env func(string) (string, bool), readFile func(string) ([]byte, error)) *reader {
+	r := &reader{f: f, env: env, read: readFile}
 	if env == nil {
-		env = os.LookupEnv
+		r.env = os.LookupEnv
 	}
 	if readFile == nil {
-		readFile = os.ReadFile
+		r.read = os.ReadFile
 	}
-	r, c := f.s.Redis, f.storeBase()
-	var errs []*FieldError
-	bad := func(field string, err error, format string, args ...any) {
-		errs = append(errs, f.errorAt(err, field, nil, fmt.Sprintf(format, args...)))
+	return r
+}
+
+func (r *reader) bad(err error, field, format string, args ...any) {
+	r.errs = append(r.errs, r.f.errorAt(err, field, nil, fmt.Sprintf(format, args...)))
+}
+
+// file returns the contents of the file at path, named by field; nil when
+// path is "" or on error.
+func (r *reader) file(field, path string) []byte {
+	if path == "" {
+		return nil
 	}
-	for _, pw := range []struct {
-		field, name string
-		dst         *string
-	}{{"redis.password_env", r.PasswordEnv, &c.Password}, {"redis.sentinel_password_env", r.SentinelPasswordEnv, &c.SentinelPassword}} {
-		if pw.name == "" {
-			continue
-		}
-		switch v, ok := env(pw.name); {
+	b, err := r.read(path)
+	if err != nil {
+		r.bad(err, field, "%s: %s", path, fsReason(err))
+	}
+	return b
+}
+
+// secret returns the credential in the variable named by envField, else
+// in the file named by fileField, one trailing newline trimmed; "" when
+// neither is set. An unset or empty variable, or an empty file, is an
+// error. Errors never quote the credential.
+func (r *reader) secret(envField, name, fileField, path string) string {
+	if name != "" {
+		switch v, ok := r.env(name); {
 		case !ok:
-			bad(pw.field, nil, "environment variable %s is not set", pw.name)
+			r.bad(nil, envField, "environment variable %s is not set", name)
 		case v == "":
-			bad(pw.field, nil, "environment variable %s is empty", pw.name)
+			r.bad(nil, envField, "environment variable %s is empty", name)
 		default:
-			*pw.dst = v
+			return v
 		}
+		return ""
 	}
-	read := func(field, path string) []byte { // nil when path is ""
-		if path == "" {
-			return nil
-		}
-		b, err := readFile(path)
-		if err != nil {
-			bad(field, err, "%s: %s", path, fsReason(err))
-		}
-		return b
+	b := r.file(fileField, path)
+	if b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r")); b != nil && len(b) == 0 {
+		r.bad(nil, fileField, "%s is empty", path)
 	}
-	if b := read("redis.password_file", r.PasswordFile); b != nil {
-		b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
-		if len(b) == 0 {
-			bad("redis.password_file", nil, "%s is empty", r.PasswordFile)
-		}
-		c.Password = string(b)
-	}
+	return string(b)
+}
+
+// Store returns the store configuration. It reads the passwords named by
+// redis.password_env, redis.password_file and redis.sentinel_password_env
+// (see APIToken for the rules) and the files of redis.tls through env and
+// readFile; nil means os.LookupEnv and os.ReadFile. The Logger is left for
+// the caller to set.
+func (f *File) Store(env func(string) (string, bool), readFile func(string) ([]byte, error)) (store.Config, error) {
+	rd, r, c := f.reader(env, readFile), f.s.Redis, f.storeBase()
+	c.Password = rd.secret("redis.password_env", r.PasswordEnv, "redis.password_file", r.PasswordFile)
+	c.SentinelPassword = rd.secret("redis.sentinel_password_env", r.SentinelPasswordEnv, "", "")
 	if t := r.TLS; t.Enabled {
 		c.TLS = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-		if pem := read("redis.tls.ca_file", t.CAFile); pem != nil {
+		if pem := rd.file("redis.tls.ca_file", t.CAFile); pem != nil {
 			c.TLS.RootCAs = x509.NewCertPool()
 			if !c.TLS.RootCAs.AppendCertsFromPEM(pem) {
-				bad("redis.tls.ca_file", nil, "%s: no PEM certificate found", t.CAFile)
+				rd.bad(nil, "redis.tls.ca_file", "%s: no PEM certificate found", t.CAFile)
 			}
 		}
 		// Parse checked that cert_file and key_file are set together.
-		if cert, key := read("redis.tls.cert_file", t.CertFile), read("redis.tls.key_file", t.KeyFile); cert != nil && key != nil {
+		if cert, key := rd.file("redis.tls.cert_file", t.CertFile), rd.file("redis.tls.key_file", t.KeyFile); cert != nil && key != nil {
 			pair, err := tls.X509KeyPair(cert, key)
 			if err != nil {
-				bad("redis.tls.cert_file", err, "%s with key %s: %v", t.CertFile, t.KeyFile, err)
+				rd.bad(err, "redis.tls.cert_file", "%s with key %s: %v", t.CertFile, t.KeyFile, err)
 			}
 			c.TLS.Certificates = []tls.Certificate{pair}
 		}
 	}
-	if err := errorList(errs, 0); err != nil {
+	if err := errorList(rd.errs, 0); err != nil {
 		return store.Config{}, err
 	}
 	return c, nil
+}
+
+// MinAPITokenLen is the shortest API token accepted, in bytes: a shorter
+// one could be guessed.
+const MinAPITokenLen = 16
+
+// APIToken returns the bearer token of the HTTP API, read from the
+// variable named by http.api_token_env or the file named by
+// http.api_token_file through env and readFile (nil means os.LookupEnv and
+// os.ReadFile); "" when neither is set: the API is off. A variable unset
+// or empty, an unreadable or empty file, or a token shorter than
+// MinAPITokenLen or holding white space or control characters (it could
+// not be sent in an Authorization header as it is) is an error; one
+// trailing newline is trimmed from a file. Errors never quote the token.
+func (f *File) APIToken(env func(string) (string, bool), readFile func(string) ([]byte, error)) (string, error) {
+	rd, h := f.reader(env, readFile), f.s.HTTP
+	token := rd.secret("http.api_token_env", h.APITokenEnv, "http.api_token_file", h.APITokenFile)
+	field := "http.api_token_file"
+	if h.APITokenEnv != "" {
+		field = "http.api_token_env"
+	}
+	i := strings.IndexFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r > unicode.MaxASCII })
+	switch {
+	case len(rd.errs) > 0 || token == "":
+	case len(token) < MinAPITokenLen:
+		rd.bad(nil, field, "the token is %d bytes long, the shortest accepted is %d", len(token), MinAPITokenLen)
+	case i >= 0:
+		rd.bad(nil, field, "the token has white space, a control character or a non-ASCII byte at byte %d", i)
+	}
+	if err := errorList(rd.errs, 0); err != nil {
+		return "", err
+	}
+	return token, nil
 }
 
 // Ownership returns the ownership configuration: the timing of the claim
@@ -141,8 +196,8 @@ func (f *File) Ownership() ownership.Config {
 	return c
 }
 
-// margin is the lease margin in force, the default filled in, and the
-// error of a bad ttl or margin.
+// margin is the lease margin in force, and the error of a bad ttl or
+// margin.
 func (f *File) margin() (time.Duration, error) {
 	c := ownership.Config{TTL: f.s.Ownership.TTL, Margin: f.s.Ownership.Margin}
 	return c.WithDefaults().Margin, c.Validate()
@@ -161,21 +216,16 @@ func (f *File) Engine() engine.Config {
 }
 
 // Items returns the item IDs: items.ids, then the lines of items.file read
-// through readFile (nil means os.ReadFile) by the rules of package
-// idlines, the same as `syncd items --file`: one ID per line with
-// surrounding white space trimmed, blank lines and lines starting with #
-// skipped, a byte order mark dropped. Repeated IDs are kept once, at
-// their first place. Every bad line is reported, as
-// "items.txt:3: invalid item id ...".
+// through readFile (nil means os.ReadFile) by the rules of package idlines,
+// the same as `syncd items --file`. Repeated IDs are kept once, at their
+// first place. Every bad line is reported, as "items.txt:3: invalid item
+// id ...".
 func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
-	if readFile == nil {
-		readFile = os.ReadFile
-	}
-	ids := slices.Clone(f.s.Items.IDs)
+	rd, ids := f.reader(nil, readFile), slices.Clone(f.s.Items.IDs)
 	if path := f.s.Items.File; path != "" {
-		data, err := readFile(path)
-		if err != nil {
-			return nil, fail(f.errorAt(err, "items.file", nil, path+": "+fsReason(err)))
+		data := rd.file("items.file", path)
+		if len(rd.errs) > 0 {
+			return nil, fail(rd.errs[0])
 		}
 		more, err := idlines.Parse(path, bytes.NewReader(data), store.ValidateID)
 		if err != nil {
@@ -190,15 +240,6 @@ func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
 		return dup
 	}), nil
 }
-
-// ItemsCommand returns items.command and its timeout (default 1m); nil
-// when none is set.
-func (f *File) ItemsCommand() ([]string, time.Duration) {
-	return slices.Clone(f.s.Items.Command), cmp.Or(f.s.Items.CommandTimeout, time.Minute)
-}
-
-// ItemsFile returns items.file, "" when none is set.
-func (f *File) ItemsFile() string { return f.s.Items.File }
 
 // lineErrors turns the error of idlines.Parse over bytes into an *Errors.
 func lineErrors(err error) error {
@@ -216,6 +257,15 @@ func lineErrors(err error) error {
 	return &Errors{List: list}
 }
 
+// ItemsCommand returns items.command and its timeout (default 1m); nil
+// when none is set.
+func (f *File) ItemsCommand() ([]string, time.Duration) {
+	return slices.Clone(f.s.Items.Command), cmp.Or(f.s.Items.CommandTimeout, time.Minute)
+}
+
+// ItemsFile returns items.file, "" when none is set.
+func (f *File) ItemsFile() string { return f.s.Items.File }
+
 // SinkConfig is what it takes to build the configured sink: its type and
 // the configuration of that type. The configurations of the other types
 // are zero.
@@ -228,9 +278,7 @@ type SinkConfig struct {
 }
 
 // SinkType returns sink.type, SinkLog when it is not set.
-func (f *File) SinkType() string {
-	return cmp.Or(f.s.Sink.Type, SinkLog)
-}
+func (f *File) SinkType() string { return cmp.Or(f.s.Sink.Type, SinkLog) }
 
 // Sink returns the configuration of the sink. An exec sink's grace, when
 // not set, is execsink.GraceDefault or half the lease margin, whichever
@@ -244,15 +292,13 @@ func (f *File) Sink() SinkConfig {
 	return c
 }
 
-// sinkConfig is the sink's configuration as the file sets it; in a valid
-// file, only the sub-section of sink.type is set.
+// sinkConfig is the sink's configuration as the file sets it.
 func (f *File) sinkConfig() SinkConfig {
 	c := SinkConfig{Type: f.SinkType()}
 	copyFields(&c.Exec, f.s.Sink.Exec)
 	for status, class := range f.s.Sink.Exec.ExitCodes {
 		n, err := strconv.Atoi(status)
-		cl, cerr := sinks.ParseClass(class)
-		if err == nil && cerr == nil { // else reported at sink.exec.exit_codes.<status>
+		if cl, cerr := sinks.ParseClass(class); err == nil && cerr == nil { // else reported at sink.exec.exit_codes.<status>
 			if c.Exec.ExitCodes == nil {
 				c.Exec.ExitCodes = map[int]sinks.Class{}
 			}
@@ -288,9 +334,11 @@ func (f *File) BuildSink(logger zerolog.Logger) (sinks.Sink, error) {
 	if err == nil {
 		return s, nil
 	}
-	field, msg := sinkField(c.Type, err)
-	msg = redactURLs(f.scrub(field, msg))
-	return nil, fail(f.errorAt(err, field, []string{"sink.type"}, msg))
+	field, msg := libField(err)
+	if field == "" {
+		field, msg = "sink."+c.Type, strings.TrimPrefix(msg, c.Type+": ")
+	}
+	return nil, fail(f.errorAt(err, field, []string{"sink.type"}, redactURLs(f.scrub(field, msg))))
 }
 
 // asSink returns s as a sinks.Sink, nil on error: a nil *exec.Sink in a
@@ -315,6 +363,4 @@ func (f *File) LogLevel() zerolog.Level {
 
 // LogFormat returns log.format: FormatAuto (the default), FormatJSON or
 // FormatConsole.
-func (f *File) LogFormat() string {
-	return cmp.Or(f.s.Log.Format, FormatAuto)
-}
+func (f *File) LogFormat() string { return cmp.Or(f.s.Log.Format, FormatAuto) }

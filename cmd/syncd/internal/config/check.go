@@ -1,0 +1,271 @@
+package config
+
+import (
+	"cmp"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
+	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/sinks"
+	"github.com/syncd/syncd/store"
+)
+
+// validate checks the decoded file. Each library checks its own fields in
+// its Validate, whose errors are mapped back to keys and lines here. The
+// rules here are about the file (keys that go together, explicit zeros)
+// and what no library owns (sink.exec.grace against the lease margin).
+func (p *parser) validate() {
+	s := &p.f.s
+	r, t := s.Redis, s.Redis.TLS
+	onlyOne := func(a, b string, both bool) {
+		if both {
+			p.report(nil, b, nil, "only one of %s and %s may be set", a, b)
+		}
+	}
+	onlyOne("redis.password_env", "redis.password_file", r.PasswordEnv != "" && r.PasswordFile != "")
+	onlyOne("http.api_token_env", "http.api_token_file", s.HTTP.APITokenEnv != "" && s.HTTP.APITokenFile != "")
+	if r.SentinelPasswordEnv != "" && r.MasterName == "" && !p.skip("redis.master_name") {
+		p.report(nil, "redis.sentinel_password_env", nil, "set but redis.master_name is empty: there are no Sentinels")
+	}
+	for _, kv := range [][2]string{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"key_file", t.KeyFile}, {"server_name", t.ServerName}} {
+		if kv[1] != "" && !t.Enabled && !p.skip("redis.tls.enabled") {
+			p.report(nil, "redis.tls."+kv[0], nil, "set but redis.tls.enabled is false")
+		}
+	}
+	if t.Enabled && (t.CertFile == "") != (t.KeyFile == "") {
+		missing, other := "cert_file", "key_file"
+		if t.KeyFile == "" {
+			missing, other = other, missing
+		}
+		p.report(nil, "redis.tls."+missing, []string{"redis.tls." + other}, "required with redis.tls.%s", other)
+	}
+	if s.Ownership.MinReplicas > 0 && len(r.Addrs) == 0 && !p.skip("redis.addrs") {
+		p.report(nil, "ownership.min_replicas", nil, "needs redis.addrs: the embedded store has no replicas")
+	}
+	if _, err := engine.ParseRate(s.Target.Rate); err != nil && !p.skip("target.rate") {
+		p.report(err, "target.rate", nil, "%v", err)
+	}
+	for i, id := range s.Items.IDs {
+		field, err := fmt.Sprintf("items.ids[%d]", i), store.ValidateID(id)
+		if err != nil && !p.skip(field) {
+			p.report(err, field, nil, "%s", idlines.Reason(err))
+		}
+	}
+	st := p.f.storeBase()
+	if t.Enabled || t.InsecureSkipVerify {
+		st.TLS = &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify} // all that Validate looks at
+	}
+	p.libErrors(st.Validate(), p.f.Engine().Validate(), p.sink())
+	p.explicitZeros(reflect.ValueOf(p.f.s), reflect.ValueOf(p.f.effective()), "")
+	p.grace()
+	p.oneOf("log.level", "level", s.Log.Level, []string{"debug", "info", "warn", "error"})
+	p.oneOf("log.format", "format", s.Log.Format, []string{FormatAuto, FormatJSON, FormatConsole})
+	if l := s.HTTP.Listen; l != "" {
+		if _, port, err := net.SplitHostPort(l); err != nil {
+			p.report(nil, "http.listen", nil, "%s is not host:port (example: 127.0.0.1:9090)", show(l))
+		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			p.report(nil, "http.listen", nil, "port %s is not a number from 0 to 65535", show(port))
+		}
+	}
+}
+
+// report adds the problem msg with field, at errorAt's line, its value
+// cut and redacted where msg quotes it.
+func (p *parser) report(err error, field string, alt []string, format string, args ...any) {
+	p.add(p.f.errorAt(err, field, alt, p.f.scrub(field, fmt.Sprintf(format, args...))))
+}
+
+// errorAt is the problem msg with field, at the line of the first of field
+// and alt that is set, else of the nearest enclosing section that is set.
+func (f *File) errorAt(err error, field string, alt []string, msg string) *FieldError {
+	keys := append([]string{field}, alt...)
+	for k := field; k != ""; {
+		k = k[:max(strings.LastIndexAny(k, ".["), 0)]
+		keys = append(keys, k)
+	}
+	fe := &FieldError{File: f.name, Field: field, Msg: msg, Err: err}
+	for _, k := range keys {
+		if k, ok := f.keys[k]; ok {
+			fe.Line = k.line
+			break
+		}
+	}
+	return fe
+}
+
+// skip reports whether any of fields, or anything inside them, failed to
+// decode: its value is the default, not what the file says, so rules
+// about it would mislead.
+func (p *parser) skip(fields ...string) bool {
+	for b := range p.bad {
+		for _, f := range fields {
+			if b == "" || b == f || strings.HasPrefix(b, f+".") || strings.HasPrefix(b, f+"[") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isSet reports whether field is set to a non-null value.
+func (f *File) isSet(field string) bool {
+	_, ok := f.keys[field]
+	return ok
+}
+
+// scrub cuts and redacts the value of field where msg quotes it.
+func (f *File) scrub(field, msg string) string {
+	k, ok := f.keys[field]
+	if !ok || k.val.Kind != yaml.ScalarNode {
+		return msg
+	}
+	msg = strings.ReplaceAll(msg, strconv.Quote(k.val.Value), show(k.val.Value))
+	return strings.ReplaceAll(msg, k.val.Value, redactValue(k.val.Value))
+}
+
+// oneOf reports v, the value of field, unless it is empty or one of valid.
+func (p *parser) oneOf(field, what, v string, valid []string) bool {
+	if v == "" || slices.Contains(valid, v) {
+		return true
+	}
+	if !p.skip(field) {
+		p.report(nil, field, nil, "unknown %s %s (one of: %s)", what, show(v), strings.Join(valid, ", "))
+	}
+	return false
+}
+
+// libErrors reports the errors of the libraries' Validate at the keys
+// they are about, unless those did not decode.
+func (p *parser) libErrors(errs ...error) {
+	typ := p.f.SinkType()
+	for _, err := range unjoin(errors.Join(errs...)) {
+		field, reason := libField(err)
+		switch {
+		case p.skip(field):
+		case strings.HasPrefix(field, "sink.") && reason == "must not be empty" && !p.f.isSet(field):
+			p.report(err, field, []string{"sink." + typ, "sink.type"}, "required when sink.type is %s", typ)
+		default:
+			alt := map[string][]string{"redis.addrs": {"redis.cluster", "redis.master_name"}}[field]
+			p.report(err, field, alt, "%s", redactURLs(reason))
+		}
+	}
+}
+
+// libField returns the key that a library's *ConfigError is about (the
+// entry of a list or map where it names one) and its reason; "" and the
+// whole text for another error.
+func libField(err error) (field, reason string) {
+	var (
+		se *store.ConfigError
+		oe *ownership.ConfigError
+		ee *engine.ConfigError
+		ke *sinks.ConfigError
+	)
+	switch {
+	case errors.As(err, &se):
+		return "redis." + cmp.Or(map[string]string{"tls": "tls.insecure_skip_verify"}[se.Field], se.Field), se.Reason
+	case errors.As(err, &oe):
+		return "ownership." + oe.Field, oe.Reason
+	case errors.As(err, &ee):
+		if strings.Contains(ee.Field, ".") { // target.*, items.*
+			return ee.Field, ee.Reason
+		}
+		return "engine." + ee.Field, ee.Reason
+	case errors.As(err, &ke):
+		field = "sink." + ke.Sink + "." + ke.Field
+		switch {
+		case ke.Entry == "":
+		case ke.Field == "env":
+			field += "[" + ke.Entry + "]"
+		default:
+			field += "." + keyName(ke.Entry)
+		}
+		return field, ke.Reason
+	}
+	return "", err.Error()
+}
+
+// unjoin returns the errors joined in err, at any depth.
+func unjoin(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return slices.DeleteFunc([]error{err}, func(e error) bool { return e == nil })
+	}
+	var errs []error
+	for _, e := range j.Unwrap() {
+		errs = append(errs, unjoin(e)...)
+	}
+	return errs
+}
+
+// sink checks sink.type, that only its sub-section is set and the exit
+// codes, and returns the sink's own Validate error.
+func (p *parser) sink() error {
+	s, typ, c := p.f.s.Sink, p.f.SinkType(), p.f.sinkConfig()
+	validate := map[string]func() error{SinkExec: c.Exec.Validate, SinkHTTP: c.HTTP.Validate, SinkFile: c.File.Validate, SinkLog: c.Log.Validate}[typ]
+	if !p.oneOf("sink.type", "sink type", typ, sinkTypes) {
+		return nil
+	}
+	for _, other := range sinkTypes {
+		if other == typ || !p.f.isSet("sink."+other) || p.bad["sink."+other] {
+			continue
+		}
+		msg := "set but sink.type is " + typ
+		if s.Type == "" {
+			msg += " (the default); add sink.type: " + other
+		}
+		p.report(nil, "sink."+other, nil, "%s", msg)
+	}
+	for status, class := range s.Exec.ExitCodes {
+		field := "sink.exec.exit_codes." + status
+		if _, err := strconv.Atoi(status); err != nil && !p.skip(field) {
+			p.report(err, field, nil, "%s is not an exit status: want a number from 1 to 255", show(status))
+		} else if _, err := sinks.ParseClass(class); err != nil && !p.skip(field) {
+			p.report(err, field, nil, "%v", err)
+		}
+	}
+	return validate()
+}
+
+// explicitZeros reports keys set to a zero value where zero is not the
+// default (eff, the effective value, is not zero). The libraries read a
+// zero as "the default", so without this `workers: 0` would quietly run 4
+// workers: only a key left out takes the default.
+func (p *parser) explicitZeros(file, eff reflect.Value, path string) {
+	for i := range file.NumField() {
+		field := join(path, file.Type().Field(i).Tag.Get("yaml"))
+		fv, ev := file.Field(i), eff.Field(i)
+		switch {
+		case fv.Kind() == reflect.Struct:
+			p.explicitZeros(fv, ev, field)
+		case p.f.isSet(field) && fv.IsZero() && !ev.IsZero() && !p.skip(field):
+			p.report(nil, field, nil, "%s is not allowed: leave the key out for the default (%s)", valueText(fv), valueText(ev))
+		}
+	}
+}
+
+// grace checks sink.exec.grace against the lease margin. When a lease's
+// trust window closes, the engine cancels the sync and the exec sink
+// sends its command SIGTERM and, grace later, SIGKILL. The claim can
+// expire in Redis, and another worker take the item, margin after the
+// window closed: a grace that long lets two commands run for one item.
+// The default grace is kept below the margin (see Sink).
+func (p *parser) grace() {
+	m, err := p.f.margin()
+	if g := p.f.s.Sink.Exec.Grace; p.f.SinkType() == SinkExec && p.f.isSet("sink.exec.grace") && err == nil && g >= m &&
+		!p.skip("sink.exec.grace", "ownership.ttl", "ownership.margin") {
+		p.report(nil, "sink.exec.grace", nil, "%s must be below ownership.margin (%s): a command is sent SIGTERM when "+
+			"its lease's trust window closes and SIGKILL grace later, and must be dead before the claim can expire, "+
+			"margin later, and another worker take the item", formatDuration(g), formatDuration(m))
+	}
+}
