@@ -29,11 +29,9 @@ import (
 	"github.com/syncd/syncd/store"
 )
 
-// copyFields copies each field of src to the field of *dst with the same
-// name and type, cloning lists and maps. The sections of the schema name
-// their fields as the library Configs do, so this one function converts
-// both ways; TestSchemaNamesLibraryFields checks that no key is left
-// behind.
+// copyFields copies each field of src to the field of *dst of the same
+// name and type, cloning lists and maps: schema sections name their fields
+// as the library Configs do (TestSchemaNamesLibraryFields).
 func copyFields(dst, src any) {
 	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src)
 	for i := range d.NumField() {
@@ -59,8 +57,8 @@ func (f *File) storeBase() store.Config {
 	return c
 }
 
-// reader reads the variables and files that the configuration names,
-// collecting problems at the keys that name them.
+// reader reads the variables and files the configuration names,
+// collecting problems at their keys.
 type reader struct {
 	f    *File
 	env  func(string) (string, bool)
@@ -68,8 +66,7 @@ type reader struct {
 	errs []*FieldError
 }
 
-// reader reads through env and readFile; nil means os.LookupEnv and
-// os.ReadFile.
+// reader reads through env and readFile, nil for os's.
 func (f *File) reader(env func(string) (string, bool), readFile func(string) ([]byte, error)) *reader {
 	r := &reader{f: f, env: env, read: readFile}
 	if env == nil {
@@ -85,8 +82,7 @@ func (r *reader) bad(err error, field, format string, args ...any) {
 	r.errs = append(r.errs, r.f.errorAt(err, field, nil, fmt.Sprintf(format, args...)))
 }
 
-// file returns the contents of the file at path, named by field; nil when
-// path is "" or on error.
+// file returns the file at path, named by field; nil for "" or an error.
 func (r *reader) file(field, path string) []byte {
 	if path == "" {
 		return nil
@@ -98,10 +94,9 @@ func (r *reader) file(field, path string) []byte {
 	return b
 }
 
-// secret returns the credential in the variable named by envField, else
-// in the file named by fileField, one trailing newline trimmed; "" when
-// neither is set. An unset or empty variable, or an empty file, is an
-// error. Errors never quote the credential.
+// secret returns the credential in the variable called name, else in the
+// file at path without one trailing newline; "" if neither is set. Unset
+// or empty is an error. Errors never quote the credential.
 func (r *reader) secret(envField, name, fileField, path string) string {
 	if name != "" {
 		switch v, ok := r.env(name); {
@@ -121,11 +116,10 @@ func (r *reader) secret(envField, name, fileField, path string) string {
 	return string(b)
 }
 
-// Store returns the store configuration. It reads the passwords named by
-// redis.password_env, redis.password_file and redis.sentinel_password_env
-// (see APIToken for the rules) and the files of redis.tls through env and
-// readFile; nil means os.LookupEnv and os.ReadFile. The Logger is left for
-// the caller to set.
+// Store returns the store configuration, the Logger left for the caller.
+// It reads the passwords (redis.password_env, password_file,
+// sentinel_password_env) and redis.tls files through env and readFile
+// (nil for os.LookupEnv and os.ReadFile).
 func (f *File) Store(env func(string) (string, bool), readFile func(string) ([]byte, error)) (store.Config, error) {
 	rd, r, c := f.reader(env, readFile), f.s.Redis, f.storeBase()
 	c.Password = rd.secret("redis.password_env", r.PasswordEnv, "redis.password_file", r.PasswordFile)
@@ -157,14 +151,11 @@ func (f *File) Store(env func(string) (string, bool), readFile func(string) ([]b
 // one could be guessed.
 const MinAPITokenLen = 16
 
-// APIToken returns the bearer token of the HTTP API, read from the
-// variable named by http.api_token_env or the file named by
-// http.api_token_file through env and readFile (nil means os.LookupEnv and
-// os.ReadFile); "" when neither is set: the API is off. A variable unset
-// or empty, an unreadable or empty file, or a token shorter than
-// MinAPITokenLen or holding white space or control characters (it could
-// not be sent in an Authorization header as it is) is an error; one
-// trailing newline is trimmed from a file. Errors never quote the token.
+// APIToken returns the HTTP API's bearer token from http.api_token_env or
+// api_token_file, read as Store reads passwords; "" when neither is set:
+// the API is off. A token shorter than MinAPITokenLen, or with white
+// space or control characters (no Authorization header could carry it),
+// is an error.
 func (f *File) APIToken(env func(string) (string, bool), readFile func(string) ([]byte, error)) (string, error) {
 	rd, h := f.reader(env, readFile), f.s.HTTP
 	token := rd.secret("http.api_token_env", h.APITokenEnv, "http.api_token_file", h.APITokenFile)
@@ -186,9 +177,8 @@ func (f *File) APIToken(env func(string) (string, bool), readFile func(string) (
 	return token, nil
 }
 
-// Ownership returns the ownership configuration: the timing of the claim
-// protocol and the host name to write in records. The Logger is left for
-// the caller to set.
+// Ownership returns the ownership configuration, the Logger left for the
+// caller.
 func (f *File) Ownership() ownership.Config {
 	var c ownership.Config
 	copyFields(&c, f.s.Ownership)
@@ -196,15 +186,14 @@ func (f *File) Ownership() ownership.Config {
 	return c
 }
 
-// margin is the lease margin in force, and the error of a bad ttl or
-// margin.
+// margin is the lease margin in force, and the error of a bad ttl or margin.
 func (f *File) margin() (time.Duration, error) {
 	c := ownership.Config{TTL: f.s.Ownership.TTL, Margin: f.s.Ownership.Margin}
 	return c.WithDefaults().Margin, c.Validate()
 }
 
-// Engine returns the engine configuration, with Ownership() in its
-// Ownership field. The Logger is left for the caller to set.
+// Engine returns the engine configuration, with Ownership(), the Logger
+// left for the caller.
 func (f *File) Engine() engine.Config {
 	c := engine.Config{Ownership: f.Ownership()}
 	copyFields(&c, f.s.Engine)
@@ -215,11 +204,9 @@ func (f *File) Engine() engine.Config {
 	return c
 }
 
-// Items returns the item IDs: items.ids, then the lines of items.file read
-// through readFile (nil means os.ReadFile) by the rules of package idlines,
-// the same as `syncd items --file`. Repeated IDs are kept once, at their
-// first place. Every bad line is reported, as "items.txt:3: invalid item
-// id ...".
+// Items returns items.ids, then the lines of items.file read through
+// readFile (nil for os.ReadFile) as `syncd items --file` reads them
+// (package idlines), each ID once. Every bad line is reported.
 func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
 	rd, ids := f.reader(nil, readFile), slices.Clone(f.s.Items.IDs)
 	if path := f.s.Items.File; path != "" {
@@ -266,9 +253,8 @@ func (f *File) ItemsCommand() ([]string, time.Duration) {
 // ItemsFile returns items.file, "" when none is set.
 func (f *File) ItemsFile() string { return f.s.Items.File }
 
-// SinkConfig is what it takes to build the configured sink: its type and
-// the configuration of that type. The configurations of the other types
-// are zero.
+// SinkConfig is the configured sink's type and configuration; the other
+// types' are zero.
 type SinkConfig struct {
 	Type string // SinkLog, SinkExec, SinkHTTP or SinkFile
 	Exec execsink.Config
@@ -280,9 +266,9 @@ type SinkConfig struct {
 // SinkType returns sink.type, SinkLog when it is not set.
 func (f *File) SinkType() string { return cmp.Or(f.s.Sink.Type, SinkLog) }
 
-// Sink returns the configuration of the sink. An exec sink's grace, when
-// not set, is execsink.GraceDefault or half the lease margin, whichever
-// is less: see the sink.exec.grace rule.
+// Sink returns the sink's configuration. An exec sink's grace, when not
+// set, is the less of execsink.GraceDefault and half the lease margin:
+// see the sink.exec.grace rule.
 func (f *File) Sink() SinkConfig {
 	c := f.sinkConfig()
 	if c.Type == SinkExec && c.Exec.Grace == 0 {
@@ -311,10 +297,9 @@ func (f *File) sinkConfig() SinkConfig {
 	return c
 }
 
-// BuildSink builds the configured sink, which logs through logger. This is
-// where the sink touches the system: the exec sink looks its command up
-// (a command that does not exist is an error naming sink.exec.command) and
-// the file sink opens its file. The caller closes the sink.
+// BuildSink builds the configured sink, which logs through logger and
+// the caller closes. The exec sink looks its command up, the file sink
+// opens its file: errors name the key.
 func (f *File) BuildSink(logger zerolog.Logger) (sinks.Sink, error) {
 	c := f.Sink()
 	var (
@@ -341,8 +326,7 @@ func (f *File) BuildSink(logger zerolog.Logger) (sinks.Sink, error) {
 	return nil, fail(f.errorAt(err, field, []string{"sink.type"}, redactURLs(f.scrub(field, msg))))
 }
 
-// asSink returns s as a sinks.Sink, nil on error: a nil *exec.Sink in a
-// sinks.Sink is not nil.
+// asSink returns s, or a nil sinks.Sink (not a nil *exec.Sink) on error.
 func asSink[S sinks.Sink](s S, err error) (sinks.Sink, error) {
 	if err != nil {
 		return nil, err
@@ -350,7 +334,7 @@ func asSink[S sinks.Sink](s S, err error) (sinks.Sink, error) {
 	return s, nil
 }
 
-// Listen returns http.listen: the address of the HTTP server, "" for none.
+// Listen returns http.listen, the HTTP server's address; "" for none.
 func (f *File) Listen() string { return f.s.HTTP.Listen }
 
 // LogLevel returns log.level, zerolog.InfoLevel when it is not set.
@@ -361,6 +345,5 @@ func (f *File) LogLevel() zerolog.Level {
 	return zerolog.InfoLevel
 }
 
-// LogFormat returns log.format: FormatAuto (the default), FormatJSON or
-// FormatConsole.
+// LogFormat returns log.format, FormatAuto when it is not set.
 func (f *File) LogFormat() string { return cmp.Or(f.s.Log.Format, FormatAuto) }

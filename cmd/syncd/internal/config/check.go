@@ -20,10 +20,9 @@ import (
 	"github.com/syncd/syncd/store"
 )
 
-// validate checks the decoded file. Each library checks its own fields in
-// its Validate, whose errors are mapped back to keys and lines here. The
-// rules here are about the file (keys that go together, explicit zeros)
-// and what no library owns (sink.exec.grace against the lease margin).
+// validate checks the decoded file. The libraries' Validate check their
+// fields (libErrors maps them to keys); the rules here are about the file
+// (keys that go together, explicit zeros) and what no library owns.
 func (p *parser) validate() {
 	s := &p.f.s
 	r, t := s.Redis, s.Redis.TLS
@@ -79,14 +78,13 @@ func (p *parser) validate() {
 	}
 }
 
-// report adds the problem msg with field, at errorAt's line, its value
-// cut and redacted where msg quotes it.
+// report adds a problem with field, its value cut and redacted in msg.
 func (p *parser) report(err error, field string, alt []string, format string, args ...any) {
 	p.add(p.f.errorAt(err, field, alt, p.f.scrub(field, fmt.Sprintf(format, args...))))
 }
 
-// errorAt is the problem msg with field, at the line of the first of field
-// and alt that is set, else of the nearest enclosing section that is set.
+// errorAt is a problem with field, at the line of the first of field and
+// alt that is set, else of the nearest enclosing section that is set.
 func (f *File) errorAt(err error, field string, alt []string, msg string) *FieldError {
 	keys := append([]string{field}, alt...)
 	for k := field; k != ""; {
@@ -103,9 +101,8 @@ func (f *File) errorAt(err error, field string, alt []string, msg string) *Field
 	return fe
 }
 
-// skip reports whether any of fields, or anything inside them, failed to
-// decode: its value is the default, not what the file says, so rules
-// about it would mislead.
+// skip reports whether any of fields, or anything inside, failed to
+// decode: rules about its value (the default) would mislead.
 func (p *parser) skip(fields ...string) bool {
 	for b := range p.bad {
 		for _, f := range fields {
@@ -144,8 +141,7 @@ func (p *parser) oneOf(field, what, v string, valid []string) bool {
 	return false
 }
 
-// libErrors reports the errors of the libraries' Validate at the keys
-// they are about, unless those did not decode.
+// libErrors reports the libraries' Validate errors at their keys.
 func (p *parser) libErrors(errs ...error) {
 	typ := p.f.SinkType()
 	for _, err := range unjoin(errors.Join(errs...)) {
@@ -161,9 +157,8 @@ func (p *parser) libErrors(errs ...error) {
 	}
 }
 
-// libField returns the key that a library's *ConfigError is about (the
-// entry of a list or map where it names one) and its reason; "" and the
-// whole text for another error.
+// libField returns the key a library's *ConfigError is about (with the
+// entry it names) and its reason; "" and the text for another error.
 func libField(err error) (field, reason string) {
 	var (
 		se *store.ConfigError
@@ -208,8 +203,8 @@ func unjoin(err error) []error {
 	return errs
 }
 
-// sink checks sink.type, that only its sub-section is set and the exit
-// codes, and returns the sink's own Validate error.
+// sink checks sink.type, the sub-sections and exit codes, and returns the
+// sink's Validate error.
 func (p *parser) sink() error {
 	s, typ, c := p.f.s.Sink, p.f.SinkType(), p.f.sinkConfig()
 	validate := map[string]func() error{SinkExec: c.Exec.Validate, SinkHTTP: c.HTTP.Validate, SinkFile: c.File.Validate, SinkLog: c.Log.Validate}[typ]
@@ -237,10 +232,9 @@ func (p *parser) sink() error {
 	return validate()
 }
 
-// explicitZeros reports keys set to a zero value where zero is not the
-// default (eff, the effective value, is not zero). The libraries read a
-// zero as "the default", so without this `workers: 0` would quietly run 4
-// workers: only a key left out takes the default.
+// explicitZeros reports keys set to zero where the effective value eff is
+// not: the libraries read zero as "the default", and `workers: 0` must
+// not quietly run 4 workers.
 func (p *parser) explicitZeros(file, eff reflect.Value, path string) {
 	for i := range file.NumField() {
 		field := join(path, file.Type().Field(i).Tag.Get("yaml"))
@@ -254,12 +248,9 @@ func (p *parser) explicitZeros(file, eff reflect.Value, path string) {
 	}
 }
 
-// grace checks sink.exec.grace against the lease margin. When a lease's
-// trust window closes, the engine cancels the sync and the exec sink
-// sends its command SIGTERM and, grace later, SIGKILL. The claim can
-// expire in Redis, and another worker take the item, margin after the
-// window closed: a grace that long lets two commands run for one item.
-// The default grace is kept below the margin (see Sink).
+// grace checks sink.exec.grace against the lease margin: when the trust
+// window closes, the exec sink sends SIGTERM and, grace later, SIGKILL;
+// margin later the claim can expire and another worker take the item.
 func (p *parser) grace() {
 	m, err := p.f.margin()
 	if g := p.f.s.Sink.Exec.Grace; p.f.SinkType() == SinkExec && p.f.isSet("sink.exec.grace") && err == nil && g >= m &&

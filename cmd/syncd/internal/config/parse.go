@@ -45,11 +45,10 @@ func (e *FieldError) Error() string {
 
 func (e *FieldError) Unwrap() error { return e.Err }
 
-// Errors is every problem found, in line order. Every function of this
-// package that fails returns an *Errors with at least one entry.
+// Errors is every problem found, in line order, one per line of its
+// text. Every function of this package that fails returns one.
 type Errors struct{ List []*FieldError }
 
-// Error prints one problem per line.
 func (e *Errors) Error() string { return fmt.Sprint(errors.Join(e.Unwrap()...)) }
 
 // Unwrap returns the entries, so that errors.Is and errors.As look at each.
@@ -61,9 +60,8 @@ func (e *Errors) Unwrap() []error {
 	return errs
 }
 
-// Bounds on hostile input: a real configuration is a few kilobytes with
-// an alias or two. yaml.v3's own alias guard lets a 1 MiB file of aliases
-// through (it refuses only documents of over 99% expansion).
+// Bounds on hostile input (a real configuration is a few kilobytes with
+// an alias or two; yaml.v3's alias guard lets 1 MiB of aliases through).
 const (
 	maxFileSize   = 1 << 20  // the file
 	maxAliasNodes = 10000    // the nodes that aliases add once expanded
@@ -75,9 +73,9 @@ const (
 // fail returns the one problem fe as an *Errors.
 func fail(fe *FieldError) error { return &Errors{List: []*FieldError{fe}} }
 
-// errorList turns the problems found in one file, and a count of more not
-// kept, into nil or an *Errors sorted by line (no line last), exact repeats
-// dropped, and past maxErrors a count of the rest.
+// errorList returns nil or list, and a count of dropped problems, as an
+// *Errors sorted by line (no line last), without repeats, past maxErrors
+// a count of the rest.
 func errorList(list []*FieldError, dropped int) error {
 	if len(list) == 0 {
 		return nil
@@ -100,15 +98,14 @@ type File struct {
 	keys map[string]key // dotted field -> where it is set, for fields set to a non-null value
 }
 
-// key is where a field is set: the line of the key (or list element) and
-// the value, aliases followed.
+// key is where a field is set: the line of the key or list element, and
+// the value (aliases followed).
 type key struct {
 	line int
 	val  *yaml.Node
 }
 
-// Load reads and parses the configuration file at path. Errors name the
-// file as path was given.
+// Load reads and parses the file at path, named as given in errors.
 func Load(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err == nil {
@@ -122,8 +119,7 @@ func Load(path string) (*File, error) {
 }
 
 // Parse parses and validates data, the contents of the file called name,
-// reporting every problem. An empty file, or one of only comments, is
-// valid: every value is its default.
+// reporting every problem. An empty file is valid: all defaults.
 func Parse(name string, data []byte) (*File, error) {
 	p, ok := decode(name, data)
 	if ok {
@@ -151,8 +147,8 @@ type parser struct {
 	bad     map[string]bool // fields that did not decode: rules about them are skipped
 }
 
-// add keeps fe, unless maxKept problems are kept already: a hostile file
-// can have hundreds of thousands.
+// add keeps fe, or counts it past maxKept: a hostile file can have
+// hundreds of thousands.
 func (p *parser) add(fe *FieldError) {
 	if len(p.errs) < maxKept {
 		p.errs = append(p.errs, fe)
@@ -173,8 +169,8 @@ var (
 	yamlLine     = regexp.MustCompile(`^yaml: line (\d+): `)
 )
 
-// decode parses data into p.f. It returns false when the file is beyond
-// validating: not YAML, or not one document of sane size.
+// decode parses data into p.f; false when it is beyond validating: not
+// YAML, or not one document of sane size.
 func decode(name string, data []byte) (*parser, bool) {
 	p := &parser{f: &File{name: name, keys: map[string]key{}}, bad: map[string]bool{}}
 	if len(data) > maxFileSize {
@@ -205,8 +201,7 @@ func decode(name string, data []byte) (*parser, bool) {
 }
 
 // safely runs fn, turning a panic into an error: yaml.v3 has panicked on
-// hostile input before, and a configuration file must never take the
-// daemon down with a stack trace.
+// hostile input before.
 func safely(fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -216,8 +211,7 @@ func safely(fn func() error) (err error) {
 	return fn()
 }
 
-// parseDocs parses data into at most two documents (a second one is an
-// error).
+// parseDocs parses data into at most two documents (a second is an error).
 func parseDocs(data []byte) (docs []*yaml.Node, err error) {
 	err = safely(func() error {
 		dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -235,10 +229,9 @@ func parseDocs(data []byte) (docs []*yaml.Node, err error) {
 	return docs, err
 }
 
-// aliasNodes returns how many nodes the aliases under root add once
-// expanded, and the line of the alias that took the count past
-// maxAliasNodes. Each node is sized once, so this is linear in the
-// document however far it expands; a cycle counts as too far.
+// aliasNodes returns how many nodes the aliases under root add expanded,
+// and the line of the alias that took the count past maxAliasNodes. Each
+// node is sized once: linear however far it expands; a cycle is too far.
 func aliasNodes(root *yaml.Node) (added, at int) {
 	const huge = 1 << 40
 	sizes := map[*yaml.Node]int{}
@@ -269,11 +262,10 @@ func aliasNodes(root *yaml.Node) (added, at int) {
 	return added, at
 }
 
-// errorLine returns the line of a syntax error. yaml.v3 often reports the
+// errorLine returns the line of a syntax error. yaml.v3 often gives the
 // start of the enclosing construct, counted from 0; the shortest prefix of
-// whole lines that fails the same way ends at the line that broke it
-// (bisecting lands on a line that introduces the error). A file too large
-// to bisect gets yaml.v3's line.
+// lines that fails the same way ends at the line that broke it. A file too
+// large to bisect gets yaml.v3's line.
 func errorLine(data []byte, err error) int {
 	if len(data) > maxBisectSize {
 		var n int // 0 when yaml.v3 gives no line
@@ -289,7 +281,7 @@ func errorLine(data []byte, err error) int {
 }
 
 // walk decodes n, the value of the field at path, into v, recording where
-// each field is set. A null leaves v at its zero value: the default.
+// each field is set. A null leaves v zero: the default.
 func (p *parser) walk(n *yaml.Node, path string, v reflect.Value) {
 	n, t := resolve(n), v.Type()
 	switch k := t.Kind(); {
@@ -352,9 +344,8 @@ func (p *parser) mapping(n *yaml.Node, path string, v reflect.Value) {
 	}
 }
 
-// fieldOf returns where the value of name goes in v: the field of a
-// section with that yaml tag, a new element of a map; invalid for an
-// unknown key.
+// fieldOf returns where the value of key name goes in v, a section or a
+// map; invalid for an unknown key.
 func fieldOf(v reflect.Value, name string) reflect.Value {
 	if v.Kind() == reflect.Map {
 		return reflect.New(v.Type().Elem()).Elem()
@@ -373,8 +364,7 @@ var hints = map[string]string{
 	"redis.sentinel_password": "passwords are not written in the configuration file: name an environment variable with sentinel_password_env",
 }
 
-// unknownKey is the message for an unknown key, suggesting a known one of
-// section close to it.
+// unknownKey is the message for an unknown key of section.
 func unknownKey(field, key string, section reflect.Type) string {
 	if h, ok := hints[field]; ok {
 		return h
@@ -441,7 +431,7 @@ func describe(n *yaml.Node) string {
 	return cmp.Or(map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.MappingNode: "a mapping"}[n.Kind], "something else")
 }
 
-// resolve follows aliases (bounded, though aliasNodes refused cycles).
+// resolve follows aliases (bounded, though aliasNodes refuses cycles).
 func resolve(n *yaml.Node) *yaml.Node {
 	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
 		n = n.Alias
@@ -458,8 +448,7 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// keyName is a key as it appears in a field's path: cut when long, quoted
-// when it holds what a terminal should not print.
+// keyName is a key as a path shows it: cut, quoted if not printable.
 func keyName(k string) string {
 	if strings.IndexFunc(k, func(r rune) bool { return !strconv.IsPrint(r) }) >= 0 {
 		return strconv.Quote(clip(k))
@@ -467,8 +456,7 @@ func keyName(k string) string {
 	return clip(k)
 }
 
-// fsReason is the text of a file system error without the operation and
-// path that the caller names already.
+// fsReason is a file system error without the operation and path.
 func fsReason(err error) string {
 	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 		return pe.Err.Error()
