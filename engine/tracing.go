@@ -120,8 +120,7 @@ func (e *Engine) startSync(ctx context.Context, l *ownership.Lease, claim trace.
 	}
 	attrs := []attribute.KeyValue{
 		attrID.String(l.ID()),
-		// Fences stay far below 2^63: Lua keeps them as doubles, exact
-		// only to 2^53.
+		// Claims issue no fence past store.MaxFence (2^53-1).
 		attrFence.Int64(int64(l.Fence())),
 		attrAttempt.Int(l.Attempt()),
 		attrOwner.String(l.Owner().String()),
