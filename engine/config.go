@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/syncd/syncd/ownership"
 )
@@ -61,6 +62,11 @@ type Config struct {
 	Ownership ownership.Config
 	// Logger receives logs. The zero value logs nothing.
 	Logger zerolog.Logger
+	// TracerProvider, if set, receives the engine's spans: one per claim
+	// and one per sync (SpanClaim, SpanSync), and the sink gets the
+	// sync's span in its context. Default nil: no spans, at the cost of
+	// a nil check. The engine never uses otel's global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // ConfigError names the field that is wrong.

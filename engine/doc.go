@@ -52,6 +52,13 @@
 // asks the target before it claims (one script call, or none without
 // limits while the breaker is closed), so no claim waits on a limiter.
 //
+// Tracing: with Config.TracerProvider set, each claim that won leases or
+// failed is a syncd.claim span, and each sync a syncd.sync span of its
+// own, linked to its claim and carried in the sink's context, so a sink
+// can hand the trace on to the target (sinks/http sends traceparent,
+// sinks/exec sets TRACEPARENT). tracing.go lists the attributes. Without
+// a provider nothing is traced; the global provider is never used.
+//
 // Lifecycle: Start runs the scheduler and a monitor (gauges); Stop stops
 // claiming, drains in-flight syncs for DrainTimeout, cancels the rest with
 // ErrShutdown and hands their claims back so peers resume at once.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/syncd/syncd/ownership"
@@ -81,6 +82,9 @@ type Engine struct {
 	watchStop chan struct{}  // closed by Stop once syncs drained
 	bg        sync.WaitGroup // the target's watcher and the reconciler
 
+	// tracer makes the claim and sync spans; nil: tracing is off.
+	tracer trace.Tracer
+
 	sem   *semaphore.Weighted // bounds concurrent syncs at cfg.Workers
 	idsMu sync.Mutex
 	ids   []int // free worker numbers
@@ -129,7 +133,7 @@ func New(st *store.Store, sink sinks.Sink, cfg Config) (*Engine, error) {
 func newEngine(idx dueIndex, own claimer, sink sinks.Sink, c Config) *Engine {
 	e := &Engine{idx: idx, sink: sink, cfg: c, own: own, log: c.Logger.With().Str("component", "engine").Logger(),
 		sem: semaphore.NewWeighted(int64(c.Workers)), stopCh: make(chan struct{}), done: make(chan struct{}),
-		inflight: map[*ownership.Lease]context.CancelCauseFunc{}}
+		inflight: map[*ownership.Lease]context.CancelCauseFunc{}, tracer: newTracer(c.TracerProvider)}
 	e.m = newMetrics(own.Stats())
 	e.damage = newDamage(e.log, &e.m.ShardsDamaged)
 	e.rel = newReleaser(own, own.Config().Heartbeat)

@@ -159,7 +159,9 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, time.Durati
 // every damageProbe (see damage).
 func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int, g *grant) (int, error) {
 	workers := e.takeIDs(slots)
+	ct := e.startClaim(req, slots)
 	leases, err := src.claim(ctx, req, workers)
+	claimSpan := e.endClaim(ct, len(leases), err)
 	used := map[int]bool{}
 	for _, l := range leases {
 		used[l.Owner().Worker] = true
@@ -182,7 +184,7 @@ func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int,
 	e.damage.clear(req.shard)
 	for _, l := range leases {
 		e.workers.Add(1)
-		go e.work(l, g.take(), g.probe)
+		go e.work(l, g.take(), g.probe, claimSpan)
 	}
 	return len(leases), nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
@@ -17,8 +18,9 @@ import (
 
 // work runs one sync under its lease and writes the outcome back. permit
 // is the target permit the sync holds ("" without max_in_flight); probe
-// says the sync is the breaker's probe.
-func (e *Engine) work(l *ownership.Lease, permit string, probe bool) {
+// says the sync is the breaker's probe; claim is the span of the claim
+// that won l, which the sync's span links to.
+func (e *Engine) work(l *ownership.Lease, permit string, probe bool, claim trace.SpanContext) {
 	w := l.Owner().Worker
 	freed := false
 	free := func() {
@@ -45,8 +47,9 @@ func (e *Engine) work(l *ownership.Lease, permit string, probe bool) {
 
 	item := sinks.Item{ID: l.ID(), Fence: l.Fence(), Owner: l.Owner().String(), Attempt: l.Attempt(), LastSync: l.LastSync()}
 	e.m.InFlight.Add(1)
+	sctx, span := e.startSync(ctx, l, claim, probe)
 	start := time.Now()
-	err := e.syncSafely(ctx, item)
+	err := e.syncSafely(sctx, item)
 	took := time.Since(start)
 	e.m.InFlight.Add(-1)
 	e.m.observe(took)
@@ -64,6 +67,7 @@ func (e *Engine) work(l *ownership.Lease, permit string, probe bool) {
 	res := e.rel.release(l, out)
 
 	e.account(ctx, l, what, out, res, err, took)
+	endSync(ctx, span, what, res.Recorded, err)
 	if b := e.currentBatch(); b != nil {
 		b.record(l.ID(), what, res.Recorded, took)
 	}

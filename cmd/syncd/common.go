@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/syncd/syncd/cmd/syncd/internal/config"
 	"github.com/syncd/syncd/engine"
@@ -126,8 +127,10 @@ func openStoreRetry(ctx context.Context, cfg *config.File, log zerolog.Logger) (
 }
 
 // buildEngine seeds the configured items and builds the sink and the
-// engine over st. The caller closes the sink after the engine stopped.
-func buildEngine(ctx context.Context, cfg *config.File, st *store.Store, log zerolog.Logger) (*engine.Engine, sinks.Sink, error) {
+// engine over st, tracing to tp (nil: off). The caller closes the sink
+// after the engine stopped.
+func buildEngine(ctx context.Context, cfg *config.File, st *store.Store, log zerolog.Logger,
+	tp trace.TracerProvider) (*engine.Engine, sinks.Sink, error) {
 	if err := seed(ctx, cfg, st, log); err != nil {
 		return nil, nil, err
 	}
@@ -137,6 +140,7 @@ func buildEngine(ctx context.Context, cfg *config.File, st *store.Store, log zer
 	}
 	ecfg := cfg.Engine()
 	ecfg.Logger = log
+	ecfg.TracerProvider = tp // nil: off
 	ecfg.Items.Source, ecfg.Items.Changed = sources(cfg, log)
 	e, err := engine.New(st, sink, ecfg)
 	if err != nil {

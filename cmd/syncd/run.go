@@ -54,7 +54,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	e, sink, err := buildEngine(ctx, cfg, st, log)
+	tp, stopTracing, err := startTracing(ctx, log) // off unless OTEL_* turns it on
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	defer stopTracing() // after the engine and the sink: flushes the last spans
+	e, sink, err := buildEngine(ctx, cfg, st, log, tp)
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,16 @@
 //	SYNCD_LAST_SYNC_MS  the last successful sync in Unix milliseconds,
 //	                    empty when the item never synced
 //
+// and, when the sync's context carries a valid span (the engine's
+// syncd.sync span, with engine.Config.TracerProvider set), its W3C Trace
+// Context, as OpenTelemetry's environment carriers name it:
+//
+//	TRACEPARENT         the span's traceparent, 00-<trace>-<span>-<flags>
+//	TRACESTATE          its tracestate, only when it has one
+//
+// Without a span neither is set by the sink (syncd's own TRACEPARENT is
+// not on the allow-list; one in Config.Env passes as given).
+//
 // Anything else a command needs, a token or a proxy setting, goes in
 // Config.Env.
 //
@@ -89,6 +99,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/syncd/syncd/sinks"
 )
@@ -381,7 +393,7 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 	}
 
 	start := time.Now()
-	r, err := s.start(item)
+	r, err := s.start(item, traceEnv(ctx))
 	if err != nil {
 		return fmt.Errorf("exec: item %q: start: %w", item.ID, err)
 	}
@@ -448,7 +460,7 @@ type run struct {
 
 // start starts the supervisor, which starts the command, and the
 // goroutines that read its output and wait for it.
-func (s *Sink) start(item sinks.Item) (*run, error) {
+func (s *Sink) start(item sinks.Item, traceEnv []string) (*run, error) {
 	// Stderr goes through a pipe we own rather than a writer os/exec
 	// copies from, so that we decide how long to wait for it: os/exec
 	// would wait for every holder of the pipe, including descendants that
@@ -461,7 +473,7 @@ func (s *Sink) start(item sinks.Item) (*run, error) {
 	cmd := &osexec.Cmd{
 		Path:        s.self,
 		Args:        s.superArgs,
-		Env:         append(s.environ(item), supervisorEnv+"=1"),
+		Env:         append(append(s.environ(item), traceEnv...), supervisorEnv+"=1"),
 		Dir:         s.dir,
 		Stdin:       ctlR,
 		Stdout:      outW,
@@ -601,6 +613,25 @@ func (s *Sink) environ(item sinks.Item) []string {
 		"SYNCD_ATTEMPT="+strconv.Itoa(item.Attempt),
 		"SYNCD_LAST_SYNC_MS="+last,
 	)
+}
+
+// traceContext reads the sync's span for traceEnv: a value of our own,
+// not otel's global propagator.
+var traceContext propagation.TraceContext
+
+// traceEnv returns TRACEPARENT and, when there is one, TRACESTATE of the
+// span in ctx; nil when ctx carries no valid span.
+func traceEnv(ctx context.Context) []string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	carrier := propagation.MapCarrier{}
+	traceContext.Inject(ctx, carrier)
+	env := []string{"TRACEPARENT=" + carrier.Get("traceparent")}
+	if ts := carrier.Get("tracestate"); ts != "" {
+		env = append(env, "TRACESTATE="+ts)
+	}
+	return env
 }
 
 // InheritedEnv returns the variables of environ (os.Environ()) on the

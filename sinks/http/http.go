@@ -36,6 +36,15 @@
 // it has one. A date not in the future or a malformed value counts as no
 // Retry-After, and a longer one as RetryAfterMax (1 hour).
 //
+// # Tracing
+//
+// When the sync's context carries a valid span (the engine's syncd.sync
+// span, with engine.Config.TracerProvider set), the request carries its
+// W3C Trace Context: a traceparent header, and tracestate when the span
+// has one. The target's own spans then join the sync's trace. Without a
+// span nothing is added. The sink uses a propagator of its own, not
+// otel's global one.
+//
 // Errors carry the start of the response body. The sink does not use
 // proxies: it reads no environment variables.
 //
@@ -86,6 +95,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/syncd/syncd/sinks"
 )
@@ -116,6 +126,12 @@ const (
 	// maxRedirects bounds 307/308 chains.
 	maxRedirects = 10
 )
+
+// traceContext writes the sync's span into the request as W3C Trace
+// Context headers: a value of our own, not otel's global propagator, so
+// that what a target receives does not depend on what else the program
+// set up.
+var traceContext propagation.TraceContext
 
 // Config configures an HTTP sink.
 type Config struct {
@@ -406,6 +422,7 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 	}
 	req.Header = s.header.Clone()
 	req.Header.Set("X-Syncd-Fence", strconv.FormatUint(item.Fence, 10))
+	traceContext.Inject(ctx, propagation.HeaderCarrier(req.Header)) // nothing without a valid span
 	if s.host != "" {
 		req.Host = s.host
 	}

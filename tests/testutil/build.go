@@ -72,11 +72,15 @@ func (s *Syncd) Remove() {
 }
 
 // Daemon starts `syncd run -c cfg` with the binary s builds, killed in
-// t's cleanup. Its stderr (the log) is returned, and its tail is logged
-// when t has failed.
-func (s *Syncd) Daemon(t testing.TB, cfg string) (*Process, *Buffer) {
+// t's cleanup, with the test binary's environment plus env ("KEY=value").
+// Its stderr (the log) is returned, and its tail is logged when t has
+// failed.
+func (s *Syncd) Daemon(t testing.TB, cfg string, env ...string) (*Process, *Buffer) {
 	t.Helper()
 	cmd := exec.Command(s.Path(t), "run", "-c", cfg)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	log := &Buffer{}
 	cmd.Stderr = log
 	p := Start(t, cmd)
