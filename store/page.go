@@ -85,7 +85,7 @@ func (s *Store) ListPage(ctx context.Context, q ListQuery) (Page, error) {
 			sc.partial = true
 			break
 		}
-		if err := sc.refill(ctx); err != nil {
+		if err := sc.refill(ctx, round); err != nil {
 			return Page{}, err
 		}
 		if sc.partial {

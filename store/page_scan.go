@@ -10,8 +10,10 @@ import (
 
 // refill reads the next window of every shard whose buffer ran dry, in
 // one round trip, within what is left of the budget; with nothing left
-// the page is partial.
-func (sc *pageScan) refill(ctx context.Context) error {
+// the page is partial. Windows start at a page's size and double each
+// round (to 1000), so a filter that matches little gets through the
+// budget in a few rounds.
+func (sc *pageScan) refill(ctx context.Context, round int) error {
 	var need []int
 	for i, sh := range sc.shards {
 		if !sh.damaged && !sh.fetch.done && len(sh.buf) == 0 {
@@ -21,7 +23,7 @@ func (sc *pageScan) refill(ctx context.Context) error {
 	if len(need) == 0 {
 		return nil
 	}
-	n := min(max(sc.limit, 32), sc.budget/len(need))
+	n := min(max(sc.limit, 32)<<min(round, 5), 1000, sc.budget/len(need))
 	if n < 1 {
 		sc.partial = true
 		return nil
