@@ -1356,7 +1356,6 @@ func (r *Results) apiTarget() Target {
 	return Target{What: what, Known: true, Met: met, Measured: strings.Join(m, "; ")}
 }
 
-
 func apiSection(b *md, a *APIResults) {
 	b.p("## 10. API reads at %s items", humanCount(a.N))
 	b.nl()

@@ -69,7 +69,7 @@ func (o Options) settings() settings {
 		fairScenarios: FairScenarios, fairReps: 3,
 		profDur: 3 * time.Second, allocCycles: 3000, scriptCalls: 5000,
 		reconcileIDs: 1_000_000,
-		apiItems: 1_000_000, apiCalls: 200,
+		apiItems:     1_000_000, apiCalls: 200,
 	}
 	if o.Quick {
 		s = settings{
@@ -82,7 +82,7 @@ func (o Options) settings() settings {
 			fairScenarios: FairScenarios[:1], fairReps: 1,
 			profDur: time.Second, allocCycles: 1000, scriptCalls: 1000,
 			reconcileIDs: 100_000,
-			apiItems: 100_000, apiCalls: 50,
+			apiItems:     100_000, apiCalls: 50,
 		}
 	}
 	if o.Reps > 0 {
