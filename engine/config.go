@@ -67,6 +67,9 @@ type Config struct {
 	// sync's span in its context. Default nil: no spans, at the cost of
 	// a nil check. The engine never uses otel's global provider.
 	TracerProvider trace.TracerProvider
+	// Version is the program's version, shown in the daemon registry
+	// (store.DaemonInfo). Default "".
+	Version string
 }
 
 // ConfigError names the field that is wrong.
