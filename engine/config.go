@@ -24,6 +24,11 @@ const (
 	BackoffMaxDefault   = 5 * time.Minute
 	DrainTimeoutDefault = 30 * time.Second
 	PollDefault         = 250 * time.Millisecond
+	// ClaimAheadPerWorker is the default of Config.ClaimAhead per worker.
+	ClaimAheadPerWorker = 8
+	// ClaimAheadOff turns claiming ahead off (Config.ClaimAhead).
+	ClaimAheadOff = -1
+	ClaimAheadMax = 100_000
 )
 
 // Config configures an Engine. Zero values mean the defaults written on
@@ -51,6 +56,18 @@ type Config struct {
 	// Poll is how long the scheduler waits before looking again when
 	// nothing is due. Default PollDefault (250ms); at least 1ms.
 	Poll time.Duration
+	// ClaimAhead bounds the claims made ahead of free workers when
+	// Ownership.Settle > 0: claims whose settle window and confirm read
+	// run while earlier syncs still occupy the workers, so that the
+	// settle delay costs a worker nothing. It counts claims in their
+	// settle window and confirmed leases waiting for a worker; how many
+	// are made is adapted to how fast the workers free up, so that one
+	// waits about a sync for its worker, and a lease that waits longer
+	// than max(settle, mean sync) is handed back. Default
+	// ClaimAheadPerWorker x Workers; ClaimAheadOff (-1) turns it off (a
+	// claim then holds its worker through its settle window); at most
+	// ClaimAheadMax. Without a settle delay it does nothing.
+	ClaimAhead int
 	// Target is the target's fleet-wide limits and breaker (see
 	// TargetConfig); WithDefaults applies its defaults.
 	Target TargetConfig
@@ -90,6 +107,7 @@ func (c Config) WithDefaults() Config {
 	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
 	c.Poll = cmp.Or(c.Poll, PollDefault)
+	c.ClaimAhead = cmp.Or(c.ClaimAhead, ClaimAheadPerWorker*c.Workers)
 	c.Target = c.Target.WithDefaults()
 	c.Items.Refresh = cmp.Or(c.Items.Refresh, RefreshDefault)
 	c.Items.MaxRemoval = cmp.Or(c.Items.MaxRemoval, MaxRemovalDefault)
@@ -132,6 +150,9 @@ func (c Config) resolve() (Config, error) {
 	}
 	if c.Poll < time.Millisecond {
 		bad("poll", "%v is below 1ms", c.Poll)
+	}
+	if c.ClaimAhead < ClaimAheadOff || c.ClaimAhead > ClaimAheadMax {
+		bad("claim_ahead", "%d is outside -1..%d (-1: off, 0: the default)", c.ClaimAhead, ClaimAheadMax)
 	}
 	c.Target.validate(bad)
 	if c.Items.Refresh > 0 && c.Items.Refresh < time.Second {

@@ -86,6 +86,7 @@ type Engine struct {
 	tracer trace.Tracer
 
 	sem   *semaphore.Weighted // bounds concurrent syncs at cfg.Workers
+	ahead *ahead              // claims ahead of free workers; nil: off
 	idsMu sync.Mutex
 	ids   []int // free worker numbers
 
@@ -142,6 +143,7 @@ func newEngine(idx dueIndex, own claimer, sink sinks.Sink, c Config) *Engine {
 	for w := c.Workers - 1; w >= 0; w-- {
 		e.ids = append(e.ids, w)
 	}
+	e.ahead = newAhead(e)
 	return e
 }
 
@@ -216,11 +218,7 @@ func (e *Engine) runLoops(src source) {
 	go func() {
 		defer wg.Done()
 		defer close(schedDone)
-		var sw sync.WaitGroup
-		for range loops {
-			sw.Go(func() { e.schedule(src) })
-		}
-		sw.Wait()
+		e.scheduleLoops(src, loops)
 	}()
 	go func() { defer wg.Done(); e.monitor(schedDone) }()
 	wg.Wait()

@@ -130,7 +130,28 @@ func (f *fakeOwn) heldLocked(shard int) time.Duration {
 	return max(time.Until(f.holds[shard]), 0)
 }
 
+// ClaimPick claims as claim_pick.lua does; with cfg.Settle it then waits
+// out the settle delay, as the Manager does, and hands the claims back if
+// ctx ends first.
 func (f *fakeOwn) ClaimPick(ctx context.Context, p ownership.ClaimPickParams) (*ownership.ClaimPickResult, error) {
+	res, err := f.pick(p)
+	if err != nil || f.cfg.Settle <= 0 || len(res.Leases) == 0 {
+		return res, err
+	}
+	select {
+	case <-time.After(f.cfg.Settle):
+		return res, nil
+	case <-ctx.Done():
+		outs := make([]ownership.Outcome, len(res.Leases))
+		for i := range outs {
+			outs[i].Kind = ownership.OutcomeHandBack
+		}
+		f.Release(context.Background(), res.Leases, outs)
+		return nil, ctx.Err()
+	}
+}
+
+func (f *fakeOwn) pick(p ownership.ClaimPickParams) (*ownership.ClaimPickResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	pick := fakePick{at: time.Now(), shard: p.Shard, n: len(p.Workers)}
@@ -245,4 +266,18 @@ func (f *fakeOwn) Backlog(context.Context) (int64, int64, error) {
 		}
 	}
 	return due, oldest, nil
+}
+
+// claimed returns the items whose claim is in force.
+func (f *fakeOwn) claimed() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for id, it := range f.items {
+		if it.end != nil {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }

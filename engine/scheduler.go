@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/store"
 )
@@ -41,15 +43,78 @@ func (r claimReq) slots() int { return max(r.n, len(r.ids)) }
 // data): the sources skip it instead of asking again every poll.
 func (e *Engine) held(shard int) bool { return e.own.Held(shard) > 0 }
 
+// scheduleLoops runs loops claim loops over src until they end (Stop,
+// or a batch run's end) and, with claim-ahead on, the dispatcher that
+// starts the leases they claimed ahead; it returns once the dispatcher
+// handed back what it still held.
+func (e *Engine) scheduleLoops(src source, loops int) {
+	var sw sync.WaitGroup
+	for range loops {
+		sw.Go(func() { e.schedule(src) })
+	}
+	if e.ahead == nil {
+		sw.Wait()
+		e.settling.Wait() // claims still in their settle window
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	dispatched := make(chan struct{})
+	go func() { defer close(dispatched); e.ahead.run(ctx) }()
+	go func() {
+		select {
+		case <-e.stopCh: // no sync starts once Stop began
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	sw.Wait()
+	e.settling.Wait() // claims still in their settle window: queued or handed back
+	cancel()
+	<-dispatched
+}
+
+// budget is what a claim holds until its leases start: free workers, or
+// with claim-ahead on, the claim-ahead budget (see ahead).
+type budget interface {
+	// take takes at least one and up to n, waiting until there is one;
+	// it fails only when ctx ends.
+	take(ctx context.Context, n int) (int, error)
+	give(n int)
+}
+
+// workerBudget is the worker semaphore as a budget.
+type workerBudget struct{ sem *semaphore.Weighted }
+
+func (b workerBudget) take(ctx context.Context, n int) (int, error) {
+	if err := b.sem.Acquire(ctx, 1); err != nil {
+		return 0, err
+	}
+	k := 1
+	for k < n && b.sem.TryAcquire(1) {
+		k++
+	}
+	return k, nil
+}
+
+func (b workerBudget) give(n int) { b.sem.Release(int64(n)) }
+
+// budget is what the scheduler's claims hold.
+func (e *Engine) budget() budget {
+	if e.ahead != nil {
+		return e.ahead
+	}
+	return workerBudget{e.sem}
+}
+
 // schedule is a claim loop (the daemon runs two). Each round it waits for
-// a free worker, takes up to Batch free workers, claims that many of the
-// longest-waiting candidates and starts a sync for each lease: for the
-// daemon, Redis picks the due items of the shards in order of their
-// oldest one (a pick claim per shard); a batch run names its candidates.
+// a free worker (with claim-ahead on: for room in its budget), takes up
+// to Batch, claims that many of the longest-waiting candidates and
+// starts a sync for each lease: for the daemon, Redis picks the due
+// items of the shards in order of their oldest one (a pick claim per
+// shard); a batch run names its candidates.
 func (e *Engine) schedule(src source) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	defer e.settling.Wait() // claims still in their settle window
 	go func() {
 		select {
 		case <-e.stopCh:
@@ -57,17 +122,26 @@ func (e *Engine) schedule(src source) {
 		case <-ctx.Done():
 		}
 	}()
+	b := e.budget()
 	errWait := e.cfg.Poll
 	for !src.finished() {
-		if err := e.sem.Acquire(ctx, 1); err != nil {
+		if e.ahead != nil {
+			if d := e.ahead.pause(); d > 0 && !e.sleep(d) {
+				return
+			}
+		}
+		n, err := b.take(ctx, e.cfg.Batch)
+		if err != nil {
 			return // stopped
 		}
-		n := 1
-		for n < e.cfg.Batch && e.sem.TryAcquire(1) {
-			n++
+		select {
+		case <-e.stopCh: // Stop freed budget: not for new claims
+			b.give(n)
+			return
+		default:
 		}
-		started, wait, err := e.round(ctx, src, n)
-		e.sem.Release(int64(n - started))
+		started, wait, err := e.round(ctx, src, n, b)
+		b.give(n - started)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -92,14 +166,15 @@ func (e *Engine) schedule(src source) {
 }
 
 // round claims up to n candidates and starts their syncs; it returns how
-// many of the n worker slots it used and, when it used none because the
+// many of the n slots of b it used and, when it used none because the
 // target's limits or breaker held it back, when to try again. The target
 // is asked first, so no claim waits on a limiter while its lease runs
 // down. With a settle delay the claim, the wait and the confirm read run
 // in a goroutine of their own that keeps the slots, so the scheduler goes
-// on claiming for other free workers instead of sleeping through every
-// settle window.
-func (e *Engine) round(ctx context.Context, src source, n int) (int, time.Duration, error) {
+// on claiming instead of sleeping through every settle window; with
+// claim-ahead on, those slots are not workers, and the confirmed leases
+// queue for the next free worker (see ahead).
+func (e *Engine) round(ctx context.Context, src source, n int, b budget) (int, time.Duration, error) {
 	g, err := e.tgt.admit(ctx, n)
 	if err != nil || g.n == 0 {
 		return 0, g.wait, err
@@ -118,12 +193,19 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, time.Durati
 		slots := min(req.slots(), n)
 		gg := g
 		g.permits = nil // the goroutine gives back what it does not use
+		var seq uint64
+		if e.ahead != nil {
+			seq = e.ahead.ticket() // here, in the loop's order
+		}
 		e.settling.Add(1)
 		go func() {
 			defer e.settling.Done()
 			defer func() { e.tgt.done(gg.permits...) }()
-			started, err := e.claim(ctx, src, req, slots, &gg)
-			e.sem.Release(int64(n - started))
+			started, err := e.claim(ctx, src, req, slots, &gg, seq)
+			b.give(n - started)
+			if e.ahead != nil && err == nil {
+				e.ahead.found(started, len(reqs) == 1)
+			}
 			if err != nil && ctx.Err() == nil {
 				e.ready.Store(false)
 				e.log.Warn().Err(err).Int("shard", req.shard).Msg("claim failed")
@@ -143,7 +225,7 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, time.Durati
 		if req.n > 0 {
 			req.n = left
 		}
-		started, err := e.claim(ctx, src, req, min(left, req.slots()), &g)
+		started, err := e.claim(ctx, src, req, min(left, req.slots()), &g, 0)
 		used += started
 		if err != nil {
 			return used, 0, err
@@ -152,12 +234,13 @@ func (e *Engine) round(ctx context.Context, src source, n int) (int, time.Durati
 	return used, 0, nil
 }
 
-// claim claims for slots free workers and starts a sync for each lease;
-// it returns how many it started. A shard held off is no error: ownership
+// claim claims for slots free workers and starts a sync for each lease
+// (claim-ahead: queues each for a worker, in the order of the claim's
+// ticket seq); it returns how many it started (queued). A shard held off is no error: ownership
 // logged it and the sources skip it until the hold ends. Nor is a shard
 // whose keys are damaged: it is marked, and skipped but for a probe
 // every damageProbe (see damage).
-func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int, g *grant) (int, error) {
+func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int, g *grant, seq uint64) (int, error) {
 	workers := e.takeIDs(slots)
 	ct := e.startClaim(req, slots)
 	leases, err := src.claim(ctx, req, workers)
@@ -182,6 +265,10 @@ func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int,
 		return 0, err
 	}
 	e.damage.clear(req.shard)
+	if e.ahead != nil {
+		e.ahead.enqueue(seq, leases, g, claimSpan)
+		return len(leases), nil
+	}
 	for _, l := range leases {
 		e.workers.Add(1)
 		go e.work(l, g.take(), g.probe, claimSpan)

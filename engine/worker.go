@@ -53,6 +53,7 @@ func (e *Engine) work(l *ownership.Lease, permit string, probe bool, claim trace
 	took := time.Since(start)
 	e.m.InFlight.Add(-1)
 	e.m.observe(took)
+	e.ahead.observe(took)
 	e.tgt.done(permit)
 
 	out, what := e.outcome(ctx, l, err, probe)

@@ -1,0 +1,366 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/syncd/syncd/ownership"
+)
+
+// ahead claims ahead of free workers (Config.ClaimAhead), so that a
+// settle delay costs the workers nothing: the scheduler's claims take
+// slots of a budget of their own, not workers, and wait out their settle
+// window and confirm read while earlier syncs still run. A confirmed
+// lease joins a queue, in claim order, and the dispatcher starts it on
+// the next free worker. While it waits it is a lease like any other:
+// ownership heartbeats it from its confirm on, and its trust window is
+// checked before its sync starts.
+//
+// How many claims it makes is adapted to how fast the workers free up:
+// those that will free during one settle window (workers x settle /
+// mean sync), plus one per worker, at most Config.ClaimAhead. A lease
+// so waits about one sync for its worker; one that waits longer than
+// max(settle, mean sync) (the workers slowed down) is handed back, in
+// its place in line, instead of being held from peers with free
+// workers. At Stop the queue is handed back.
+type ahead struct {
+	e       *Engine
+	max     int           // Config.ClaimAhead
+	settle  time.Duration // the ownership settle delay
+	meanNs  atomic.Int64  // mean sync duration (moving average), ns; 0: none seen yet
+	// late and lost count the leases handed back for waiting past the
+	// bound, and for losing their trust window while they waited.
+	late, lost atomic.Int64
+
+	mu     sync.Mutex
+	held   int           // budget taken: claims on their way and leases queued
+	freed  chan struct{} // closed (and replaced) when budget is given back
+	wake   chan struct{} // one token: the queue changed
+	queue  []*pending    // confirmed leases waiting for a worker, in claim order
+	seq    uint64        // claim tickets handed out
+	closed bool          // Stop: what is confirmed now is handed back
+	// emptyAt is when a claim last found nothing to claim where the
+	// scheduler had nowhere else to look; wonAt when one last won.
+	emptyAt, wonAt time.Time
+	// lateAt is when a lease was last handed back for waiting past the
+	// bound, startedAt when the dispatcher last started a sync: while
+	// lateAt is later, the workers are stuck, and claims ahead would
+	// only be handed back in turn.
+	lateAt, startedAt time.Time
+}
+
+// pending is a confirmed lease waiting for a worker, with what its sync
+// needs.
+type pending struct {
+	l      *ownership.Lease
+	seq    uint64    // its claim's ticket: the queue's order
+	ready  time.Time // confirmed
+	permit string
+	probe  bool
+	span   trace.SpanContext
+}
+
+// newAhead returns e's claim-ahead, nil when it is off (no settle delay,
+// or ClaimAhead is ClaimAheadOff). It adds a worker number for each
+// claim it may hold: a lease keeps its number from claim to release.
+func newAhead(e *Engine) *ahead {
+	settle := e.own.Config().Settle
+	if settle <= 0 || e.cfg.ClaimAhead <= 0 {
+		return nil
+	}
+	ids := make([]int, 0, e.cfg.ClaimAhead+len(e.ids))
+	for w := e.cfg.Workers + e.cfg.ClaimAhead - 1; w >= e.cfg.Workers; w-- {
+		ids = append(ids, w)
+	}
+	e.ids = append(ids, e.ids...) // taken last, after the workers' own
+	return &ahead{e: e, max: e.cfg.ClaimAhead, settle: settle, freed: make(chan struct{}), wake: make(chan struct{}, 1)}
+}
+
+// mean returns the mean sync duration; the settle delay until a sync
+// has been seen.
+func (a *ahead) mean() time.Duration {
+	if m := a.meanNs.Load(); m > 0 {
+		return time.Duration(m)
+	}
+	return a.settle
+}
+
+// observe folds a sync's duration into the mean (weight 1/16).
+func (a *ahead) observe(took time.Duration) {
+	if a == nil {
+		return
+	}
+	took = max(took, time.Microsecond)
+	m := a.meanNs.Load()
+	if m == 0 {
+		a.meanNs.Store(int64(took))
+		return
+	}
+	a.meanNs.Store(m + (int64(took)-m)/16)
+}
+
+// limit is how many claims may be held now: the workers that free up
+// during one settle window, plus one per worker, at most max; one while
+// the workers are stuck (a lease waited past the bound and no sync
+// started since), so that the next worker to free up finds a lease
+// soon, without a stream of claims made only to be handed back. Call it
+// with a.mu held.
+func (a *ahead) limit() int {
+	if a.lateAt.After(a.startedAt) {
+		return 1
+	}
+	w := a.e.cfg.Workers
+	need := int(min(int64(a.max), int64(w)*int64(a.settle)/int64(a.mean())+1)) + w
+	return min(need, a.max)
+}
+
+// bound is how long a confirmed lease may wait for a worker.
+func (a *ahead) bound() time.Duration { return max(a.settle, a.mean()) }
+
+// take takes up to n of the budget, at least one, waiting until there is
+// some; it fails only when ctx ends.
+func (a *ahead) take(ctx context.Context, n int) (int, error) {
+	for {
+		a.mu.Lock()
+		if free := a.limit() - a.held; free > 0 {
+			k := min(n, free)
+			a.held += k
+			a.mu.Unlock()
+			return k, nil
+		}
+		freed := a.freed
+		a.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// give gives n of the budget back.
+func (a *ahead) give(n int) {
+	if n == 0 {
+		return
+	}
+	a.mu.Lock()
+	a.held -= n
+	close(a.freed)
+	a.freed = make(chan struct{})
+	a.mu.Unlock()
+}
+
+// ticket numbers a claim before it is sent: its leases queue in that
+// order, whichever claim's confirm comes back first.
+func (a *ahead) ticket() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.seq++
+	return a.seq
+}
+
+// found notes what a claim won. One that won nothing where the
+// scheduler had nowhere else to look makes the scheduler rest a poll
+// (pause), as a round with nothing to claim does: claims ahead return
+// before their outcome is known, so the loop cannot see it otherwise.
+func (a *ahead) found(won int, only bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case won > 0:
+		a.wonAt = time.Now()
+	case only:
+		a.emptyAt = time.Now()
+	}
+}
+
+// pause returns how long the scheduler should rest before claiming
+// again: what is left of a poll since a claim found nothing, unless one
+// won since.
+func (a *ahead) pause() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.emptyAt.IsZero() || a.wonAt.After(a.emptyAt) {
+		return 0
+	}
+	return a.e.cfg.Poll - time.Since(a.emptyAt)
+}
+
+// enqueue queues a claim's confirmed leases, which hold one of the
+// budget each, for the dispatcher; after Stop it hands them back.
+func (a *ahead) enqueue(seq uint64, leases []*ownership.Lease, g *grant, span trace.SpanContext) {
+	now := time.Now()
+	ps := make([]*pending, len(leases))
+	for i, l := range leases {
+		ps[i] = &pending{l: l, seq: seq, ready: now, permit: g.take(), probe: g.probe, span: span}
+	}
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		a.handBack(ps, "shutdown")
+		return
+	}
+	// After every lease of an earlier claim: tickets are in claim order.
+	i, _ := slices.BinarySearchFunc(a.queue, seq+1, func(p *pending, s uint64) int {
+		return cmp.Compare(p.seq, s)
+	})
+	a.queue = slices.Insert(a.queue, i, ps...)
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the dispatcher: it starts the queued leases, oldest claim
+// first, as workers free up, and hands back those that waited past the
+// bound or lost their lease meanwhile. When ctx ends (Stop, or the end
+// of a batch run's loops) it hands back the queue and returns.
+func (a *ahead) run(ctx context.Context) {
+	for {
+		first, ok := a.next(ctx)
+		if !ok {
+			a.close()
+			return
+		}
+		wctx, cancel := context.WithDeadline(ctx, first.Add(a.bound()))
+		err := a.e.sem.Acquire(wctx, 1)
+		cancel()
+		if ctx.Err() != nil {
+			if err == nil {
+				a.e.sem.Release(1)
+			}
+			a.close()
+			return
+		}
+		p := a.pop(err == nil)
+		if p == nil {
+			if err == nil {
+				a.e.sem.Release(1)
+			}
+			continue
+		}
+		a.mu.Lock()
+		a.startedAt = time.Now()
+		a.mu.Unlock()
+		a.give(1) // the lease moves from the budget to a worker
+		a.e.workers.Add(1)
+		go a.e.work(p.l, p.permit, p.probe, p.span)
+	}
+}
+
+// next waits until the queue holds a lease and returns when the longest
+// waiting one was confirmed; false when ctx ended first.
+func (a *ahead) next(ctx context.Context) (time.Time, bool) {
+	for {
+		a.mu.Lock()
+		var first time.Time
+		for _, p := range a.queue {
+			if first.IsZero() || p.ready.Before(first) {
+				first = p.ready
+			}
+		}
+		a.mu.Unlock()
+		if !first.IsZero() {
+			return first, true
+		}
+		select {
+		case <-a.wake:
+		case <-ctx.Done():
+			return time.Time{}, false
+		}
+	}
+}
+
+// pop hands back the queued leases that waited past the bound or whose
+// trust window closed, and returns the first of the others (nil: none,
+// or no worker is free).
+func (a *ahead) pop(worker bool) *pending {
+	bound := a.bound()
+	a.mu.Lock()
+	var late, lost []*pending
+	kept := a.queue[:0]
+	for _, p := range a.queue {
+		switch {
+		case p.l.Err() != nil || !time.Now().Before(p.l.Expiry()):
+			// Lost, or its trust window closes now (its timer has yet
+			// to run): started, its sync would be cancelled at once.
+			lost = append(lost, p)
+		case time.Since(p.ready) >= bound:
+			late = append(late, p)
+		default:
+			kept = append(kept, p)
+		}
+	}
+	clear(a.queue[len(kept):])
+	a.queue = kept
+	var p *pending
+	if worker && len(a.queue) > 0 {
+		p = a.queue[0]
+		a.queue = slices.Delete(a.queue, 0, 1)
+	}
+	a.mu.Unlock()
+	a.handBack(late, "wait")
+	a.handBack(lost, "lost")
+	return p
+}
+
+// close hands back the queue; leases confirmed later are handed back as
+// they come (enqueue).
+func (a *ahead) close() {
+	a.mu.Lock()
+	a.closed = true
+	q := a.queue
+	a.queue = nil
+	a.mu.Unlock()
+	a.handBack(q, "shutdown")
+}
+
+// handBack releases queued leases without an outcome, due where they
+// were, and gives back their worker numbers, permits and budget. why is
+// "shutdown" (Stop), "wait" (no worker within the bound) or "lost" (the
+// trust window closed while it waited; nothing to record either way).
+func (a *ahead) handBack(ps []*pending, why string) {
+	if len(ps) == 0 {
+		return
+	}
+	leases := make([]*ownership.Lease, len(ps))
+	outs := make([]ownership.Outcome, len(ps))
+	for i, p := range ps {
+		leases[i], outs[i] = p.l, ownership.Outcome{Kind: ownership.OutcomeHandBack}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.e.own.Config().Heartbeat)
+	res := a.e.own.Release(ctx, leases, outs)
+	cancel()
+	failed := 0
+	for i, p := range ps {
+		if res[i].Err != nil {
+			failed++
+		}
+		a.e.giveID(p.l.Owner().Worker)
+		a.e.tgt.done(p.permit)
+	}
+	a.give(len(ps))
+	log := a.e.log.Debug()
+	switch why {
+	case "shutdown":
+		a.e.m.HandedBack.Add(int64(len(ps)))
+		log = a.e.log.Info()
+	case "wait":
+		a.late.Add(int64(len(ps)))
+		a.mu.Lock()
+		a.lateAt = time.Now()
+		a.mu.Unlock()
+	case "lost":
+		a.lost.Add(int64(len(ps)))
+		log = a.e.log.Warn()
+	}
+	log.Int("leases", len(ps)).Str("why", why).Int("release_failed", failed).Dur("bound", a.bound()).
+		Msg("claimed-ahead leases handed back without a sync")
+}

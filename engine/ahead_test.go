@@ -1,0 +1,264 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/sinks"
+)
+
+// The claim-ahead tests run over fakeOwn with a settle delay, in synctest
+// bubbles: every time below is exact.
+
+// settleFake returns a fake with the given settle delay and n items on one
+// shard, item i due since i+1 s before now (so "i000" waits longest).
+func settleFake(settle time.Duration, n int) *fakeOwn {
+	f := newFakeOwn(1)
+	f.cfg.Settle = settle
+	for i := range n {
+		f.add(0, fmt.Sprintf("i%03d", i), -time.Duration(n-i)*time.Second)
+	}
+	return f
+}
+
+// With a settle delay, claims wait out their settle window without a
+// worker: the workers stay busy, so the settle costs one window at the
+// start instead of one per item.
+func TestAheadKeepsWorkersBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const items, workers = 200, 4
+		const settle, hold = 500 * time.Millisecond, 100 * time.Millisecond
+		f := settleFake(settle, items)
+		sink := &syncLog{hold: hold}
+		start := time.Now()
+		e := startFake(t, f, sink, Config{Workers: workers, Batch: 8, Interval: time.Hour})
+		// Ideal: one settle, then items/workers syncs back to back (5s).
+		// Holding a worker through each settle would take 30s.
+		ideal := settle + items/workers*hold
+		time.Sleep(ideal + 500*time.Millisecond)
+		e.Stop(context.Background())
+		got := sink.order()
+		if len(got) != items {
+			t.Fatalf("%d of %d synced %v after start; ideal %v", len(got), items, time.Since(start), ideal)
+		}
+		var last time.Time
+		for _, at := range sink.at {
+			if at.After(last) {
+				last = at
+			}
+		}
+		if took := last.Sub(start) + hold; took > ideal+ideal/10 {
+			t.Errorf("all synced after %v, want within 10%% of %v", took, ideal)
+		}
+		if sink.max != workers {
+			t.Errorf("at most %d syncs at once, want %d", sink.max, workers)
+		}
+		checkOrder(t, got, 3*8)
+	})
+}
+
+// Claimed-ahead items start in claim order, longest-waiting first, but
+// for claims sent at the same moment, which Redis may serve in either
+// order: one claim's items may pass a batch of another's.
+func TestAheadStartsInClaimOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := settleFake(300*time.Millisecond, 30)
+		sink := &syncLog{hold: 50 * time.Millisecond}
+		e := startFake(t, f, sink, Config{Workers: 1, Batch: 4, Interval: time.Hour})
+		time.Sleep(3 * time.Second)
+		e.Stop(context.Background())
+		got := sink.order()
+		if len(got) != 30 {
+			t.Fatalf("%d of 30 synced", len(got))
+		}
+		checkOrder(t, got, 4)
+	})
+}
+
+// checkOrder checks that each item "iNNN" of got, synced in that order,
+// is at most window places from NNN.
+func checkOrder(t *testing.T, got []string, window int) {
+	t.Helper()
+	for i, id := range got {
+		var n int
+		fmt.Sscanf(id, "i%d", &n)
+		if d := n - i; d > window || d < -window {
+			t.Errorf("%s synced %dth: out of due order by %d (window %d): %v", id, i, d, window, got)
+			return
+		}
+	}
+}
+
+// Stop hands back at once every lease that waits for a worker, in its
+// place in line, with the syncs cancelled at the drain timeout: nothing
+// stays claimed.
+func TestAheadStopHandsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := settleFake(200*time.Millisecond, 40)
+		due := map[string]int64{}
+		for i := range 40 {
+			id := fmt.Sprintf("i%03d", i)
+			due[id] = f.due(id)
+		}
+		sink := &syncLog{} // each sync runs until its context ends
+		const drain = time.Second
+		e := startFake(t, f, sink, Config{Workers: 2, Batch: 4, DrainTimeout: drain, Interval: time.Hour})
+		time.Sleep(300 * time.Millisecond) // between a confirm and a bound
+		synctest.Wait()
+		ahead := len(f.claimed()) - 2 // settling, or waiting for a worker
+		e.ahead.mu.Lock()
+		queued := len(e.ahead.queue)
+		e.ahead.mu.Unlock()
+		if queued == 0 {
+			e.Stop(context.Background())
+			t.Fatalf("%d claimed with 2 workers busy, none waiting for a worker", ahead+2)
+		}
+		stop := time.Now()
+		e.Stop(context.Background())
+		if left := f.claimed(); len(left) > 0 {
+			t.Errorf("still claimed after Stop: %v", left)
+		}
+		for id, d := range due {
+			if got := f.due(id); got != d {
+				t.Errorf("%s due at %d after Stop, want %d (where it was)", id, got, d)
+			}
+		}
+		var atStop, atDrain int
+		for _, r := range f.releaseLog() {
+			if r.kind != ownership.OutcomeHandBack {
+				t.Errorf("%s released as %v, want a hand-back", r.id, r.kind)
+			}
+			switch r.at.Sub(stop) {
+			case 0:
+				atStop++
+			case drain:
+				atDrain++
+			}
+		}
+		if atStop != ahead || atDrain != 2 {
+			t.Errorf("handed back %d at Stop and %d at the drain timeout, want %d (claimed ahead) and 2 (syncing)", atStop, atDrain, ahead)
+		}
+		if n := e.Metrics().HandedBack.Load(); n != int64(queued+2) {
+			t.Errorf("HandedBack = %d, want %d", n, queued+2)
+		}
+	})
+}
+
+// timedSink syncs for the duration dur returns, and records when each
+// sync started and whether its lease was still trusted then.
+type timedSink struct {
+	dur func(id string, n int) time.Duration
+
+	mu     sync.Mutex
+	starts map[string][]time.Time
+	n      int
+	dead   []string // started with its context already ended
+}
+
+func (s *timedSink) Sync(ctx context.Context, it sinks.Item) error {
+	s.mu.Lock()
+	if s.starts == nil {
+		s.starts = map[string][]time.Time{}
+	}
+	s.starts[it.ID] = append(s.starts[it.ID], time.Now())
+	if ctx.Err() != nil {
+		s.dead = append(s.dead, it.ID)
+	}
+	s.n++
+	d := s.dur(it.ID, s.n)
+	s.mu.Unlock()
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (s *timedSink) Close() error { return nil }
+
+// A confirmed lease that gets no worker within the bound (the settle
+// delay, or the mean sync if longer) is handed back, in its place in
+// line, and claimed again later: when the workers slow down, nothing
+// claimed ahead waits past the bound.
+func TestAheadWaitBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const settle = 100 * time.Millisecond
+		f := settleFake(settle, 60)
+		// Quick syncs, then one that takes 2s: what was claimed for the
+		// one worker meanwhile cannot start in time.
+		sink := &timedSink{dur: func(id string, n int) time.Duration {
+			if n == 10 {
+				return 2 * time.Second
+			}
+			return 10 * time.Millisecond
+		}}
+		e := startFake(t, f, sink, Config{Workers: 1, Batch: 4, Interval: time.Hour})
+		time.Sleep(5 * time.Second)
+		e.Stop(context.Background())
+		picked := map[string][]time.Time{}
+		for _, p := range f.pickLog() {
+			for _, id := range p.got {
+				picked[id] = append(picked[id], p.at)
+			}
+		}
+		handedBack := 0
+		for _, r := range f.releaseLog() {
+			if r.kind == ownership.OutcomeHandBack && r.at.Before(time.Now()) {
+				handedBack++
+			}
+		}
+		if handedBack == 0 || e.ahead.late.Load() == 0 {
+			t.Errorf("%d handed back (%d for waiting) while the worker was busy for 2s", handedBack, e.ahead.late.Load())
+		}
+		bound := max(settle, e.ahead.mean())
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		for id, starts := range sink.starts {
+			for _, st := range starts {
+				// The claim this sync came from: the last pick before it.
+				var claimed time.Time
+				for _, at := range picked[id] {
+					if !at.After(st) {
+						claimed = at
+					}
+				}
+				if waited := st.Sub(claimed) - settle; waited > bound {
+					t.Errorf("%s waited %v for a worker after its confirm, bound %v", id, waited, bound)
+				}
+			}
+		}
+	})
+}
+
+// A lease whose trust window closes while it waits for a worker is not
+// started: it is handed back (nothing to record) and claimed again.
+func TestAheadLostWhileWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The fake renews no lease: one is trusted 200ms past its
+		// confirm, less than it may wait for a worker (the settle).
+		const settle = 400 * time.Millisecond
+		f := settleFake(settle, 20)
+		f.cfg.TTL = 600 * time.Millisecond
+		sink := &timedSink{dur: func(string, int) time.Duration { return 800 * time.Millisecond }}
+		e := startFake(t, f, sink, Config{Workers: 1, Batch: 4, Interval: time.Hour})
+		time.Sleep(6 * time.Second)
+		e.Stop(context.Background())
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		if len(sink.dead) > 0 {
+			t.Errorf("syncs started on leases already lost: %v", sink.dead)
+		}
+		if e.ahead.lost.Load() == 0 {
+			t.Error("no lease was lost while it waited: the test tests nothing")
+		}
+		if sink.n < 6 {
+			t.Errorf("%d syncs in 6s, want at least 6", sink.n)
+		}
+	})
+}
