@@ -30,10 +30,10 @@ import (
 // its place in line, instead of being held from peers with free
 // workers. At Stop the queue is handed back.
 type ahead struct {
-	e       *Engine
-	max     int           // Config.ClaimAhead
-	settle  time.Duration // the ownership settle delay
-	meanNs  atomic.Int64  // mean sync duration (moving average), ns; 0: none seen yet
+	e      *Engine
+	max    int           // Config.ClaimAhead
+	settle time.Duration // the ownership settle delay
+	meanNs atomic.Int64  // mean sync duration (moving average), ns; 0: none seen yet
 	// late and lost count the leases handed back for waiting past the
 	// bound, and for losing their trust window while they waited.
 	late, lost atomic.Int64
