@@ -159,4 +159,3 @@ func TestClaimAheadStopHandsBack(t *testing.T) {
 	waitFor(t, 3*time.Second, "the peer to sync every item (ttl is 30s)", func() bool { return len(fast.snapshot()) == items })
 	t.Logf("%d claimed (2 syncing) at Stop; all handed back", claimed)
 }
-
