@@ -17,7 +17,8 @@ import (
 // settle delay costs the workers nothing: the scheduler's claims take
 // slots of a budget of their own, not workers, and wait out their settle
 // window and confirm read while earlier syncs still run. A confirmed
-// lease joins a queue, in claim order, and the dispatcher starts it on
+// lease joins a queue, longest waiting first (the pick's order), and the
+// dispatcher starts it on
 // the next free worker. While it waits it is a lease like any other:
 // ownership heartbeats it from its confirm on, and its trust window is
 // checked before its sync starts.
@@ -26,7 +27,7 @@ import (
 // those that will free during one settle window (workers x settle /
 // mean sync), plus one per worker, at most Config.ClaimAhead. A lease
 // so waits about one sync for its worker; one that waits longer than
-// max(settle, mean sync) (the workers slowed down) is handed back, in
+// settle + mean sync (the workers slowed down) is handed back, in
 // its place in line, instead of being held from peers with free
 // workers. At Stop the queue is handed back.
 type ahead struct {
@@ -42,7 +43,7 @@ type ahead struct {
 	held   int           // budget taken: claims on their way and leases queued
 	freed  chan struct{} // closed (and replaced) when budget is given back
 	wake   chan struct{} // one token: the queue changed
-	queue  []*pending    // confirmed leases waiting for a worker, in claim order
+	queue  []*pending    // confirmed leases waiting for a worker, in order (before)
 	seq    uint64        // claim tickets handed out
 	closed bool          // Stop: what is confirmed now is handed back
 	// emptyAt is when a claim last found nothing to claim where the
@@ -59,7 +60,7 @@ type ahead struct {
 // needs.
 type pending struct {
 	l      *ownership.Lease
-	seq    uint64    // its claim's ticket: the queue's order
+	seq    uint64    // its claim's ticket: the queue's order after due
 	ready  time.Time // confirmed
 	permit string
 	probe  bool
@@ -82,13 +83,16 @@ func newAhead(e *Engine) *ahead {
 	return &ahead{e: e, max: e.cfg.ClaimAhead, settle: settle, freed: make(chan struct{}), wake: make(chan struct{}, 1)}
 }
 
-// mean returns the mean sync duration; the settle delay until a sync
-// has been seen.
+// mean returns the mean sync duration; until a sync has ended, a guess
+// of a sixteenth of the settle delay: too short a guess claims leases
+// that wait past the bound and are handed back, once; too long leaves
+// the workers idle for a settle window after the first syncs, which a
+// short run (the fairness bench's) sees.
 func (a *ahead) mean() time.Duration {
 	if m := a.meanNs.Load(); m > 0 {
 		return time.Duration(m)
 	}
-	return a.settle
+	return max(a.settle/16, time.Microsecond)
 }
 
 // observe folds a sync's duration into the mean (weight 1/16).
@@ -116,12 +120,15 @@ func (a *ahead) limit() int {
 		return 1
 	}
 	w := a.e.cfg.Workers
-	need := int(min(int64(a.max), int64(w)*int64(a.settle)/int64(a.mean())+1)) + w
+	need := int(min(int64(a.max), int64(w)*int64(a.settle)/int64(a.mean()))) + w
 	return min(need, a.max)
 }
 
-// bound is how long a confirmed lease may wait for a worker.
-func (a *ahead) bound() time.Duration { return max(a.settle, a.mean()) }
+// bound is how long a confirmed lease may wait for a worker: a settle
+// window and one sync, what a worker's own claim would have taken to
+// start and end it (the claims of one settle window come out of it
+// together, and the workers take one window to work through them).
+func (a *ahead) bound() time.Duration { return a.settle + a.mean() }
 
 // take takes up to n of the budget, at least one, waiting until there is
 // some; it fails only when ctx ends.
@@ -206,16 +213,23 @@ func (a *ahead) enqueue(seq uint64, leases []*ownership.Lease, g *grant, span tr
 		a.handBack(ps, "shutdown")
 		return
 	}
-	// After every lease of an earlier claim: tickets are in claim order.
-	i, _ := slices.BinarySearchFunc(a.queue, seq+1, func(p *pending, s uint64) int {
-		return cmp.Compare(p.seq, s)
-	})
-	a.queue = slices.Insert(a.queue, i, ps...)
+	for _, p := range ps {
+		i, _ := slices.BinarySearchFunc(a.queue, p, before)
+		a.queue = slices.Insert(a.queue, i, p)
+	}
 	a.mu.Unlock()
 	select {
 	case a.wake <- struct{}{}:
 	default:
 	}
+}
+
+// before orders the queue: longest waiting first, by the due time each
+// item had before its claim (the pick's own order; claims sent at the
+// same moment may reach Redis in either order), then by claim ticket;
+// the leases of one claim keep the claim's order.
+func before(p, q *pending) int {
+	return cmp.Or(cmp.Compare(p.l.Due(), q.l.Due()), cmp.Compare(p.seq, q.seq), -1)
 }
 
 // run is the dispatcher: it starts the queued leases, oldest claim

@@ -24,8 +24,11 @@ const (
 	BackoffMaxDefault   = 5 * time.Minute
 	DrainTimeoutDefault = 30 * time.Second
 	PollDefault         = 250 * time.Millisecond
-	// ClaimAheadPerWorker is the default of Config.ClaimAhead per worker.
-	ClaimAheadPerWorker = 8
+	// ClaimAheadPerWorker and ClaimAheadMin make the default of
+	// Config.ClaimAhead: ClaimAheadPerWorker per worker, at least
+	// ClaimAheadMin, at most ClaimAheadMax.
+	ClaimAheadPerWorker = 64
+	ClaimAheadMin       = 1024
 	// ClaimAheadOff turns claiming ahead off (Config.ClaimAhead).
 	ClaimAheadOff = -1
 	ClaimAheadMax = 100_000
@@ -63,10 +66,12 @@ type Config struct {
 	// settle window and confirmed leases waiting for a worker; how many
 	// are made is adapted to how fast the workers free up, so that one
 	// waits about a sync for its worker, and a lease that waits longer
-	// than max(settle, mean sync) is handed back. Default
-	// ClaimAheadPerWorker x Workers; ClaimAheadOff (-1) turns it off (a
-	// claim then holds its worker through its settle window); at most
-	// ClaimAheadMax. Without a settle delay it does nothing.
+	// than settle + mean sync is handed back. It is a bound, not a
+	// target: 16 workers with 100ms syncs and a 500ms settle hold about
+	// 100. Default ClaimAheadPerWorker (64) x Workers, at least
+	// ClaimAheadMin (1024), at most ClaimAheadMax; ClaimAheadOff (-1)
+	// turns it off (a claim then holds its worker through its settle
+	// window). Without a settle delay it does nothing.
 	ClaimAhead int
 	// Target is the target's fleet-wide limits and breaker (see
 	// TargetConfig); WithDefaults applies its defaults.
@@ -107,7 +112,7 @@ func (c Config) WithDefaults() Config {
 	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
 	c.Poll = cmp.Or(c.Poll, PollDefault)
-	c.ClaimAhead = cmp.Or(c.ClaimAhead, ClaimAheadPerWorker*c.Workers)
+	c.ClaimAhead = cmp.Or(c.ClaimAhead, min(max(ClaimAheadPerWorker*c.Workers, ClaimAheadMin), ClaimAheadMax))
 	c.Target = c.Target.WithDefaults()
 	c.Items.Refresh = cmp.Or(c.Items.Refresh, RefreshDefault)
 	c.Items.MaxRemoval = cmp.Or(c.Items.MaxRemoval, MaxRemovalDefault)

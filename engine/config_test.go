@@ -51,7 +51,7 @@ func TestConfigValidateEveryField(t *testing.T) {
 func TestConfigWithDefaults(t *testing.T) {
 	want := engine.Config{Workers: engine.WorkersDefault, Interval: time.Minute, Batch: 32, MaxAttempts: 5, BackoffMin: time.Second,
 		BackoffMax: 5 * time.Minute, DrainTimeout: 30 * time.Second, Poll: 250 * time.Millisecond,
-		ClaimAhead: engine.ClaimAheadPerWorker * engine.WorkersDefault,
+		ClaimAhead: engine.ClaimAheadMin,
 		Target:     engine.TargetConfig{Breaker: engine.BreakerConfig{Failures: 5, ProbeInterval: time.Second, Window: 10 * time.Minute}},
 		Items:      engine.ItemsConfig{Refresh: 5 * time.Minute, MaxRemoval: 10}}
 	if got := (engine.Config{}).WithDefaults(); !reflect.DeepEqual(got, want) {

@@ -191,7 +191,7 @@ func (f *fakeOwn) pick(p ownership.ClaimPickParams) (*ownership.ClaimPickResult,
 		var lctx context.Context
 		lctx, it.end = context.WithCancelCause(context.Background())
 		res.Leases = append(res.Leases, ownership.NewLease(lctx, ownership.LeaseParams{ID: id, Shard: p.Shard,
-			Owner: f.Owner(p.Workers[i]), Fence: it.fence, TTL: f.cfg.TTL}))
+			Owner: f.Owner(p.Workers[i]), Fence: it.fence, Due: it.prevDue, TTL: f.cfg.TTL}))
 		pick.got = append(pick.got, id)
 	}
 	res.Head = f.headLocked(p.Shard)

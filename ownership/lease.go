@@ -57,6 +57,8 @@ type LeaseParams struct {
 	Fence    uint64
 	Attempt  int
 	LastSync time.Time
+	// Due is when the item was due before the claim (see Lease.Due).
+	Due int64
 	// TTL is how long the lease is trusted from now.
 	TTL time.Duration
 }
@@ -68,7 +70,7 @@ type LeaseParams struct {
 // a Manager cannot release it.
 func NewLease(parent context.Context, p LeaseParams) *Lease {
 	l := newLease(parent, p.ID, p.Shard, "", store.Token{}, p.Owner, p.Fence, p.TTL, 0, time.Now())
-	l.attempt, l.last = max(p.Attempt, 1), p.LastSync
+	l.attempt, l.last, l.prevDue = max(p.Attempt, 1), p.LastSync, p.Due
 	l.arm()
 	return l
 }
@@ -99,6 +101,11 @@ func (l *Lease) Attempt() int { return l.attempt }
 
 // LastSync is when the item last synced (Redis clock), zero if never.
 func (l *Lease) LastSync() time.Time { return l.last }
+
+// Due returns when the item was due before this claim (ms, Redis
+// clock): its place in line, where a hand-back puts it. 0 when unknown
+// (the claim's reply was lost), and for a standalone lock.
+func (l *Lease) Due() int64 { return l.prevDue }
 
 // Shard returns the item's shard, -1 for a lock.
 func (l *Lease) Shard() int { return l.shard }
