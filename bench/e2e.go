@@ -126,6 +126,13 @@ func engineConfig(workers int, settle time.Duration, tc engine.TargetConfig) eng
 // a no-op sink and the target configuration tc, and counts SyncsOK over a
 // window after warm.
 func runEngine(ctx context.Context, srv *Server, workers int, settle time.Duration, tc engine.TargetConfig, pool int, warm, dur time.Duration) (E2ERun, error) {
+	sink := sinks.Func(func(ctx context.Context, it sinks.Item) error { return nil })
+	return runEngineWith(ctx, srv, engineConfig(workers, settle, tc), sink, pool, warm, dur)
+}
+
+// runEngineWith adds pool items to a fresh deployment, starts an engine
+// with cfg and sink, and counts SyncsOK over a window after warm.
+func runEngineWith(ctx context.Context, srv *Server, cfg engine.Config, sink sinks.Sink, pool int, warm, dur time.Duration) (E2ERun, error) {
 	srv.FlushAll(ctx)
 	st, cnt, err := openStore(ctx, srv.Addr(), "e2e", nil)
 	if err != nil {
@@ -139,8 +146,7 @@ func runEngine(ctx context.Context, srv *Server, workers int, settle time.Durati
 	if _, err := st.Add(ctx, ids...); err != nil {
 		return E2ERun{}, err
 	}
-	sink := sinks.Func(func(ctx context.Context, it sinks.Item) error { return nil })
-	e, err := engine.New(st, sink, engineConfig(workers, settle, tc))
+	e, err := engine.New(st, sink, cfg)
 	if err != nil {
 		return E2ERun{}, err
 	}
@@ -157,7 +163,7 @@ func runEngine(ctx context.Context, srv *Server, workers int, settle time.Durati
 	win := w.stop()
 	w.redisStats(ctx, &win)
 	if n := m.SyncsFailed.Load() + m.SyncsLost.Load() + m.SyncsUnrecorded.Load(); n > 0 {
-		return E2ERun{}, fmt.Errorf("engine %d workers: %d syncs did not succeed", workers, n)
+		return E2ERun{}, fmt.Errorf("engine %d workers: %d syncs did not succeed", cfg.Workers, n)
 	}
 	return E2ERun{Done: s1 - s0, Pool: pool, Exhausted: s1 >= int64(pool), W: win}, nil
 }

@@ -105,7 +105,7 @@ func (r *Results) Targets() []Target {
 	} else {
 		ts = append(ts, Target{What: "1M-item targets (not run: -quick or -only)"})
 	}
-	ts = append(ts, r.reconcileTarget(), r.apiTarget())
+	ts = append(ts, r.settleTarget(), r.reconcileTarget(), r.apiTarget())
 	return ts
 }
 
@@ -211,6 +211,9 @@ func Report(r *Results) string {
 	}
 	if r.E2E != nil {
 		e2e(&b, r.E2E)
+	}
+	if r.Settle != nil {
+		settleSection(&b, r.Settle)
 	}
 	if r.Scale != nil {
 		scale(&b, r.Scale)
@@ -756,7 +759,7 @@ func memAlts(b *md, s *ScaleResults) {
 func fairness(b *md, f *FairResults) {
 	b.p("## 6. Fairness under load")
 	b.nl()
-	b.p("Modelled on `engine.TestFairnessLongestWaitingFirst`: %d items on %d shards, %d workers in total, TTL 5s, poll 10ms, until every item has synced twice; syncs of 10–30 ms at random and an interval of %v (short syncs make the engine's own cost per item count). The *longest wait past due* is the largest (sync start − due time) over both cycles (cycle 1 starts with all items due at once); the *ideal bound* is one cycle's sink time spread evenly over all workers plus the longest single sync (30 ms). The engine test allows 1.5x. *Order* is how many places a cycle-2 sync started away from its lastSync rank (the test allows 2 × workers + batch = %d).", FairItems, FairShards, FairWorkers, FairInterval, 2*FairWorkers+32)
+	b.p("Modelled on `engine.TestFairnessLongestWaitingFirst`: %d items on %d shards, %d workers in total, TTL 5s, poll 10ms, until every item has synced twice; syncs of 10–30 ms at random and an interval of %v (short syncs make the engine's own cost per item count). The *longest wait past due* is the largest (sync start − due time) over both cycles (cycle 1 starts with all items due at once); the *ideal bound* is one cycle's sink time spread evenly over all workers plus the longest single sync (30 ms), plus the settle delay where there is one (no sync starts sooner than that after its claim). The engine test allows 1.5x. *Order* is how many places a cycle-2 sync started away from its lastSync rank (the test allows 2 × workers + batch = %d).", FairItems, FairShards, FairWorkers, FairInterval, 2*FairWorkers+32)
 	b.nl()
 	var rows [][]string
 	for _, sc := range f.Scenarios {

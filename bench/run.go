@@ -15,7 +15,7 @@ import (
 )
 
 // Sections, in run order.
-var Sections = []string{"redis", "locks", "batch", "e2e", "scale", "fairness", "scripts", "profile", "reconcile", "api"}
+var Sections = []string{"redis", "locks", "batch", "e2e", "settle", "scale", "fairness", "scripts", "profile", "reconcile", "api"}
 
 // Options configure a run.
 type Options struct {
@@ -46,6 +46,8 @@ type settings struct {
 	batchWarm, batchDur               time.Duration
 	e2eWarm, e2eDur                   time.Duration
 	enginePool, settlePool, asynqPool int
+	settleItems                       int
+	settleWarm, settleDur             time.Duration
 	scaleSizes                        []int
 	scaleReps                         int
 	scaleDur                          time.Duration
@@ -65,6 +67,7 @@ func (o Options) settings() settings {
 		batchPerShard: 4096, batchWarm: 200 * time.Millisecond, batchDur: time.Second,
 		e2eWarm: 500 * time.Millisecond, e2eDur: 1500 * time.Millisecond,
 		enginePool: 150_000, settlePool: 3_000, asynqPool: 40_000,
+		settleItems: 4_000, settleWarm: 2 * time.Second, settleDur: 15 * time.Second,
 		scaleSizes: []int{10_000, 100_000, 1_000_000}, scaleReps: 3, scaleDur: time.Second,
 		fairScenarios: FairScenarios, fairReps: 3,
 		profDur: 3 * time.Second, allocCycles: 3000, scriptCalls: 5000,
@@ -78,6 +81,7 @@ func (o Options) settings() settings {
 			batchPerShard: 1024, batchWarm: 100 * time.Millisecond, batchDur: 300 * time.Millisecond,
 			e2eWarm: 300 * time.Millisecond, e2eDur: 700 * time.Millisecond,
 			enginePool: 50_000, settlePool: 1_500, asynqPool: 10_000,
+			settleItems: 1_000, settleWarm: 1500 * time.Millisecond, settleDur: 3 * time.Second,
 			scaleSizes: []int{10_000, 100_000}, scaleReps: 1, scaleDur: 300 * time.Millisecond,
 			fairScenarios: FairScenarios[:1], fairReps: 1,
 			profDur: time.Second, allocCycles: 1000, scriptCalls: 1000,
@@ -103,6 +107,7 @@ type Results struct {
 	Locks    *LockResults
 	Batches  *BatchResults
 	E2E      *E2EResults
+	Settle   *SettleResults
 	Scale    *ScaleResults
 	Fairness *FairResults
 	Scripts  []ScriptCost
@@ -168,6 +173,11 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	if want("e2e") {
 		if res.E2E, err = RunE2E(ctx, srv, set.reps, set.enginePool, set.settlePool, set.asynqPool, set.e2eWarm, set.e2eDur, logf); err != nil {
+			return nil, err
+		}
+	}
+	if want("settle") {
+		if res.Settle, err = RunSettle(ctx, srv, set.reps, set.settleItems, set.settleWarm, set.settleDur, logf); err != nil {
 			return nil, err
 		}
 	}
