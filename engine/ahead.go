@@ -25,8 +25,9 @@ import (
 //
 // How many claims it makes is adapted to how fast the workers free up:
 // those that will free during one settle window (workers x settle /
-// mean sync), plus one per worker, at most Config.ClaimAhead. A lease
-// so waits about one sync for its worker; one that waits longer than
+// mean sync), plus two per worker (slack for the claims' own round
+// trips), at most Config.ClaimAhead. A lease so waits one or two syncs
+// for its worker; one that waits longer than
 // settle + mean sync (the workers slowed down) is handed back, in
 // its place in line, instead of being held from peers with free
 // workers. At Stop the queue is handed back.
@@ -84,15 +85,16 @@ func newAhead(e *Engine) *ahead {
 }
 
 // mean returns the mean sync duration; until a sync has ended, a guess
-// of a sixteenth of the settle delay: too short a guess claims leases
-// that wait past the bound and are handed back, once; too long leaves
-// the workers idle for a settle window after the first syncs, which a
-// short run (the fairness bench's) sees.
+// of 1/32 of the settle delay: too short a guess claims leases that
+// wait past the bound and are handed back, once, at the start; too long
+// leaves the workers idle after the first syncs until the claims made
+// on the measured mean are through their settle window (a 1/16 guess
+// cost the fairness bench's settle scenario 0.03x of its ideal).
 func (a *ahead) mean() time.Duration {
 	if m := a.meanNs.Load(); m > 0 {
 		return time.Duration(m)
 	}
-	return max(a.settle/16, time.Microsecond)
+	return max(a.settle/32, time.Microsecond)
 }
 
 // observe folds a sync's duration into the mean (weight 1/16).
@@ -110,7 +112,7 @@ func (a *ahead) observe(took time.Duration) {
 }
 
 // limit is how many claims may be held now: the workers that free up
-// during one settle window, plus one per worker, at most max; one while
+// during one settle window, plus two per worker, at most max; one while
 // the workers are stuck (a lease waited past the bound and no sync
 // started since), so that the next worker to free up finds a lease
 // soon, without a stream of claims made only to be handed back. Call it
@@ -120,7 +122,7 @@ func (a *ahead) limit() int {
 		return 1
 	}
 	w := a.e.cfg.Workers
-	need := int(min(int64(a.max), int64(w)*int64(a.settle)/int64(a.mean()))) + w
+	need := int(min(int64(a.max), int64(w)*int64(a.settle)/int64(a.mean()))) + 2*w
 	return min(need, a.max)
 }
 
@@ -232,7 +234,7 @@ func before(p, q *pending) int {
 	return cmp.Or(cmp.Compare(p.l.Due(), q.l.Due()), cmp.Compare(p.seq, q.seq), -1)
 }
 
-// run is the dispatcher: it starts the queued leases, oldest claim
+// run is the dispatcher: it starts the queued leases, longest waiting
 // first, as workers free up, and hands back those that waited past the
 // bound or lost their lease meanwhile. When ctx ends (Stop, or the end
 // of a batch run's loops) it hands back the queue and returns.

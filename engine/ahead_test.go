@@ -42,6 +42,7 @@ func TestAheadKeepsWorkersBusy(t *testing.T) {
 		// Holding a worker through each settle would take 30s.
 		ideal := settle + items/workers*hold
 		time.Sleep(ideal + 500*time.Millisecond)
+		stopped := time.Now()
 		e.Stop(context.Background())
 		got := sink.order()
 		if len(got) != items {
@@ -59,12 +60,19 @@ func TestAheadKeepsWorkersBusy(t *testing.T) {
 		if sink.max != workers {
 			t.Errorf("at most %d syncs at once, want %d", sink.max, workers)
 		}
-		// The first settle window's claims were made on a guess of the
-		// sync time (a sixteenth of the settle, 31ms): what the workers
-		// could not start in time was handed back, and synced later.
-		// And the first claim to confirm (at one instant with the others
-		// here) fills the free workers.
-		checkOrder(t, got[workers:], 48+workers)
+		// (Order: TestAheadStartsInDueOrder. Here the first settle
+		// window's claims, made on a guess of the sync time, 1/32 of the
+		// settle, were more than the workers could start within the
+		// bound: those were handed back and synced later.)
+		// Once the mean is known, nothing is, after an echo (the first
+		// wave's leases, handed back, are the longest waiting, and are
+		// claimed again together): no claims made only to be handed back.
+		for _, r := range f.releaseLog() {
+			if r.kind == ownership.OutcomeHandBack && r.at.Sub(start) > 3*time.Second && r.at.Before(stopped) {
+				t.Errorf("%s handed back at +%v, after the start", r.id, r.at.Sub(start))
+			}
+		}
+		t.Logf("%d handed back at the start", e.ahead.late.Load())
 	})
 }
 
@@ -73,8 +81,10 @@ func TestAheadKeepsWorkersBusy(t *testing.T) {
 // the queue one by one: the first to arrive may start first.
 func TestAheadStartsInDueOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		// Syncs as long as the guess the first claims are made on (1/32
+		// of the settle): none waits past the bound.
 		f := settleFake(320*time.Millisecond, 30)
-		sink := &syncLog{hold: 20 * time.Millisecond}
+		sink := &syncLog{hold: 10 * time.Millisecond}
 		e := startFake(t, f, sink, Config{Workers: 1, Batch: 4, Interval: time.Hour})
 		time.Sleep(3 * time.Second)
 		e.Stop(context.Background())
@@ -90,20 +100,6 @@ func TestAheadStartsInDueOrder(t *testing.T) {
 			t.Errorf("%d handed back for waiting too long, want none", n)
 		}
 	})
-}
-
-// checkOrder checks that each item "iNNN" of got, synced in that order,
-// is at most window places from NNN.
-func checkOrder(t *testing.T, got []string, window int) {
-	t.Helper()
-	for i, id := range got {
-		var n int
-		fmt.Sscanf(id, "i%d", &n)
-		if d := n - i; d > window || d < -window {
-			t.Errorf("%s synced %dth: out of due order by %d (window %d): %v", id, i, d, window, got)
-			return
-		}
-	}
 }
 
 // Stop hands back at once every lease that waits for a worker, in its

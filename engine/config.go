@@ -65,7 +65,7 @@ type Config struct {
 	// settle delay costs a worker nothing. It counts claims in their
 	// settle window and confirmed leases waiting for a worker; how many
 	// are made is adapted to how fast the workers free up, so that one
-	// waits about a sync for its worker, and a lease that waits longer
+	// waits a sync or two for its worker, and a lease that waits longer
 	// than settle + mean sync is handed back. It is a bound, not a
 	// target: 16 workers with 100ms syncs and a 500ms settle hold about
 	// 100. Default ClaimAheadPerWorker (64) x Workers, at least
