@@ -270,3 +270,34 @@ func TestAheadLostWhileWaiting(t *testing.T) {
 		}
 	})
 }
+
+// With nothing due, claims ahead rest a poll between tries, as rounds
+// with nothing to claim do: a claim's outcome is only known once it
+// returns, so the scheduler would otherwise claim in a loop.
+func TestAheadRestsWhenNothingDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := settleFake(500*time.Millisecond, 0)
+		const poll = 250 * time.Millisecond
+		e := startFake(t, f, &syncLog{hold: time.Millisecond}, Config{Workers: 4, Poll: poll, Interval: time.Hour})
+		time.Sleep(2 * time.Second)
+		f.add(0, "late", 0)
+		time.Sleep(2 * time.Second)
+		e.Stop(context.Background())
+		// Each poll, the claims sent before the first empty one returned
+		// (a burst, up to the budget); without the rest, the loops would
+		// spin. A round with nothing to claim and no settle delay rests
+		// 1ms.
+		if n := len(f.pickLog()); n > 400 {
+			t.Errorf("%d picks in 4s with a poll of %v", n, poll)
+		}
+		var got time.Time
+		for _, p := range f.pickLog() {
+			if len(p.got) > 0 {
+				got = p.at
+			}
+		}
+		if got.IsZero() {
+			t.Fatal("the item added was never claimed")
+		}
+	})
+}
