@@ -68,6 +68,7 @@ func New(st Store, cfg Config) (*Manager, error) {
 	m := &Manager{st: st, cfg: c, log: c.Logger.With().Str("component", "ownership").Logger(), hold: map[int]time.Time{}}
 	m.base, m.close = context.WithCancel(context.Background())
 	m.hb = newHeartbeater(c.Heartbeat, m.extend, m.log)
+	m.hb.onLeft = c.ObserveHeartbeat
 	m.hb.onBeat = func(n int, err error) {
 		m.stats.Heartbeats.Add(1)
 		if err != nil {
