@@ -1,0 +1,38 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/syncd/syncd/store"
+)
+
+// countLoop counts the items by state every CountInterval, at once first,
+// for Metrics.Items and the syncd_items gauges, until stop closes. A
+// count that fails keeps the last one (the monitor says when Redis is
+// unreachable); one that leaves damaged shards out is kept, as the
+// other gauges do.
+func (e *Engine) countLoop(stop <-chan struct{}) {
+	ttl := e.own.Config().TTL
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), max(e.cfg.CountInterval, 2*time.Second))
+		c, err := e.st.Counts(ctx, ttl)
+		cancel()
+		if err == nil || errors.Is(err, store.ErrDamaged) {
+			e.m.items.Store(&c)
+			e.m.RedisUp.Store(1)
+		} else {
+			e.m.RedisUp.Store(0)
+			e.log.Debug().Err(err).Msg("cannot count the items: the syncd_items gauges are stale until redis answers")
+		}
+		t.Reset(e.cfg.CountInterval)
+	}
+}
