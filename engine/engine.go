@@ -185,7 +185,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.syncClock(ctx); err != nil {
 		e.log.Warn().Err(err).Msg("read redis clock; retrying in the loop")
 	}
-	e.log.Info().Int("workers", e.cfg.Workers).Dur("interval", e.cfg.Interval).Int("batch", e.cfg.Batch).
+	e.log.Info().Int("workers", e.cfg.Workers).Int64("interval_ms", e.cfg.Interval.Milliseconds()).Int("batch", e.cfg.Batch).
 		Str("owner", e.own.Owner(0).String()).Str("redis", e.addr).Msg("engine started")
 	e.looping.Store(true)
 	e.startWatch()
