@@ -52,8 +52,8 @@ func TestConfigWithDefaults(t *testing.T) {
 	want := engine.Config{Workers: engine.WorkersDefault, Interval: time.Minute, Batch: 32, MaxAttempts: 5, BackoffMin: time.Second,
 		BackoffMax: 5 * time.Minute, DrainTimeout: 30 * time.Second, Poll: 250 * time.Millisecond,
 		CountInterval: 10 * time.Second,
-		Target: engine.TargetConfig{Breaker: engine.BreakerConfig{Failures: 5, ProbeInterval: time.Second, Window: 10 * time.Minute}},
-		Items:  engine.ItemsConfig{Refresh: 5 * time.Minute, MaxRemoval: 10}}
+		Target:        engine.TargetConfig{Breaker: engine.BreakerConfig{Failures: 5, ProbeInterval: time.Second, Window: 10 * time.Minute}},
+		Items:         engine.ItemsConfig{Refresh: 5 * time.Minute, MaxRemoval: 10}}
 	if got := (engine.Config{}).WithDefaults(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Config{}.WithDefaults() = %+v; want %+v", got, want)
 	}

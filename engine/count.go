@@ -25,6 +25,9 @@ func (e *Engine) countLoop(stop <-chan struct{}) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), max(e.cfg.CountInterval, 2*time.Second))
 		c, err := e.st.Counts(ctx, ttl)
+		if err == nil && e.cfg.Target.configured() {
+			e.countTarget(ctx)
+		}
 		cancel()
 		if err == nil || errors.Is(err, store.ErrDamaged) {
 			e.m.items.Store(&c)
@@ -35,4 +38,15 @@ func (e *Engine) countLoop(stop <-chan struct{}) {
 		}
 		t.Reset(e.cfg.CountInterval)
 	}
+}
+
+// countTarget reads the target's fleet-wide state for the syncd_target_*
+// gauges; a failure keeps the last.
+func (e *Engine) countTarget(ctx context.Context) {
+	ts, err := e.st.TargetState(ctx)
+	if err != nil {
+		e.log.Debug().Err(err).Msg("cannot read the target's state: the syncd_target gauges are stale until redis answers")
+		return
+	}
+	e.m.target.Store(&ts)
 }

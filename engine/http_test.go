@@ -136,7 +136,9 @@ func TestMetricsScrape(t *testing.T) {
 		"syncd_due_backlog": dto.MetricType_GAUGE, "syncd_shards_damaged": dto.MetricType_GAUGE,
 		"syncd_oldest_due_seconds": dto.MetricType_GAUGE, "syncd_sync_duration_seconds": dto.MetricType_HISTOGRAM,
 		"syncd_build_info": dto.MetricType_GAUGE, "syncd_redis_up": dto.MetricType_GAUGE, "syncd_items": dto.MetricType_GAUGE,
-		"syncd_items_partial":                   dto.MetricType_GAUGE,
+		"syncd_items_partial": dto.MetricType_GAUGE,
+		"syncd_target_open":   dto.MetricType_GAUGE, "syncd_target_suspects": dto.MetricType_GAUGE,
+		"syncd_target_permits_in_use":           dto.MetricType_GAUGE,
 		"syncd_lease_left_at_heartbeat_seconds": dto.MetricType_HISTOGRAM,
 		"go_goroutines":                         dto.MetricType_GAUGE, "process_cpu_seconds_total": dto.MetricType_COUNTER,
 	}
@@ -235,4 +237,3 @@ func TestReadyzNamesDamagedShards(t *testing.T) {
 		}
 	}
 }
-

@@ -47,8 +47,9 @@ type Metrics struct {
 	// else 0.
 	RedisUp atomic.Int64
 
-	own   *ownership.Stats
-	items atomic.Pointer[store.Counts] // the last count; nil before the first
+	own    *ownership.Stats
+	items  atomic.Pointer[store.Counts]      // the last count; nil before the first
+	target atomic.Pointer[store.TargetState] // the last read; nil before, or with no target
 
 	syncDur   prometheus.Histogram
 	leaseLeft prometheus.Histogram
@@ -195,6 +196,12 @@ var (
 		[]string{"state"}, nil)
 	itemsPartialDesc = prometheus.NewDesc("syncd_items_partial",
 		"1 when the last count of syncd_items estimated the split of a shard with more items due or leased than store.CountsScanMax.", nil, nil)
+	targetOpenDesc = prometheus.NewDesc("syncd_target_open",
+		"1 while the target's breaker is open, fleet-wide (read with syncd_items), else 0.", nil, nil)
+	targetSuspectsDesc = prometheus.NewDesc("syncd_target_suspects",
+		"Distinct items that failed, unclassified, with no success since: the breaker opens at target.breaker.failures.", nil, nil)
+	targetPermitsDesc = prometheus.NewDesc("syncd_target_permits_in_use",
+		"max_in_flight permits held, fleet-wide.", nil, nil)
 	buildInfoDesc = prometheus.NewDesc("syncd_build_info", "syncd's version and the Go version it was built with; always 1.",
 		[]string{"version", "goversion"}, nil)
 )
@@ -231,6 +238,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- itemsDesc
 	ch <- itemsPartialDesc
+	ch <- targetOpenDesc
+	ch <- targetSuspectsDesc
+	ch <- targetPermitsDesc
 	ch <- buildInfoDesc
 	c.m.syncDur.Describe(ch)
 	c.m.leaseLeft.Describe(ch)
@@ -255,6 +265,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(itemsDesc, prometheus.GaugeValue, float64(s.n), s.state)
 		}
 		ch <- prometheus.MustNewConstMetric(itemsPartialDesc, prometheus.GaugeValue, b2f(n.Partial))
+	}
+	if ts := c.m.target.Load(); ts != nil {
+		ch <- prometheus.MustNewConstMetric(targetOpenDesc, prometheus.GaugeValue, b2f(ts.Open))
+		ch <- prometheus.MustNewConstMetric(targetSuspectsDesc, prometheus.GaugeValue, float64(ts.Suspects))
+		ch <- prometheus.MustNewConstMetric(targetPermitsDesc, prometheus.GaugeValue, float64(ts.InFlight))
 	}
 	ch <- buildInfo(c.version)
 	c.m.syncDur.Collect(ch)

@@ -66,6 +66,12 @@ type BreakerConfig struct {
 	Window time.Duration
 }
 
+// configured reports whether the engine keeps any state of the target:
+// a breaker, a rate limit or max_in_flight.
+func (c TargetConfig) configured() bool {
+	return !c.Breaker.Disabled || c.Rate.N > 0 || c.MaxInFlight > 0
+}
+
 // WithDefaults returns c with its zero fields set to their defaults.
 func (c TargetConfig) WithDefaults() TargetConfig {
 	if c.Burst == 0 && c.Rate.N > 0 {
