@@ -60,8 +60,10 @@ type Config struct {
 	// Redis anything. Default CountIntervalDefault (10s); at least
 	// CountIntervalMin (100ms).
 	CountInterval time.Duration
-	// Version is reported in syncd_build_info. Default: the module
-	// version the Go toolchain recorded for syncd.
+	// Version is the program's version, shown in the daemon registry
+	// (store.DaemonInfo) and in syncd_build_info. Default "": the
+	// registry shows none, syncd_build_info the module version the Go
+	// toolchain recorded for syncd.
 	Version string
 	// Target is the target's fleet-wide limits and breaker (see
 	// TargetConfig); WithDefaults applies its defaults.

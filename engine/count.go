@@ -14,7 +14,6 @@ import (
 // unreachable); one that leaves damaged shards out is kept, as the
 // other gauges do.
 func (e *Engine) countLoop(stop <-chan struct{}) {
-	ttl := e.own.Config().TTL
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -24,7 +23,7 @@ func (e *Engine) countLoop(stop <-chan struct{}) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), max(e.cfg.CountInterval, 2*time.Second))
-		c, err := e.st.Counts(ctx, ttl)
+		c, err := e.st.Counts(ctx)
 		if err == nil && e.cfg.Target.configured() {
 			e.countTarget(ctx)
 		}

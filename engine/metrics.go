@@ -194,8 +194,6 @@ var (
 	itemsDesc = prometheus.NewDesc("syncd_items",
 		"Items by state, fleet-wide, counted per shard every engine.Config.CountInterval: all, and those due, in flight, backing off and quarantined.",
 		[]string{"state"}, nil)
-	itemsPartialDesc = prometheus.NewDesc("syncd_items_partial",
-		"1 when the last count of syncd_items estimated the split of a shard with more items due or leased than store.CountsScanMax.", nil, nil)
 	targetOpenDesc = prometheus.NewDesc("syncd_target_open",
 		"1 while the target's breaker is open, fleet-wide (read with syncd_items), else 0.", nil, nil)
 	targetSuspectsDesc = prometheus.NewDesc("syncd_target_suspects",
@@ -237,7 +235,6 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- f.desc
 	}
 	ch <- itemsDesc
-	ch <- itemsPartialDesc
 	ch <- targetOpenDesc
 	ch <- targetSuspectsDesc
 	ch <- targetPermitsDesc
@@ -261,10 +258,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for _, s := range []struct {
 			state string
 			n     int64
-		}{{"all", n.All}, {"due", n.Due}, {"in_flight", n.InFlight}, {"backing_off", n.BackingOff}, {"quarantined", n.Quarantined}} {
+		}{{"all", n.Items}, {"due", n.Due}, {"in_flight", n.InFlight}, {"backing_off", n.BackingOff}, {"quarantined", n.Quarantined}} {
 			ch <- prometheus.MustNewConstMetric(itemsDesc, prometheus.GaugeValue, float64(s.n), s.state)
 		}
-		ch <- prometheus.MustNewConstMetric(itemsPartialDesc, prometheus.GaugeValue, b2f(n.Partial))
 	}
 	if ts := c.m.target.Load(); ts != nil {
 		ch <- prometheus.MustNewConstMetric(targetOpenDesc, prometheus.GaugeValue, b2f(ts.Open))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/syncd/syncd/cmd/syncd/internal/api"
 	"github.com/syncd/syncd/engine"
 )
 
@@ -50,12 +51,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	}()
 
 	// HTTP first: /healthz answers while Redis is still unreachable
-	// (alive, not ready), /readyz says 503 until the engine claims, and
-	// /metrics has syncd_redis_up 0 meanwhile.
+	// (alive, not ready), /readyz says 503 until the engine claims,
+	// /metrics has syncd_redis_up 0 and /api/ answers 503 meanwhile.
 	ep := engine.NewEndpoints(version)
-	api := &lateHandler{}
+	apiH := &lateHandler{}
 	if addr := cfg.Listen(); addr != "" {
-		srv, err := serveHTTP(addr, ep, api, log)
+		srv, err := serveHTTP(addr, ep, apiH, log)
 		if err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
@@ -79,9 +80,20 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer sink.Close()
-	api.set(newAPI(st, token, log))
-	if token != "" && cfg.Listen() != "" {
-		log.Info().Msg("serving the API: POST /api/v1/items/{id}/sync and POST /api/v1/items/sync, bearer token required")
+	if cfg.Listen() != "" {
+		hist := api.NewHistory(st, func() (int64, int64) { return e.Metrics().SyncsOK.Load(), e.Metrics().SyncsFailed.Load() })
+		hctx, hstop := context.WithCancel(ctx)
+		hdone := make(chan struct{})
+		go func() { defer close(hdone); hist.Run(hctx) }()
+		defer func() { hstop(); <-hdone }()
+		var opts []api.Option
+		if tc := e.Config().Target; !tc.Breaker.Disabled || tc.MaxInFlight > 0 || tc.Rate != (engine.Rate{}) {
+			opts = append(opts, api.WithTarget(tc.MaxInFlight))
+		}
+		apiH.set(api.New(st, token, log, hist, opts...))
+		if token != "" {
+			log.Info().Msg("serving the API under /api/v1: reads for anyone, actions (POST) with the bearer token")
+		}
 	}
 	ep.Attach(e)
 	return e.Run(ctx)
@@ -89,7 +101,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 
 // serveHTTP serves ep's /metrics (Prometheus), /healthz (the process is
 // alive) and /readyz (Redis reachable and claiming, every shard working),
-// and api under /api/ (see newAPI), from before Redis is reached.
+// and api under /api/ (see package api), from before Redis is reached.
 func serveHTTP(addr string, ep *engine.Endpoints, api http.Handler, log zerolog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -110,8 +122,8 @@ func serveHTTP(addr string, ep *engine.Endpoints, api http.Handler, log zerolog.
 	return srv, nil
 }
 
-// lateHandler is a handler that exists once the store is open: until
-// set, it answers 503 in the API's JSON.
+// lateHandler is the API's handler, which exists once the store is
+// open: until set, it answers 503 with an error in the API's JSON.
 type lateHandler struct{ h atomic.Pointer[http.Handler] }
 
 func (l *lateHandler) set(h http.Handler) { l.h.Store(&h) }
@@ -121,5 +133,7 @@ func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		(*h).ServeHTTP(w, r)
 		return
 	}
-	writeJSON(w, http.StatusServiceUnavailable, syncResponse{Error: "starting: redis not reached yet"})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	fmt.Fprintln(w, `{"error":"starting: redis not reached yet"}`)
 }
