@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -103,6 +104,9 @@ func (s *Store) Item(ctx context.Context, id string) (ItemDetail, error) {
 	}
 	if errors.Is(score.Err(), redis.Nil) {
 		return ItemDetail{}, fmt.Errorf("%w: %q", ErrUnknownItem, id)
+	}
+	if err := cmp.Or(entries.Err(), pttl.Err()); err != nil && !isDamageReply(err) {
+		return ItemDetail{}, fmt.Errorf("store: item %q: %w", id, err)
 	}
 	st, err := buildItem(id, sh, score.Val(), meta.Val()[0], errs.Val()[0], manual, rec)
 	if err != nil {

@@ -260,3 +260,43 @@ func waitUntil(t *testing.T, d time.Duration, f func() bool) {
 }
 
 func redisAddr(t *testing.T) string { return redistest.Start(t, nil).Addr() }
+
+// A damaged shard is reported by the page that meets it and left out of
+// the pages after it; paging still ends.
+func TestListPageDamagedShard(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, store.Config{Shards: 4})
+	var all []string
+	for i := range 40 {
+		all = append(all, fmt.Sprintf("i%02d", i))
+	}
+	s.Add(ctx, all...)
+	s.Client().Set(ctx, s.Keys().Meta(2), "garbage", 0)
+	healthy := 0
+	for _, id := range all {
+		if s.Keys().Shard(id) != 2 {
+			healthy++
+		}
+	}
+	q := store.ListQuery{Limit: 7}
+	var got []store.ItemState
+	damaged := 0
+	for range 100 {
+		p, err := s.ListPage(ctx, q)
+		if errors.Is(err, store.ErrDamaged) {
+			damaged++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p.Items...)
+		if q.Cursor = p.Next; q.Cursor == "" {
+			break
+		}
+	}
+	if len(got) != healthy || damaged != 1 {
+		t.Errorf("%d items (want %d), %d damage errors (want 1)", len(got), healthy, damaged)
+	}
+	if _, err := s.Counts(ctx); !errors.Is(err, store.ErrDamaged) || !strings.Contains(err.Error(), s.Keys().Meta(2)) {
+		t.Errorf("Counts: %v", err)
+	}
+}

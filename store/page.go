@@ -74,7 +74,8 @@ func window(state string, now int64) (lo, hi string, exact bool, err error) {
 // holds each shard's position by score, so paging visits every item of
 // a set that does not change exactly once; while items move, one may be
 // seen twice or missed. A shard whose keys are damaged is left out: the
-// error then wraps ErrDamaged and the page is the other shards'.
+// error then wraps ErrDamaged and the page is the other shards' (the
+// pages after it leave the shard out without an error).
 func (s *Store) ListPage(ctx context.Context, q ListQuery) (Page, error) {
 	sc, err := s.newPageScan(ctx, q)
 	if err != nil {
@@ -180,22 +181,23 @@ func (sc *pageScan) exhausted() bool {
 }
 
 // finished reports that no page follows: every shard is read, and the
-// page went past everything read.
+// page went past everything read, or damaged.
 func (sc *pageScan) finished() bool {
 	for _, sh := range sc.shards {
-		if sh.damaged || !sh.fetch.done || !sh.commit.at(sh.fetch) {
+		if !sh.damaged && (!sh.fetch.done || !sh.commit.at(sh.fetch)) {
 			return false
 		}
 	}
 	return true
 }
 
-// cursor encodes where each shard's scan goes on.
+// cursor encodes where each shard's scan goes on. A damaged shard is
+// done: the page that met it reported it, the next ones leave it out.
 func (sc *pageScan) cursor() string {
 	pos := make([]shardPos, len(sc.shards))
 	for i, sh := range sc.shards {
 		pos[i] = sh.commit
-		pos[i].done = !sh.damaged && sh.fetch.done && sh.commit.at(sh.fetch)
+		pos[i].done = sh.damaged || sh.fetch.done && sh.commit.at(sh.fetch)
 	}
 	return encodeCursor(pos)
 }

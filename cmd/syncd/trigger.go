@@ -52,7 +52,9 @@ func printTriggered(w io.Writer, res store.TriggerResult, n int) {
 }
 
 // triggerTrouble is api.TriggerTrouble.
-func triggerTrouble(res store.TriggerResult, addHint string) error { return api.TriggerTrouble(res, addHint) }
+func triggerTrouble(res store.TriggerResult, addHint string) error {
+	return api.TriggerTrouble(res, addHint)
+}
 
 // idList is api.IDList.
 func idList(ids []string) string { return api.IDList(ids) }
