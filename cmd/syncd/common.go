@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
@@ -62,37 +59,6 @@ func (f *flags) load() (*config.File, error) {
 	return cfg, nil
 }
 
-// newLogger writes to w: console output on a terminal, JSON otherwise,
-// unless log.format says which.
-func newLogger(cfg *config.File, w *os.File) zerolog.Logger {
-	format := cfg.LogFormat()
-	if format == config.FormatAuto {
-		format = config.FormatJSON
-		if isTerminal(w) {
-			format = config.FormatConsole
-		}
-	}
-	var out io.Writer = w
-	if format == config.FormatConsole {
-		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
-	}
-	l := zerolog.New(out).Level(cfg.LogLevel()).With().Timestamp().Logger()
-	redis.SetLogger(redisLogger{l.With().Str("component", "go-redis").Logger()})
-	return l
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// redisLogger routes go-redis's own messages into our log.
-type redisLogger struct{ l zerolog.Logger }
-
-func (r redisLogger) Printf(_ context.Context, format string, v ...any) {
-	r.l.Warn().Msg(strings.TrimSpace(fmt.Sprintf(format, v...)))
-}
-
 // openStore opens the configured store once; errors are exit code 2.
 func openStore(ctx context.Context, cfg *config.File, log zerolog.Logger) (*store.Store, error) {
 	sc, err := cfg.Store(nil, nil)
@@ -116,7 +82,7 @@ func openStoreRetry(ctx context.Context, cfg *config.File, log zerolog.Logger) (
 		if err == nil || !store.IsUnavailable(err) || ctx.Err() != nil {
 			return st, err
 		}
-		log.Warn().Err(err).Dur("retry_in", wait).Msg("redis unreachable; retrying")
+		log.Warn().Err(err).Int64("retry_in_ms", wait.Milliseconds()).Msg("redis unreachable; retrying")
 		select {
 		case <-ctx.Done():
 			return nil, err
