@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/syncd/syncd/cmd/syncd/internal/web"
 	"github.com/syncd/syncd/engine"
 )
 
@@ -102,6 +103,7 @@ func serveHTTP(addr string, e *engine.Engine, api http.Handler, log zerolog.Logg
 		fmt.Fprintln(w, text)
 	})
 	mux.Handle("/api/", api)
+	mux.Handle("/", web.Handler(web.Options{Version: version}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: stdLogger(log)}

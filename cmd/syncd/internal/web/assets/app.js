@@ -140,7 +140,7 @@
 
   function fmtAgo(ms) {
     if (ms <= 0) return 'now';
-    return ms >= 60000 ? `-${Math.round(ms / 60000)}m` : `-${Math.round(ms / 1000)}s`;
+    return ms >= 60000 ? `-${Math.round(ms / 6000) / 10}m` : `-${Math.round(ms / 1000)}s`;
   }
 
   // lineChart draws series ([{name, values: [[t_ms, v]...]}]) from t0 to
@@ -376,7 +376,7 @@
     ];
     $('item-record').replaceChildren(...rows.flatMap(([k, v, tid]) => [el('dt', {}, k), el('dd', { 'data-testid': tid }, v)]));
     const errs = (it.errors || []).map((e) => el('tr', { 'data-testid': 'error-row' },
-      el('td', {}, fmtTime(e.at_ms)), el('td', { class: 'num' }, fmtNum(e.fence)), el('td', { class: 'err', 'data-testid': 'error-text' }, e.error)));
+      el('td', { class: 'when' }, fmtTime(e.at_ms)), el('td', { class: 'num fence' }, fmtNum(e.fence)), el('td', { class: 'err', 'data-testid': 'error-text' }, e.error)));
     if (errs.length === 0) errs.push(el('tr', {}, el('td', { colspan: 3, class: 'empty' }, 'No errors kept for this item.')));
     $('item-errors-body').replaceChildren(...errs);
   }
@@ -392,7 +392,7 @@
     const o = await call('GET', '/owners');
     const rows = (o.daemons || []).map((d) => {
       const inflight = d.in_flight || [];
-      const links = el('td', { 'data-testid': 'owner-in-flight' }, `${inflight.length} `);
+      const links = el('td', { class: 'inflight', 'data-testid': 'owner-in-flight' }, `${inflight.length} `);
       inflight.slice(0, 8).forEach((id, i) => { links.append(i ? ', ' : '', itemLink(id)); });
       if (inflight.length > 8) links.append(' …');
       return el('tr', { 'data-testid': 'owner-row', 'data-id': d.id },
