@@ -15,7 +15,8 @@
   const STATE_NAMES = { due: 'due', in_flight: 'in flight', backing_off: 'backing off', quarantined: 'quarantined', idle: 'idle' };
   const ACTIONS = {
     requeue: { path: '/items/requeue', verb: 'Requeue', done: (r) => `requeued ${r.requeued}` + listed(' unknown', r.unknown) },
-    release: { path: '/items/release', verb: 'Force release', done: (r) => `released ${r.released}` + listed(' not held', r.not_held) },
+    release: { path: '/items/release', verb: 'Force release', done: (r) => `released ${r.released}` + listed(' not held', r.not_held) +
+      listed(' unknown', r.unknown) + listed(' failed', Object.keys(r.failed || {})) },
     sync: { path: '/items/sync', verb: 'Sync now', done: (r) => `triggered ${r.triggered}` + listed(' unknown', r.unknown) },
   };
 
@@ -226,9 +227,14 @@
     setCount('nav-quarantined-count', s.quarantined > 0 ? String(s.quarantined) : '');
     const t = s.target;
     setCount('target', t
-      ? `${t.state.replace('_', ' ')} since ${fmtTime(t.since_ms)} (${fmtDur(s.now_ms - t.since_ms)})` +
-        (t.limit ? ` · permits in use ${fmtNum(t.permits_in_use)} of ${fmtNum(t.limit)}` : ` · permits in use ${fmtNum(t.permits_in_use)}`)
+      ? `breaker ${t.state.replace('_', ' ')} since ${fmtTime(t.since_ms)} (${fmtDur(s.now_ms - t.since_ms)})` +
+        (t.next_probe_ms ? ` · next probe ${fmtTime(t.next_probe_ms)}` : '') +
+        (t.limit ? ` · permits in use ${fmtNum(t.permits_in_use)} of ${fmtNum(t.limit)}` : ` · permits in use ${fmtNum(t.permits_in_use)}`) +
+        (t.last_error ? ` · last error: ${t.last_error}` : '')
       : 'No target configured.');
+    const damaged = Array.isArray(s.damaged) ? s.damaged : [];
+    $('damaged').hidden = damaged.length === 0;
+    setCount('damaged', damaged.length ? 'Damaged shards, their items wait: ' + damaged.join('; ') : '');
     setWritable(!!s.writable);
     if (page.view === 'summary') drawCharts(s);
   }
@@ -252,6 +258,7 @@
       this.cursors = [''];
       this.data = null;
       this.selected = new Set();
+      this.seq = 0;
       root.append($('list-template').content.cloneNode(true));
       const q = (role) => root.querySelector(`[data-role="${role}"]`);
       this.el = { body: q('body'), bulk: q('bulk'), count: q('selected-count'), all: q('select-all'), selHead: q('sel-head'),
@@ -291,7 +298,12 @@
       if (this.filter.prefix) p.set('prefix', this.filter.prefix);
       const cursor = this.cursors[this.cursors.length - 1];
       if (cursor) p.set('cursor', cursor);
-      this.data = await call('GET', '/items?' + p.toString());
+      // A later load (Next, a new filter) wins over an earlier one still
+      // on its way, such as the periodic refresh's.
+      const seq = ++this.seq;
+      const data = await call('GET', '/items?' + p.toString());
+      if (seq !== this.seq) return;
+      this.data = data;
       this.render();
     }
 
@@ -398,7 +410,7 @@
       return el('tr', { 'data-testid': 'owner-row', 'data-id': d.id },
         el('td', { class: 'mono' }, d.id), el('td', {}, d.version || '–'),
         el('td', {}, fmtTime(d.started_ms)), el('td', { class: 'num' }, fmtDur(d.heartbeat_age_ms)),
-        el('td', { class: 'num' }, fmtNum(d.workers)), links, el('td', {}, d.draining ? 'draining' : 'running'));
+        el('td', { class: 'num' }, fmtNum(d.workers)), links, el('td', { 'data-testid': 'owner-state' }, d.problem ? d.problem : d.draining ? 'draining' : 'running'));
     });
     if (rows.length === 0) rows.push(el('tr', {}, el('td', { colspan: 7, class: 'empty' }, 'No daemon is running.')));
     $('owners-body').replaceChildren(...rows);
@@ -413,6 +425,7 @@
     let view = h, id = '';
     if (h.startsWith('item/')) { view = 'item'; id = h.slice(5); }
     if (!views.includes(view)) view = 'summary';
+    if (view !== page.view || id !== page.itemId) say('');
     page.view = view;
     page.itemId = id;
     for (const v of views) $('view-' + v).hidden = v !== view;
@@ -444,9 +457,13 @@
 
   let summary = null;
 
+  // refresh reads the summary and the current view. One runs at a time;
+  // a call while one runs makes it run once more when it ends, so that a
+  // new view or an action's effect shows at once.
   async function refresh() {
-    if (page.busy) return;
+    if (page.busy) { page.again = true; return; }
     page.busy = true;
+    page.again = false;
     try {
       const [s] = await Promise.all([call('GET', '/summary'), loadView()]);
       summary = s;
@@ -458,6 +475,7 @@
     } finally {
       page.busy = false;
     }
+    if (page.again) await refresh();
   }
 
   function schedule() {
