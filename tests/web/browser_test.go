@@ -128,8 +128,8 @@ func (b *browser) waitJS(within time.Duration, what, cond string) {
 	deadline := time.Now().Add(within)
 	for !eval[bool](b, "!!("+cond+")") {
 		if time.Now().After(deadline) {
-			b.t.Fatalf("page: no %s within %v (refresh status %q, message %q)", what, within,
-				b.text("#refresh-status"), b.text("#message"))
+			b.t.Fatalf("page: no %s within %v (refresh status %q, message %q; screenshot %s)", what, within,
+				b.text("#refresh-status"), b.text("#message"), b.failShot())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -154,10 +154,14 @@ func (b *browser) click(sel string) {
 	b.do("click "+sel, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
 }
 
-// typeInto types text into the field sel matches, key by key.
+// typeInto empties the field sel matches and types text into it, key by
+// key.
 func (b *browser) typeInto(sel, text string) {
 	b.t.Helper()
-	b.do("type into "+sel, chromedp.Clear(chromedp.CSS(sel)), chromedp.SendKeys(chromedp.CSS(sel), text, chromedp.NodeVisible))
+	eval[string](b, fmt.Sprintf(`document.querySelector(%q).value = ''`, sel))
+	if text != "" {
+		b.do("type into "+sel, chromedp.SendKeys(chromedp.CSS(sel), text, chromedp.NodeVisible))
+	}
 }
 
 // shot saves a full-page PNG screenshot as screenshots/name.
@@ -175,6 +179,22 @@ func (b *browser) shot(name string) {
 	if err := os.WriteFile(filepath.Join("screenshots", name), png, 0o644); err != nil {
 		b.t.Fatal(err)
 	}
+}
+
+// failShot saves a screenshot of the page as it is into the test's
+// artifact directory (kept with go test -artifacts) and returns its path.
+func (b *browser) failShot() string {
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		return "none: " + err.Error()
+	}
+	p := filepath.Join(b.t.ArtifactDir(), "failed.png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		return "none: " + err.Error()
+	}
+	return p
 }
 
 // lastDialog is the message of the last confirm() accepted, waiting a

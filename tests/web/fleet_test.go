@@ -20,22 +20,17 @@ import (
 // syncdBin builds the syncd binary, once, for the tests that run it.
 var syncdBin testutil.Syncd
 
-// chromedp's goroutines end when the browser context is cancelled, but
-// two can outlive a test by a moment: the reader of the DevTools pipe,
-// which returns once chromium's end of the pipe closes, and the
-// goroutine that waits for the chromium process to exit. Both end by
-// themselves; goleak retries for a while, and these options name them.
-var chromedpIgnores = []goleak.Option{
-	goleak.IgnoreAnyFunction("github.com/chromedp/chromedp.(*pipeConn).readLoop"),
-	goleak.IgnoreAnyFunction("os/exec.(*Cmd).Wait"),
-}
-
+// TestMain checks for leaked goroutines with no goleak options for
+// chromedp: none are needed. The browser's cleanup cancels the chromedp
+// context and then the ExecAllocator's context, whose cancel func waits
+// until chromium has exited and chromedp's goroutines (the DevTools pipe
+// reader, the process waiter, the event queues) have ended; the
+// dialog-accepting goroutine ends with the context.
 func TestMain(m *testing.M) {
-	opts := append([]goleak.Option{goleak.Cleanup(func(code int) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		syncdBin.Remove()
 		os.Exit(code)
-	})}, chromedpIgnores...)
-	goleak.VerifyTestMain(m, opts...)
+	}))
 }
 
 const (

@@ -12,7 +12,7 @@
   const PAGE_SIZE = 50;
   const TOKEN_KEY = 'syncd.token';
   const SVG_NS = 'http://www.w3.org/2000/svg';
-  const STATE_NAMES = { due: 'due', in_flight: 'in flight', backing_off: 'backing off', quarantined: 'quarantined', idle: 'idle' };
+  const STATE_NAMES = { due: 'due', in_flight: 'in flight', backing_off: 'backing off', quarantined: 'quarantined', waiting: 'waiting', idle: 'idle' };
   const ACTIONS = {
     requeue: { path: '/items/requeue', verb: 'Requeue', done: (r) => `requeued ${r.requeued}` + listed(' unknown', r.unknown) },
     release: { path: '/items/release', verb: 'Force release', done: (r) => `released ${r.released}` + listed(' not held', r.not_held) +
@@ -45,6 +45,10 @@
     if (h < 24) return h + ' h ' + String(m % 60).padStart(2, '0') + ' m';
     return Math.floor(h / 24) + ' d ' + (h % 24) + ' h';
   }
+
+  // Fences are opaque increasing numbers, often 16 digits: shown whole,
+  // without separators, to compare with status and the logs.
+  function fmtFence(n) { return typeof n === 'number' && n > 0 ? String(n) : '–'; }
 
   function fmtTime(ms) {
     if (!ms) return '–';
@@ -318,7 +322,7 @@
           el('td', {}, itemLink(it.id)), el('td', {}, stateBadge(it.state)),
           el('td', { class: 'num' }, it.wait_ms > 0 ? fmtDur(it.wait_ms) : (it.due_ms > Date.now() ? 'in ' + fmtDur(it.due_ms - Date.now()) : '–')),
           el('td', {}, fmtTime(it.last_sync_ms)), el('td', { class: 'mono' }, it.owner || '–'),
-          el('td', { class: 'num' }, fmtNum(it.fence)), el('td', { class: 'num' }, fmtNum(it.attempts)),
+          el('td', { class: 'num' }, fmtFence(it.fence)), el('td', { class: 'num' }, fmtNum(it.attempts)),
           el('td', { class: 'err', 'data-testid': 'last-error' }, it.last_error || '')));
       }
       if (d && rows.length === 0) rows.push(el('tr', {}, el('td', { colspan: w ? 9 : 8, class: 'empty' }, 'No items match.')));
@@ -383,12 +387,12 @@
       ['Last sync', fmtTime(it.last_sync_ms), 'item-last-sync'],
       ['Owner', it.owner || '–', 'item-owner'],
       ['Lease left', it.lease_left_ms ? fmtDur(it.lease_left_ms) : '–', 'item-lease-left'],
-      ['Fence', fmtNum(it.fence), 'item-fence'],
+      ['Fence', fmtFence(it.fence), 'item-fence'],
       ['Attempts', fmtNum(it.attempts), 'item-attempts'],
     ];
     $('item-record').replaceChildren(...rows.flatMap(([k, v, tid]) => [el('dt', {}, k), el('dd', { 'data-testid': tid }, v)]));
     const errs = (it.errors || []).map((e) => el('tr', { 'data-testid': 'error-row' },
-      el('td', { class: 'when' }, fmtTime(e.at_ms)), el('td', { class: 'num fence' }, fmtNum(e.fence)), el('td', { class: 'err', 'data-testid': 'error-text' }, e.error)));
+      el('td', { class: 'when' }, fmtTime(e.at_ms)), el('td', { class: 'num fence' }, fmtFence(e.fence)), el('td', { class: 'err', 'data-testid': 'error-text' }, e.error)));
     if (errs.length === 0) errs.push(el('tr', {}, el('td', { colspan: 3, class: 'empty' }, 'No errors kept for this item.')));
     $('item-errors-body').replaceChildren(...errs);
   }
