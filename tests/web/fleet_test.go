@@ -141,9 +141,9 @@ func (f *fleet) settle(t *testing.T) statusSummary {
 
 // ui starts `syncd ui -c cfg --listen 127.0.0.1:0` and returns the URL it
 // says to open.
-func (f *fleet) ui(t *testing.T) string {
+func (f *fleet) ui(t *testing.T, cfg string) string {
 	t.Helper()
-	cmd := exec.Command(syncdBin.Path(t), "ui", "-c", f.cfgs[0], "--listen", "127.0.0.1:0")
+	cmd := exec.Command(syncdBin.Path(t), "ui", "-c", cfg, "--listen", "127.0.0.1:0")
 	out, log := &testutil.Buffer{}, &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, log
 	p := testutil.Start(t, cmd)

@@ -6,6 +6,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 // The page against three daemons and 1,000 items, as an operator uses
@@ -171,7 +176,8 @@ func TestPage(t *testing.T) {
 
 	t.Run("owners lists three daemons", func(t *testing.T) {
 		b.t = t
-		b.click("#nav-owners")
+		// By keyboard: the views are links.
+		b.do("press Enter on Owners", chromedp.Focus(chromedp.CSS("#nav-owners")), chromedp.SendKeys(chromedp.CSS("#nav-owners"), kb.Enter))
 		b.waitJS(10*time.Second, "3 daemons", `document.querySelectorAll('[data-testid=owner-row]').length === 3`)
 		rows := eval[[]string](b, `[...document.querySelectorAll('[data-testid=owner-row]')].map((r) => r.innerText)`)
 		for _, r := range rows {
@@ -201,10 +207,30 @@ func TestPage(t *testing.T) {
 
 	t.Run("syncd ui serves the page", func(t *testing.T) {
 		b.t = t
-		url := f.ui(t)
-		b.open(url)
+		b.open(f.ui(t, f.cfgs[0]))
 		b.waitText(10*time.Second, "#count-items", "1,000")
 		b.waitText(10*time.Second, "#count-daemons", "3")
+		b.noErrors()
+	})
+
+	t.Run("read-only without a token", func(t *testing.T) {
+		b.t = t
+		cfg, err := os.ReadFile(f.cfgs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept []string
+		for _, l := range strings.Split(string(cfg), "\n") {
+			if !strings.Contains(l, "api_token_file") {
+				kept = append(kept, l)
+			}
+		}
+		b.open(f.ui(t, testutil.WriteFile(t, "readonly.yaml", strings.Join(kept, "\n"))) + "#item/item-0007")
+		b.waitText(10*time.Second, "#count-items", "1,000")
+		b.waitJS(10*time.Second, "item-0007's record", `document.querySelector('[data-testid=item-attempts]')`)
+		if eval[bool](b, `!document.querySelector('#token-box').hidden || !document.querySelector('#item-actions').hidden`) {
+			t.Error("token field or actions shown while no token is configured")
+		}
 		b.noErrors()
 	})
 }
