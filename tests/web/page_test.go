@@ -83,6 +83,9 @@ func TestPage(t *testing.T) {
 				t.Errorf("%s is not in the quarantined filter", id)
 			}
 		}
+		eval[bool](b, `(document.querySelector('#filter-state').value = 'all') === 'all'`)
+		b.click("#filter-apply")
+		b.waitJS(10*time.Second, "all items again", `document.querySelectorAll('[data-testid=items-row]').length === 50`)
 	})
 
 	t.Run("quarantined item shows its error", func(t *testing.T) {
@@ -153,11 +156,25 @@ func TestPage(t *testing.T) {
 
 	t.Run("live refresh without reload, pausable", func(t *testing.T) {
 		b.t = t
-		b.click("#nav-summary")
-		if r := f.syncd(t, "items", "add", "-c", f.cfgs[1], "extra-1", "extra-2"); r.Code != 0 {
+		// A keyboard user's focus stays on the same row's link while
+		// the table changes under it.
+		b.click("#nav-items")
+		b.waitJS(10*time.Second, "a full first page", `document.querySelectorAll('[data-testid=items-row]').length === 50`)
+		focused := eval[string](b, `(() => { const a = document.querySelector('[data-testid=items-row] .id-link'); a.focus(); return a.textContent; })()`)
+		second := b.text("[data-testid=items-row]:nth-child(2) .id-link")
+		if r := f.syncd(t, "items", "remove", "-c", f.cfgs[1], second); r.Code != 0 {
+			t.Fatalf("items remove: %s", r)
+		}
+		b.waitText(10*time.Second, "#count-items", "999")
+		b.waitJS(10*time.Second, second+" gone from the table", `!document.querySelector('[data-testid=items-row][data-id="`+second+`"]')`)
+		if got := eval[string](b, `document.activeElement === document.body ? '(the page body)' : document.activeElement.textContent.slice(0, 60)`); got != focused {
+			t.Errorf("focus moved from %q to %q when the table changed", focused, got)
+		}
+		if r := f.syncd(t, "items", "add", "-c", f.cfgs[1], second, "extra-1", "extra-2"); r.Code != 0 {
 			t.Fatalf("items add: %s", r)
 		}
 		b.waitText(10*time.Second, "#count-items", "1,002")
+		b.click("#nav-summary")
 		b.click("#pause")
 		b.waitText(5*time.Second, "#refresh-status", "Paused")
 		if r := f.syncd(t, "items", "remove", "-c", f.cfgs[1], "extra-1", "extra-2"); r.Code != 0 {

@@ -252,6 +252,21 @@
     lists.forEach((l) => l.render());
   }
 
+  // keepFocus runs redraw, which replaces the rows of body, and puts the
+  // keyboard focus back on the same control of the same row if it was
+  // in body: a refresh every 2 s must not take a keyboard user's place.
+  function keepFocus(body, redraw) {
+    const f = document.activeElement;
+    const row = f && body.contains(f) ? f.closest('tr[data-id]') : null;
+    const what = f && f.matches('input') ? 'input' : 'a';
+    const at = row ? [...row.querySelectorAll(what)].indexOf(f) : -1;
+    redraw();
+    if (!row) return;
+    const again = body.querySelector(`tr[data-id="${CSS.escape(row.dataset.id)}"]`);
+    const target = again && again.querySelectorAll(what)[at];
+    if (target) target.focus();
+  }
+
   // ---- item lists (the items view and the quarantined view) ----
 
   class ItemList {
@@ -260,23 +275,27 @@
       this.fixedState = fixedState;
       this.filter = { state: fixedState || 'all', prefix: '' };
       this.cursors = [''];
+      this.offsets = [0]; // the number of items on the pages before each
       this.data = null;
+      this.shown = ''; // what the table shows, to redraw only on a change
       this.selected = new Set();
       this.seq = 0;
       root.append($('list-template').content.cloneNode(true));
       const q = (role) => root.querySelector(`[data-role="${role}"]`);
       this.el = { body: q('body'), bulk: q('bulk'), count: q('selected-count'), all: q('select-all'), selHead: q('sel-head'),
         first: q('first'), next: q('next'), note: q('page-note'), wrap: q('wrap'), caption: q('caption') };
-      for (const [role, id] of [['table', 'table'], ['body', 'body'], ['first', 'first'], ['next', 'next'], ['page-note', 'page-note'],
-        ['bulk', 'bulk'], ['bulk-requeue', 'bulk-requeue'], ['bulk-release', 'bulk-release'], ['bulk-sync', 'bulk-sync'], ['select-all', 'select-all']]) {
-        q(role).setAttribute('data-testid', `${name}-${id}`);
-        q(role).id = `${name}-${id}`;
+      for (const role of ['table', 'body', 'first', 'next', 'page-note', 'bulk', 'bulk-requeue', 'bulk-release', 'bulk-sync', 'select-all']) {
+        q(role).setAttribute('data-testid', `${name}-${role}`);
+        q(role).id = `${name}-${role}`;
       }
       this.el.wrap.setAttribute('aria-label', name === 'items' ? 'Items table' : 'Quarantined items table');
       this.el.caption.textContent = (name === 'items' ? 'Items' : 'Quarantined items') + ', longest waiting first';
-      this.el.first.addEventListener('click', () => { this.cursors = ['']; this.load(); });
+      this.el.first.addEventListener('click', () => { this.cursors = ['']; this.offsets = [0]; this.reload(); });
       this.el.next.addEventListener('click', () => {
-        if (this.data && this.data.next_cursor) { this.cursors.push(this.data.next_cursor); this.load(); }
+        if (!this.data || !this.data.next_cursor) return;
+        this.offsets.push(this.offsets[this.offsets.length - 1] + ((this.data.items && this.data.items.length) || 0));
+        this.cursors.push(this.data.next_cursor);
+        this.reload();
       });
       this.el.all.addEventListener('change', () => {
         for (const it of (this.data && this.data.items) || []) {
@@ -293,8 +312,14 @@
     setFilter(state, prefix) {
       this.filter = { state: this.fixedState || state, prefix };
       this.cursors = [''];
+      this.offsets = [0];
       this.selected.clear();
-      this.load();
+      this.reload();
+    }
+
+    // reload is load for a button: a failure shows as the message.
+    reload() {
+      this.load().catch((e) => say('Loading items failed: ' + e.message, 'error'));
     }
 
     async load() {
@@ -313,6 +338,9 @@
 
     render() {
       const d = this.data, w = page.writable;
+      const shown = JSON.stringify([d, w, [...this.selected]]);
+      if (shown === this.shown) return;
+      this.shown = shown;
       this.el.selHead.hidden = !w;
       const rows = [];
       for (const it of (d && d.items) || []) {
@@ -326,7 +354,7 @@
           el('td', { class: 'err', 'data-testid': 'last-error' }, it.last_error || '')));
       }
       if (d && rows.length === 0) rows.push(el('tr', {}, el('td', { colspan: w ? 9 : 8, class: 'empty' }, 'No items match.')));
-      this.el.body.replaceChildren(...rows);
+      keepFocus(this.el.body, () => this.el.body.replaceChildren(...rows));
       this.el.body.querySelectorAll('input[type=checkbox]').forEach((c) => c.addEventListener('change', () => {
         if (c.checked) this.selected.add(c.dataset.id); else this.selected.delete(c.dataset.id);
         this.renderBulk();
@@ -334,7 +362,7 @@
       this.el.first.disabled = this.cursors.length <= 1;
       this.el.next.disabled = !(d && d.next_cursor);
       const n = (d && d.items && d.items.length) || 0;
-      const from = (this.cursors.length - 1) * PAGE_SIZE;
+      const from = this.offsets[this.offsets.length - 1];
       let note = d ? (n ? `showing ${fmtNum(from + 1)}–${fmtNum(from + n)}` : '') : 'loading…';
       if (d && d.partial) note += (note ? '; ' : '') + 'more may match: the scan stopped before the page filled, press Next';
       this.el.note.textContent = note;
@@ -417,7 +445,7 @@
         el('td', { class: 'num' }, fmtNum(d.workers)), links, el('td', { 'data-testid': 'owner-state' }, d.problem ? d.problem : d.draining ? 'draining' : 'running'));
     });
     if (rows.length === 0) rows.push(el('tr', {}, el('td', { colspan: 7, class: 'empty' }, 'No daemon is running.')));
-    $('owners-body').replaceChildren(...rows);
+    keepFocus($('owners-body'), () => $('owners-body').replaceChildren(...rows));
   }
 
   // ---- views, refresh ----
