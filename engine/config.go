@@ -61,6 +61,9 @@ type Config struct {
 	Ownership ownership.Config
 	// Logger receives logs. The zero value logs nothing.
 	Logger zerolog.Logger
+	// Version is the program's version, shown in the daemon registry
+	// (store.DaemonInfo). Default "".
+	Version string
 }
 
 // ConfigError names the field that is wrong.

@@ -100,6 +100,8 @@ type Engine struct {
 	offset  atomic.Int64 // Redis clock - local clock, ms
 	batch   *batchRun    // set during RunBatch
 	batchMu sync.Mutex
+	// startedAt is when Start ran, for the daemon registry.
+	startedAt time.Time
 }
 
 // New returns an engine over st that syncs through sink. It owns a
@@ -168,6 +170,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.begin(); err != nil {
 		return err
 	}
+	e.startedAt = time.Now()
 	if err := e.syncClock(ctx); err != nil {
 		e.log.Warn().Err(err).Msg("read redis clock; retrying in the loop")
 	}
@@ -250,6 +253,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 		close(e.stopCh)
 		if started && e.looping.Load() {
 			<-e.done
+			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			e.register(rctx, true)
+			cancel()
 		}
 		e.ready.Store(false)
 		drained := make(chan struct{})
@@ -272,6 +278,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 		e.bg.Wait()
 		e.tgt.wait()
 		e.rel.close()
+		if started && e.looping.Load() {
+			e.unregister()
+		}
 		e.own.Close()
 		e.log.Info().Msg("engine stopped")
 	})
@@ -340,8 +349,13 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 	// Redis was fine (tests/topology's TLS case under -race in CI).
 	timeout := max(every, 2*time.Second)
 	failing := false
+	var registered time.Time
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		if time.Since(registered) >= registryEvery {
+			registered = time.Now()
+			e.register(ctx, false)
+		}
 		due, oldest, err := e.idx.Backlog(ctx)
 		if errors.Is(err, store.ErrDamaged) {
 			err = nil // the other shards' figures; the scheduler reports the damage

@@ -65,11 +65,12 @@ type ReleaseResult struct {
 // outcome, in one script call.
 func (s *Store) Release(ctx context.Context, shard int, reqs []ReleaseRequest) ([]ReleaseResult, error) {
 	k := s.keys
-	keys := make([]string, 0, 4+len(reqs))
-	keys = append(keys, k.Due(shard), k.Meta(shard), k.Errors(shard), k.Again(shard))
+	keys := make([]string, 4+2*len(reqs))
+	copy(keys, []string{k.Due(shard), k.Meta(shard), k.Errors(shard), k.Again(shard)})
 	args := make([]any, 0, 5*len(reqs))
-	for _, r := range reqs {
-		keys = append(keys, k.Record(shard, r.ID))
+	for i, r := range reqs {
+		keys[4+i] = k.Record(shard, r.ID)
+		keys[4+len(reqs)+i] = k.ErrLog(shard, r.ID)
 		msg := r.Error
 		if len(msg) > 1024 {
 			msg = msg[:1024]

@@ -137,6 +137,7 @@ func buildEngine(ctx context.Context, cfg *config.File, st *store.Store, log zer
 	}
 	ecfg := cfg.Engine()
 	ecfg.Logger = log
+	ecfg.Version = version
 	ecfg.Items.Source, ecfg.Items.Changed = sources(cfg, log)
 	e, err := engine.New(st, sink, ecfg)
 	if err != nil {

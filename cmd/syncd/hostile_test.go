@@ -66,7 +66,7 @@ func TestStatusNamesDamagedShard(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	if d := got.Summary.Damaged; len(d) != 1 || d[0].Shard != 3 || !strings.Contains(d[0].Error, "WRONGTYPE") || got.Summary.Items != healthy {
+	if d := got.Summary.Damaged; len(d) != 1 || d[0].Shard != 3 || !strings.Contains(d[0].Error, "WRONGTYPE") || got.Summary.Items != int64(healthy) {
 		t.Errorf("status --json summary = %+v, want shard 3 damaged and %d items", got.Summary, healthy)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/syncd/syncd/cmd/syncd/internal/api"
 	"github.com/syncd/syncd/cmd/syncd/internal/web"
 	"github.com/syncd/syncd/engine"
 )
@@ -61,12 +62,21 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	}
 	defer sink.Close()
 	if addr := cfg.Listen(); addr != "" {
-		srv, err := serveHTTP(addr, e, newAPI(st, token, log), log)
+		hist := api.NewHistory(st, func() (int64, int64) { return e.Metrics().SyncsOK.Load(), e.Metrics().SyncsFailed.Load() })
+		hctx, hstop := context.WithCancel(ctx)
+		hdone := make(chan struct{})
+		go func() { defer close(hdone); hist.Run(hctx) }()
+		defer func() { hstop(); <-hdone }()
+		var opts []api.Option
+		if tc := e.Config().Target; !tc.Breaker.Disabled || tc.MaxInFlight > 0 || tc.Rate != (engine.Rate{}) {
+			opts = append(opts, api.WithTarget(tc.MaxInFlight))
+		}
+		srv, err := serveHTTP(addr, e, api.New(st, token, log, hist, opts...), log)
 		if err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
 		if token != "" {
-			log.Info().Msg("serving the API: POST /api/v1/items/{id}/sync and POST /api/v1/items/sync, bearer token required")
+			log.Info().Msg("serving the API under /api/v1: reads for anyone, actions (POST) with the bearer token")
 		}
 		defer func() {
 			sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
@@ -82,7 +92,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 
 // serveHTTP serves /metrics (Prometheus), /healthz (the process is alive)
 // and /readyz (Redis reachable and claiming, every shard working), and
-// api under /api/ (see newAPI).
+// api under /api/ (see package api).
 func serveHTTP(addr string, e *engine.Engine, api http.Handler, log zerolog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -4,7 +4,8 @@
 -- KEYS[2]    meta HASH of the shard
 -- KEYS[3]    err HASH of the shard
 -- KEYS[4]    again HASH of the shard (trigger.lua): id -> boost ms
--- KEYS[4+i]  record key of item i
+-- KEYS[4+i]  record key of item i (n items: i = 1..n)
+-- KEYS[4+n+i] error log LIST of item i (Keys.ErrLog)
 -- ARGV       5 per item i, from ARGV[5i-4]: id, token, kind, value, error
 --   kind "ok"          synced: lastSync = now, attempts = 0, due at now + value ms
 --   kind "fail"        attempts + 1, due at now + value ms, error kept
@@ -15,11 +16,14 @@
 -- the again HASH) is due at now - its boost after "ok" and "handback",
 -- and keeps its backoff or quarantine otherwise; the flag is cleared.
 -- That costs one HGET per item released; an HDEL only when set.
+-- A failure ("fail", "quarantine") is also pushed onto the item's error
+-- log, "<ms> <fence> <error cut to 512 bytes>", kept to its 10 newest.
 -- Result: 2 integers per item: code (1 released, 0 not held: no record,
 -- -1 held by another owner), now in ms.
 local nowms = now()
 local out = {}
-for i = 1, #KEYS - 4 do
+local n = (#KEYS - 4) / 2
+for i = 1, n do
   local j = 5 * i - 4
   local id, tok, kind, value, msg = ARGV[j], ARGV[j + 1], ARGV[j + 2], tonumber(ARGV[j + 3]), ARGV[j + 4]
   local rk = KEYS[4 + i]
@@ -60,6 +64,10 @@ for i = 1, #KEYS - 4 do
         -- A damaged err key (another type) loses the message, never the
         -- failure: the attempt is counted and quarantine still comes.
         wrongtype(redis.pcall('HSET', KEYS[3], id, msg))
+        local entry = num(nowms) .. ' ' .. num(fence_of(cur)) .. ' ' .. string.sub(msg, 1, 512)
+        if wrongtype(redis.pcall('LPUSH', KEYS[4 + n + i], entry)) ~= '' then
+          redis.call('LTRIM', KEYS[4 + n + i], 0, 9)
+        end
         if kind == 'fail' then
           redis.call('ZADD', KEYS[1], nowms + value, id)
         else

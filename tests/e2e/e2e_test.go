@@ -271,7 +271,7 @@ sink:
 		t.Errorf("summary %+v", st.Summary)
 	}
 	for _, it := range st.Items {
-		if it.State == "syncing" && (it.Owner == "" || it.Fence == 0) {
+		if it.State == "in_flight" && (it.Owner == "" || it.Fence == 0) {
 			t.Errorf("in-flight item without owner or fence: %+v", it)
 		}
 	}
@@ -281,7 +281,7 @@ sink:
 	// An admin release takes the claim away and raises the fence.
 	var fence uint64
 	for _, it := range st.Items {
-		if it.State == "syncing" {
+		if it.State == "in_flight" {
 			fence = it.Fence
 			r := run(t, "release", "-c", cfg, "--force", it.ID)
 			if r.Code != 0 || !strings.Contains(r.Stdout, "fence raised") {
