@@ -54,10 +54,12 @@ window.addEventListener('error', (e) => window.__errors.push('error: ' + e.messa
 window.addEventListener('unhandledrejection', (e) => window.__errors.push('rejection: ' + e.reason));
 document.addEventListener('securitypolicyviolation', (e) => window.__errors.push('csp: ' + e.violatedDirective + ' ' + e.blockedURI));`
 
-func newBrowser(t *testing.T) *browser {
+// newBrowser starts chromium, the binary at path, headless; it is
+// stopped in t's cleanup.
+func newBrowser(t *testing.T, path string) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.ExecPath(path),
 		chromedp.NoSandbox, // tests run as root in CI
 		chromedp.DisableGPU,
 		chromedp.WindowSize(1280, 900),

@@ -18,8 +18,9 @@ import (
 // is most of the cost; each step is a subtest that needs the ones
 // before it.
 func TestPage(t *testing.T) {
+	chromium := chromiumPath(t)
 	f := startFleet(t)
-	b := newBrowser(t)
+	b := newBrowser(t, chromium)
 	want := f.settle(t)
 
 	b.open(f.urls[0] + "#summary")
