@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/cmd/syncd/internal/api"
+	"github.com/syncd/syncd/cmd/syncd/internal/web"
 	"github.com/syncd/syncd/engine"
 )
 
@@ -115,6 +116,7 @@ func serveHTTP(addr string, ep *engine.Endpoints, api http.Handler, log zerolog.
 	mux := http.NewServeMux()
 	ep.Register(mux) // GET /metrics, GET /healthz, GET /readyz
 	mux.Handle("/api/", api)
+	mux.Handle("/", web.Handler(web.Options{Version: version}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: stdLogger(log)}
