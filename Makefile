@@ -45,6 +45,10 @@ test/race: test ## same as test: every test always runs with -race
 bench: deps ## run the benchmarks against the peers (own module in bench/) and write BENCHMARKS.md
 	cd bench && $(GO) run ./cmd/benchall -out ../BENCHMARKS.md $(BENCHFLAGS)
 
+.PHONY: screenshots
+screenshots: deps ## rerun the browser tests and refresh the README's pictures in tests/web/screenshots
+	SYNCD_SCREENSHOTS=1 $(GO) test -count=1 -run TestPage ./tests/web/
+
 .PHONY: bench/quick
 bench/quick: deps ## a one-minute smoke run of the benchmarks (BENCHMARKS.quick.md)
 	cd bench && $(GO) run ./cmd/benchall -quick -out ../BENCHMARKS.quick.md

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/syncd/syncd/cmd/syncd/internal/api"
 	"github.com/syncd/syncd/cmd/syncd/internal/config"
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/sinks"
@@ -151,5 +152,23 @@ func seed(ctx context.Context, cfg *config.File, st *store.Store, log zerolog.Lo
 		return err
 	}
 	log.Info().Int("configured", len(ids)).Int("new", n).Msg("items seeded from the config")
+	return nil
+}
+
+// runHistory samples hist until ctx ends or the returned stop is called;
+// stop waits for the sampler to end.
+func runHistory(ctx context.Context, hist *api.History) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); hist.Run(ctx) }()
+	return func() { cancel(); <-done }
+}
+
+// apiOptions are the API's options for the target tc: its state is shown
+// when it has a breaker or limits.
+func apiOptions(tc engine.TargetConfig) []api.Option {
+	if !tc.Breaker.Disabled || tc.MaxInFlight > 0 || tc.Rate != (engine.Rate{}) {
+		return []api.Option{api.WithTarget(tc.MaxInFlight)}
+	}
 	return nil
 }

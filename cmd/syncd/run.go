@@ -88,15 +88,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	defer sink.Close()
 	if cfg.Listen() != "" {
 		hist := api.NewHistory(st, func() (int64, int64) { return e.Metrics().SyncsOK.Load(), e.Metrics().SyncsFailed.Load() })
-		hctx, hstop := context.WithCancel(ctx)
-		hdone := make(chan struct{})
-		go func() { defer close(hdone); hist.Run(hctx) }()
-		defer func() { hstop(); <-hdone }()
-		var opts []api.Option
-		if tc := e.Config().Target; !tc.Breaker.Disabled || tc.MaxInFlight > 0 || tc.Rate != (engine.Rate{}) {
-			opts = append(opts, api.WithTarget(tc.MaxInFlight))
-		}
-		apiH.set(api.New(st, token, log, hist, opts...))
+		defer runHistory(ctx, hist)()
+		apiH.set(api.New(st, token, log, hist, apiOptions(e.Config().Target)...))
 		if token != "" {
 			log.Info().Msg("serving the API under /api/v1: reads for anyone, actions (POST) with the bearer token")
 		}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/syncd/syncd/cmd/syncd/internal/api"
 	"github.com/syncd/syncd/cmd/syncd/internal/web"
-	"github.com/syncd/syncd/engine"
 )
 
 // uiListenDefault is where syncd ui serves unless --listen says: the
@@ -59,15 +58,9 @@ func cmdUI(args []string, stdout, stderr io.Writer) error {
 	// The history sampler gives the backlog chart its points; with no
 	// engine here, there are no syncs to count.
 	hist := api.NewHistory(st, nil)
-	hdone := make(chan struct{})
-	go func() { defer close(hdone); hist.Run(ctx) }()
-	defer func() { stop(); <-hdone }()
-	var opts []api.Option
-	if tc := cfg.Engine().Target; !tc.Breaker.Disabled || tc.MaxInFlight > 0 || tc.Rate != (engine.Rate{}) {
-		opts = append(opts, api.WithTarget(tc.MaxInFlight))
-	}
+	defer runHistory(ctx, hist)()
 	mux := http.NewServeMux()
-	mux.Handle("/api/", api.New(st, token, log, hist, opts...))
+	mux.Handle("/api/", api.New(st, token, log, hist, apiOptions(cfg.Engine().Target)...))
 	mux.Handle("/", web.Handler(web.Options{Version: version}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes, ErrorLog: stdLogger(log)}

@@ -166,7 +166,10 @@ func (b *browser) typeInto(sel, text string) {
 	}
 }
 
-// shot saves a full-page PNG screenshot as screenshots/name.
+// shot saves a full-page PNG screenshot as name in the test's artifact
+// directory (kept with go test -artifacts) and, with
+// SYNCD_SCREENSHOTS=1 (make screenshots), as screenshots/name too: the
+// pictures the README shows. A plain test run leaves the tree clean.
 func (b *browser) shot(name string) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
@@ -175,11 +178,17 @@ func (b *browser) shot(name string) {
 	if err != nil {
 		b.t.Fatalf("screenshot %s: %v", name, err)
 	}
-	if err := os.MkdirAll("screenshots", 0o755); err != nil {
-		b.t.Fatal(err)
+	dirs := []string{b.t.ArtifactDir()}
+	if os.Getenv("SYNCD_SCREENSHOTS") == "1" {
+		dirs = append(dirs, "screenshots")
 	}
-	if err := os.WriteFile(filepath.Join("screenshots", name), png, 0o644); err != nil {
-		b.t.Fatal(err)
+	for _, dir := range dirs {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+			b.t.Fatal(err)
+		}
 	}
 }
 
