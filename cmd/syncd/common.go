@@ -93,6 +93,22 @@ func openStoreRetry(ctx context.Context, cfg *config.File, log zerolog.Logger) (
 	}
 }
 
+// tracedEngine starts tracing (off unless OTEL_* turns it on) and builds
+// the engine over st (buildEngine). The caller calls done after the
+// engine stopped: it closes the sink, then flushes the last spans.
+func tracedEngine(ctx context.Context, cfg *config.File, st *store.Store, log zerolog.Logger) (e *engine.Engine, done func(), err error) {
+	tp, stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return nil, nil, &exitError{code: exitUsage, err: err}
+	}
+	e, sink, err := buildEngine(ctx, cfg, st, log, tp)
+	if err != nil {
+		stopTracing()
+		return nil, nil, err
+	}
+	return e, func() { sink.Close(); stopTracing() }, nil
+}
+
 // buildEngine seeds the configured items and builds the sink and the
 // engine over st, tracing to tp (nil: off). The caller closes the sink
 // after the engine stopped.

@@ -76,16 +76,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	tp, stopTracing, err := startTracing(ctx, log) // off unless OTEL_* turns it on
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	defer stopTracing() // after the engine and the sink: flushes the last spans
-	e, sink, err := buildEngine(ctx, cfg, st, log, tp)
+	e, done, err := tracedEngine(ctx, cfg, st, log)
 	if err != nil {
 		return err
 	}
-	defer sink.Close()
+	defer done()
 	if cfg.Listen() != "" {
 		hist := api.NewHistory(st, func() (int64, int64) { return e.Metrics().SyncsOK.Load(), e.Metrics().SyncsFailed.Load() })
 		defer runHistory(ctx, hist)()
