@@ -61,13 +61,23 @@ type ReleaseResult struct {
 	At time.Time
 }
 
+// releasedKept is how many released claims each shard remembers
+// (Keys.Released), for a release re-sent after a dropped connection: the
+// last 4096 releases of the shard, about 1.6 s of releases at 40k items/s
+// over 16 shards, and far longer at ordinary rates, against the few ms to
+// a few s before go-redis re-sends. About 50 bytes each with short ids.
+const releasedKept = 4096
+
 // Release compare-and-deletes claims of one shard and records their
-// outcome, in one script call.
+// outcome, in one script call. A call that go-redis re-sent after a
+// dropped connection reports Released for the claims its first send
+// released (release.lua).
 func (s *Store) Release(ctx context.Context, shard int, reqs []ReleaseRequest) ([]ReleaseResult, error) {
 	k := s.keys
-	keys := make([]string, 0, 4+len(reqs))
-	keys = append(keys, k.Due(shard), k.Meta(shard), k.Errors(shard), k.Again(shard))
-	args := make([]any, 0, 5*len(reqs))
+	keys := make([]string, 0, 5+len(reqs))
+	keys = append(keys, k.Due(shard), k.Meta(shard), k.Errors(shard), k.Again(shard), k.Released(shard))
+	args := make([]any, 0, 1+5*len(reqs))
+	args = append(args, releasedKept)
 	for _, r := range reqs {
 		keys = append(keys, k.Record(shard, r.ID))
 		msg := r.Error
@@ -83,7 +93,7 @@ func (s *Store) Release(ctx context.Context, shard int, reqs []ReleaseRequest) (
 		}
 		args = append(args, r.ID, string(r.Token[:]), string(r.Kind), val, msg)
 	}
-	reply, err := s.runScript(ctx, s.rdb, scriptRelease, keys, args...)
+	reply, err := s.runHot(ctx, scriptRelease, keys, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: release shard %d: %w", shard, err)
 	}

@@ -4,8 +4,11 @@
 -- KEYS[2]    meta HASH of the shard
 -- KEYS[3]    err HASH of the shard
 -- KEYS[4]    again HASH of the shard (trigger.lua): id -> boost ms
--- KEYS[4+i]  record key of item i
--- ARGV       5 per item i, from ARGV[5i-4]: id, token, kind, value, error
+-- KEYS[5]    released LIST of the shard: token .. id of its last claims
+--            released, newest first, at most ARGV[1] of them
+-- KEYS[5+i]  record key of item i
+-- ARGV[1]    how many released claims KEYS[5] keeps
+-- ARGV       then 5 per item i, from ARGV[5i-3]: id, token, kind, value, error
 --   kind "ok"          synced: lastSync = now, attempts = 0, due at now + value ms
 --   kind "fail"        attempts + 1, due at now + value ms, error kept
 --   kind "quarantine"  attempts + 1, score +inf (not claimed until requeued)
@@ -17,16 +20,22 @@
 -- That costs one HGET per item released; an HDEL only when set.
 -- Result: 2 integers per item: code (1 released, 0 not held: no record,
 -- -1 held by another owner), now in ms.
+-- A call re-sent after a dropped connection (go-redis re-sends a whole
+-- pipeline) finds the records its first send released gone, or claimed
+-- again: it finds token .. id in KEYS[5] and reports 1 again, recording
+-- nothing more. Only a release carrying the token deleted a record holding
+-- it, so an owner whose claim expired is never told it released.
 local nowms = now()
-local out = {}
-for i = 1, #KEYS - 4 do
-  local j = 5 * i - 4
+local out, rel = {}, {}
+for i = 1, #KEYS - 5 do
+  local j = 5 * i - 3
   local id, tok, kind, value, msg = ARGV[j], ARGV[j + 1], ARGV[j + 2], tonumber(ARGV[j + 3]), ARGV[j + 4]
-  local rk = KEYS[4 + i]
+  local rk = KEYS[5 + i]
   local cur = get_rec(rk)
   local code = 0
   if cur and token_of(cur) == tok then
     code = 1
+    rel[#rel + 1] = tok .. id
     redis.call('DEL', rk)
     -- again: the boost of a trigger while in flight, nil if none (or the
     -- key is of another type); a value trigger.lua did not write reads
@@ -71,10 +80,20 @@ for i = 1, #KEYS - 4 do
         redis.call('ZADD', KEYS[1], value, id)
       end
     end
+  elseif type(wrongtype(redis.pcall('LPOS', KEYS[5], tok .. id))) == 'number' then
+    code = 1 -- released by this call's first send
   elseif cur then
     code = -1
   end
   out[#out + 1] = code
   out[#out + 1] = nowms
+end
+if #rel > 0 then
+  -- A key of another type (made by hand) is replaced: it only remembers.
+  if type(redis.pcall('LPUSH', KEYS[5], unpack(rel))) ~= 'number' then
+    redis.call('DEL', KEYS[5])
+    redis.call('LPUSH', KEYS[5], unpack(rel))
+  end
+  redis.call('LTRIM', KEYS[5], 0, tonumber(ARGV[1]) - 1)
 end
 return out
