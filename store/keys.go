@@ -116,8 +116,8 @@ func escapeByte(c byte) bool {
 //	<prefix>:{s<k>}:rec:<id>  STRING owner/state record, SET NX PX ttl
 //	<prefix>:{s<k>}:claim:<t> STRING ids a pick claim with token <t> took
 //	                          (newline-separated; PX ttl)
-//	<prefix>:{s<k>}:released  LIST  token+id of the last claims released
-//	                          (release.lua), newest first
+//	<prefix>:{s<k>}:released  ZSET  token+id -> ms, the last claims
+//	                          released (release.lua)
 //	<prefix>:lock:{<id>}      STRING standalone lock record
 //	<prefix>:lock:{<id>}:f    STRING standalone lock fence counter
 //	<prefix>:lock:{<id>}:r    STRING tokens of the last unlocks (unlock.lua)
@@ -202,9 +202,10 @@ func (k Keys) Triggers(shard int) string { return k.tags[shard] + "trig" }
 // makes due again at once (see Store.Trigger).
 func (k Keys) Again(shard int) string { return k.tags[shard] + "again" }
 
-// Released is the list of the shard's last claims released, each its
-// token followed by its item id, newest first: a release re-sent after a
-// dropped connection finds its own there (release.lua).
+// Released is the sorted set of the shard's last claims released, each
+// its token followed by its item id, scored by the time of release: a
+// release re-sent after a dropped connection finds its own there
+// (release.lua).
 func (k Keys) Released(shard int) string { return k.tags[shard] + "released" }
 
 // Lock is the record key of a standalone lock.

@@ -61,12 +61,17 @@ type ReleaseResult struct {
 	At time.Time
 }
 
-// releasedKept is how many released claims each shard remembers
-// (Keys.Released), for a release re-sent after a dropped connection: the
-// last 4096 releases of the shard, about 1.6 s of releases at 40k items/s
-// over 16 shards, and far longer at ordinary rates, against the few ms to
-// a few s before go-redis re-sends. About 50 bytes each with short ids.
-const releasedKept = 4096
+// releasedKeep and releasedCap bound what each shard remembers of its
+// released claims (Keys.Released), for a release re-sent after a dropped
+// connection: a minute, longer than go-redis's retries can take (3, each
+// bounded by the dial, write and read timeouts, 5+3+3 s by default), and
+// at most 4096 claims, the last 1.6 s of releases at 40k items/s over 16
+// shards and far longer at ordinary rates, against the few ms before
+// go-redis re-sends after a reset. About 100 bytes each with short ids.
+const (
+	releasedKeep = time.Minute
+	releasedCap  = 4096
+)
 
 // Release compare-and-deletes claims of one shard and records their
 // outcome, in one script call. A call that go-redis re-sent after a
@@ -76,8 +81,8 @@ func (s *Store) Release(ctx context.Context, shard int, reqs []ReleaseRequest) (
 	k := s.keys
 	keys := make([]string, 0, 5+len(reqs))
 	keys = append(keys, k.Due(shard), k.Meta(shard), k.Errors(shard), k.Again(shard), k.Released(shard))
-	args := make([]any, 0, 1+5*len(reqs))
-	args = append(args, releasedKept)
+	args := make([]any, 0, 2+5*len(reqs))
+	args = append(args, releasedKeep.Milliseconds(), releasedCap)
 	for _, r := range reqs {
 		keys = append(keys, k.Record(shard, r.ID))
 		msg := r.Error

@@ -4,11 +4,12 @@
 -- KEYS[2]    meta HASH of the shard
 -- KEYS[3]    err HASH of the shard
 -- KEYS[4]    again HASH of the shard (trigger.lua): id -> boost ms
--- KEYS[5]    released LIST of the shard: token .. id of its last claims
---            released, newest first, at most ARGV[1] of them
+-- KEYS[5]    released ZSET of the shard: token .. id -> ms released, of
+--            the claims released in the last ARGV[1] ms, at most ARGV[2]
 -- KEYS[5+i]  record key of item i
--- ARGV[1]    how many released claims KEYS[5] keeps
--- ARGV       then 5 per item i, from ARGV[5i-3]: id, token, kind, value, error
+-- ARGV[1]    how long KEYS[5] keeps a released claim, ms
+-- ARGV[2]    how many released claims KEYS[5] keeps at most
+-- ARGV       then 5 per item i, from ARGV[5i-2]: id, token, kind, value, error
 --   kind "ok"          synced: lastSync = now, attempts = 0, due at now + value ms
 --   kind "fail"        attempts + 1, due at now + value ms, error kept
 --   kind "quarantine"  attempts + 1, score +inf (not claimed until requeued)
@@ -25,10 +26,31 @@
 -- again: it finds token .. id in KEYS[5] and reports 1 again, recording
 -- nothing more. Only a release carrying the token deleted a record holding
 -- it, so an owner whose claim expired is never told it released.
+-- remember adds the released claims rel (token .. id each) to the ZSET
+-- key at nowms and drops those older than keep ms, then the oldest past
+-- cap. A key of another type (made by hand) is replaced: it only
+-- remembers. Commands the scripts already use, so the ACL stays as it is.
+local function remember(key, rel, nowms, keep, cap)
+  local args = {}
+  for k = 1, #rel do
+    args[2 * k - 1], args[2 * k] = nowms, rel[k]
+  end
+  if type(redis.pcall('ZADD', key, unpack(args))) ~= 'number' then
+    redis.call('DEL', key)
+    redis.call('ZADD', key, unpack(args))
+  end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', nowms - keep)
+  local n = redis.call('ZCARD', key)
+  if n > cap then
+    local cut = redis.call('ZRANGE', key, n - cap - 1, n - cap - 1, 'WITHSCORES')
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', cut[2])
+  end
+end
+
 local nowms = now()
 local out, rel = {}, {}
 for i = 1, #KEYS - 5 do
-  local j = 5 * i - 3
+  local j = 5 * i - 2
   local id, tok, kind, value, msg = ARGV[j], ARGV[j + 1], ARGV[j + 2], tonumber(ARGV[j + 3]), ARGV[j + 4]
   local rk = KEYS[5 + i]
   local cur = get_rec(rk)
@@ -80,7 +102,7 @@ for i = 1, #KEYS - 5 do
         redis.call('ZADD', KEYS[1], value, id)
       end
     end
-  elseif type(wrongtype(redis.pcall('LPOS', KEYS[5], tok .. id))) == 'number' then
+  elseif (wrongtype(redis.pcall('ZSCORE', KEYS[5], tok .. id)) or '') ~= '' then
     code = 1 -- released by this call's first send
   elseif cur then
     code = -1
@@ -88,12 +110,5 @@ for i = 1, #KEYS - 5 do
   out[#out + 1] = code
   out[#out + 1] = nowms
 end
-if #rel > 0 then
-  -- A key of another type (made by hand) is replaced: it only remembers.
-  if type(redis.pcall('LPUSH', KEYS[5], unpack(rel))) ~= 'number' then
-    redis.call('DEL', KEYS[5])
-    redis.call('LPUSH', KEYS[5], unpack(rel))
-  end
-  redis.call('LTRIM', KEYS[5], 0, tonumber(ARGV[1]) - 1)
-end
+if #rel > 0 then remember(KEYS[5], rel, nowms, tonumber(ARGV[1]), tonumber(ARGV[2])) end
 return out
