@@ -15,7 +15,7 @@ import (
 )
 
 // Sections, in run order.
-var Sections = []string{"redis", "locks", "batch", "e2e", "scale", "fairness", "scripts", "profile", "reconcile"}
+var Sections = []string{"redis", "locks", "batch", "e2e", "scale", "fairness", "scripts", "profile", "reconcile", "api"}
 
 // Options configure a run.
 type Options struct {
@@ -55,6 +55,7 @@ type settings struct {
 	allocCycles                       int
 	scriptCalls                       int
 	reconcileIDs                      int
+	apiItems, apiCalls                int
 }
 
 func (o Options) settings() settings {
@@ -68,6 +69,7 @@ func (o Options) settings() settings {
 		fairScenarios: FairScenarios, fairReps: 3,
 		profDur: 3 * time.Second, allocCycles: 3000, scriptCalls: 5000,
 		reconcileIDs: 1_000_000,
+		apiItems:     1_000_000, apiCalls: 200,
 	}
 	if o.Quick {
 		s = settings{
@@ -80,6 +82,7 @@ func (o Options) settings() settings {
 			fairScenarios: FairScenarios[:1], fairReps: 1,
 			profDur: time.Second, allocCycles: 1000, scriptCalls: 1000,
 			reconcileIDs: 100_000,
+			apiItems:     100_000, apiCalls: 50,
 		}
 	}
 	if o.Reps > 0 {
@@ -108,6 +111,7 @@ type Results struct {
 	ScriptSrc map[string]string
 	Profiles  *Profiles
 	Reconcile *ReconcileResults
+	API       *APIResults
 }
 
 // Profiles are the profiling runs.
@@ -189,6 +193,11 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	if want("reconcile") {
 		if res.Reconcile, err = RunReconcile(ctx, srv, set.reconcileIDs, set.reps, logf); err != nil {
+			return nil, err
+		}
+	}
+	if want("api") {
+		if res.API, err = RunAPI(ctx, srv, set.apiItems, set.apiCalls, logf); err != nil {
 			return nil, err
 		}
 	}

@@ -24,6 +24,9 @@ const (
 	BackoffMaxDefault   = 5 * time.Minute
 	DrainTimeoutDefault = 30 * time.Second
 	PollDefault         = 250 * time.Millisecond
+	// CountIntervalDefault and CountIntervalMin bound Config.CountInterval.
+	CountIntervalDefault = 10 * time.Second
+	CountIntervalMin     = 100 * time.Millisecond
 )
 
 // Config configures an Engine. Zero values mean the defaults written on
@@ -51,6 +54,18 @@ type Config struct {
 	// Poll is how long the scheduler waits before looking again when
 	// nothing is due. Default PollDefault (250ms); at least 1ms.
 	Poll time.Duration
+	// CountInterval is how often the engine counts the items by state,
+	// per shard (store.Counts: a few commands a shard, bounded whatever
+	// the set's size), for the syncd_items gauges and Metrics.Items.
+	// Counting on a timer, not on scrape, keeps a scrape from costing
+	// Redis anything. Default CountIntervalDefault (10s); at least
+	// CountIntervalMin (100ms).
+	CountInterval time.Duration
+	// Version is the program's version, shown in the daemon registry
+	// (store.DaemonInfo) and in syncd_build_info. Default "": the
+	// registry shows none, syncd_build_info the module version the Go
+	// toolchain recorded for syncd.
+	Version string
 	// Target is the target's fleet-wide limits and breaker (see
 	// TargetConfig); WithDefaults applies its defaults.
 	Target TargetConfig
@@ -87,6 +102,7 @@ func (c Config) WithDefaults() Config {
 	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
 	c.Poll = cmp.Or(c.Poll, PollDefault)
+	c.CountInterval = cmp.Or(c.CountInterval, CountIntervalDefault)
 	c.Target = c.Target.WithDefaults()
 	c.Items.Refresh = cmp.Or(c.Items.Refresh, RefreshDefault)
 	c.Items.MaxRemoval = cmp.Or(c.Items.MaxRemoval, MaxRemovalDefault)
@@ -129,6 +145,9 @@ func (c Config) resolve() (Config, error) {
 	}
 	if c.Poll < time.Millisecond {
 		bad("poll", "%v is below 1ms", c.Poll)
+	}
+	if c.CountInterval < CountIntervalMin {
+		bad("count_interval", "%v is below %v", c.CountInterval, CountIntervalMin)
 	}
 	c.Target.validate(bad)
 	if c.Items.Refresh > 0 && c.Items.Refresh < time.Second {

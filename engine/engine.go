@@ -104,6 +104,8 @@ type Engine struct {
 	offset  atomic.Int64 // Redis clock - local clock, ms
 	batch   *batchRun    // set during RunBatch
 	batchMu sync.Mutex
+	// startedAt is when Start ran, for the daemon registry.
+	startedAt time.Time
 }
 
 // New returns an engine over st that syncs through sink. It owns a
@@ -116,16 +118,30 @@ func New(st *store.Store, sink sinks.Sink, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	c.Ownership.Logger = c.Logger
+	// Made before the Manager, whose heartbeats feed it.
+	leaseLeft := newLeaseLeft()
+	c.Ownership.ObserveHeartbeat = chainObserver(c.Ownership.ObserveHeartbeat,
+		func(left time.Duration) { leaseLeft.Observe(left.Seconds()) })
 	own, err := ownership.New(st, c.Ownership)
 	if err != nil {
 		return nil, err
 	}
 	e := newEngine(st, own, sink, c)
+	e.m.leaseLeft = leaseLeft
 	e.st, e.addr = st, st.Addr()
 	oc := own.Config()
 	e.tgt = &target{st: st, cfg: c.Target, ttl: oc.TTL, beat: oc.Heartbeat, base: own.Owner(0).String(),
 		log: e.log, m: e.m, now: e.redisNow, permits: map[string]struct{}{}}
 	return e, nil
+}
+
+// chainObserver returns a heartbeat observer that calls the caller's
+// (when set) and then the engine's.
+func chainObserver(theirs, ours func(time.Duration)) func(time.Duration) {
+	if theirs == nil {
+		return ours
+	}
+	return func(d time.Duration) { theirs(d); ours(d) }
 }
 
 // newEngine returns an engine over idx and own with c resolved; New adds
@@ -172,14 +188,18 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.begin(); err != nil {
 		return err
 	}
+	e.startedAt = time.Now()
 	if err := e.syncClock(ctx); err != nil {
 		e.log.Warn().Err(err).Msg("read redis clock; retrying in the loop")
 	}
-	e.log.Info().Int("workers", e.cfg.Workers).Dur("interval", e.cfg.Interval).Int("batch", e.cfg.Batch).
+	e.log.Info().Int("workers", e.cfg.Workers).Int64("interval_ms", e.cfg.Interval.Milliseconds()).Int("batch", e.cfg.Batch).
 		Str("owner", e.own.Owner(0).String()).Str("redis", e.addr).Msg("engine started")
 	e.looping.Store(true)
 	e.startWatch()
 	e.bg.Go(func() { e.reconcileLoop(e.watchStop) })
+	if e.st != nil {
+		e.bg.Go(func() { e.countLoop(e.watchStop) })
+	}
 	go e.runLoops(e.dueSource())
 	return nil
 }
@@ -254,6 +274,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 		close(e.stopCh)
 		if started && e.looping.Load() {
 			<-e.done
+			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			e.register(rctx, true)
+			cancel()
 		}
 		e.ready.Store(false)
 		drained := make(chan struct{})
@@ -276,6 +299,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 		e.bg.Wait()
 		e.tgt.wait()
 		e.rel.close()
+		if started && e.looping.Load() {
+			e.unregister()
+		}
 		e.own.Close()
 		e.log.Info().Msg("engine stopped")
 	})
@@ -344,8 +370,13 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 	// Redis was fine (tests/topology's TLS case under -race in CI).
 	timeout := max(every, 2*time.Second)
 	failing := false
+	var registered time.Time
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		if time.Since(registered) >= registryEvery {
+			registered = time.Now()
+			e.register(ctx, false)
+		}
 		due, oldest, err := e.idx.Backlog(ctx)
 		if errors.Is(err, store.ErrDamaged) {
 			err = nil // the other shards' figures; the scheduler reports the damage
@@ -365,6 +396,7 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 			e.log.Info().Msg("backlog readable again")
 		}
 		failing = err != nil
+		e.m.RedisUp.Store(int64(b2f(err == nil)))
 		if err == nil {
 			e.m.DueBacklog.Store(due)
 			age := int64(0)

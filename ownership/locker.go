@@ -145,6 +145,7 @@ func NewLocker(cfg LockerConfig, stores ...Store) (*Locker, error) {
 	lk := &Locker{stores: stores, quorum: len(stores)/2 + 1, cfg: cfg,
 		log: c.Logger.With().Str("component", "locker").Logger(), held: map[string]*Lock{}}
 	lk.hb = newHeartbeater(c.Heartbeat, lk.extend, lk.log)
+	lk.hb.onLeft = c.ObserveHeartbeat
 	return lk, nil
 }
 

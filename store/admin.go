@@ -37,7 +37,7 @@ func removable(id string) error {
 // eachShard runs a script over ids grouped by shard, after check accepts
 // each, and sums the integer replies.
 func (s *Store) eachShard(ctx context.Context, what string, sc *redis.Script, ids []string, check func(string) error,
-	keys func(int) []string) (int, error) {
+	keys func(sh int, chunk []any) []string) (int, error) {
 	g, err := s.byShard(ids, check)
 	if err != nil {
 		return 0, err
@@ -47,7 +47,7 @@ func (s *Store) eachShard(ctx context.Context, what string, sc *redis.Script, id
 		for len(args) > 0 {
 			chunk := args[:min(len(args), 1000)]
 			args = args[len(chunk):]
-			v, err := s.runScript(ctx, s.rdb, sc, keys(sh), chunk...)
+			v, err := s.runScript(ctx, s.rdb, sc, keys(sh, chunk), chunk...)
 			if err != nil {
 				return total, fmt.Errorf("store: %s: %w", what, err)
 			}
@@ -61,7 +61,7 @@ func (s *Store) eachShard(ctx context.Context, what string, sc *redis.Script, id
 // Add adds items; each new one is due at once. It returns how many were
 // new. Invalid IDs are refused before anything is written.
 func (s *Store) Add(ctx context.Context, ids ...string) (int, error) {
-	return s.eachShard(ctx, "add", scriptAdd, ids, ValidateID, func(sh int) []string { return []string{s.keys.Due(sh)} })
+	return s.eachShard(ctx, "add", scriptAdd, ids, ValidateID, func(sh int, _ []any) []string { return []string{s.keys.Due(sh)} })
 }
 
 // Remove removes items and returns how many were present. It takes any
@@ -69,15 +69,19 @@ func (s *Store) Add(ctx context.Context, ids ...string) (int, error) {
 // to clean up an item planted under an id syncd would refuse to add
 // (claims quarantine such items).
 func (s *Store) Remove(ctx context.Context, ids ...string) (int, error) {
-	return s.eachShard(ctx, "remove", scriptRemove, ids, removable, func(sh int) []string {
-		return append(s.stateKeys(sh), s.keys.Manual(sh), s.keys.Triggers(sh), s.keys.Again(sh))
+	return s.eachShard(ctx, "remove", scriptRemove, ids, removable, func(sh int, chunk []any) []string {
+		keys := append(s.stateKeys(sh, nil), s.keys.Manual(sh), s.keys.Triggers(sh), s.keys.Again(sh))
+		for _, id := range chunk {
+			keys = append(keys, s.keys.ErrLog(sh, id.(string)))
+		}
+		return keys
 	})
 }
 
 // AddByHand adds items as Add does and marks them manual: a reconcile
 // never removes them (Remove does). It returns how many were new.
 func (s *Store) AddByHand(ctx context.Context, ids ...string) (int, error) {
-	return s.eachShard(ctx, "add", scriptAddManual, ids, ValidateID, func(sh int) []string {
+	return s.eachShard(ctx, "add", scriptAddManual, ids, ValidateID, func(sh int, _ []any) []string {
 		return []string{s.keys.Due(sh), s.keys.Manual(sh)}
 	})
 }
@@ -88,7 +92,7 @@ func (s *Store) Requeue(ctx context.Context, ids ...string) (int, error) {
 	return s.eachShard(ctx, "requeue", scriptRequeue, ids, ValidateID, s.stateKeys)
 }
 
-func (s *Store) stateKeys(sh int) []string {
+func (s *Store) stateKeys(sh int, _ []any) []string {
 	return []string{s.keys.Due(sh), s.keys.Meta(sh), s.keys.Errors(sh)}
 }
 

@@ -120,3 +120,9 @@ func dueOf(score float64) int64 {
 	}
 	return int64(score)
 }
+
+// isDamage reports whether err is a *DamageError.
+func isDamage(err error) bool {
+	var d *DamageError
+	return errors.As(err, &d)
+}

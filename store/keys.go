@@ -114,10 +114,14 @@ func escapeByte(c byte) bool {
 //	<prefix>:{s<k>}:again     HASH  id -> boost (ms): triggered in flight,
 //	                          due again at release (trigger.lua)
 //	<prefix>:{s<k>}:rec:<id>  STRING owner/state record, SET NX PX ttl
+//	<prefix>:{s<k>}:errlog:<id> LIST the last ErrLogMax failures, newest
+//	                          first: "<ms> <fence> <error>" (release.lua)
 //	<prefix>:{s<k>}:claim:<t> STRING ids a pick claim with token <t> took
 //	                          (newline-separated; PX ttl)
 //	<prefix>:{s<k>}:released  ZSET  token+id -> ms, the last claims
 //	                          released (release.lua)
+//	<prefix>:{daemons}        ZSET  daemon id -> last write (ms, Redis clock)
+//	<prefix>:{daemons}:<id>   STRING a daemon's DaemonInfo (JSON), PX 3 periods
 //	<prefix>:lock:{<id>}      STRING standalone lock record
 //	<prefix>:lock:{<id>}:f    STRING standalone lock fence counter
 //	<prefix>:lock:{<id>}:r    STRING tokens of the last unlocks (unlock.lua)
@@ -189,6 +193,20 @@ func (k Keys) Epoch(shard int) string { return k.tags[shard] + "epoch" }
 func (k Keys) Record(shard int, id string) string {
 	return k.tags[shard] + "rec:" + EncodeID(id)
 }
+
+// ErrLog is the list of an item's last failures (see Store.Item). It
+// shares the shard's slot, so release.lua writes it.
+func (k Keys) ErrLog(shard int, id string) string {
+	return k.tags[shard] + "errlog:" + EncodeID(id)
+}
+
+// Daemons is the registry of live daemons: a ZSET of daemon IDs scored
+// by their last write. It and each Daemon key share the slot {daemons},
+// so one script writes both.
+func (k Keys) Daemons() string { return k.prefix + ":{daemons}" }
+
+// Daemon is the key of one daemon's DaemonInfo.
+func (k Keys) Daemon(id string) string { return k.prefix + ":{daemons}:" + EncodeID(id) }
 
 // Receipt lists what a pick claim with token tok took (see Store.ClaimPick).
 func (k Keys) Receipt(shard int, tok Token) string {

@@ -28,6 +28,9 @@ type ItemState struct {
 	// when it is not. RecordErr is set when the bytes are not a record.
 	Record    *Record
 	RecordErr error
+	// State is one of the Item* states, set by ListPage and Item (see
+	// StateAt); List leaves it empty.
+	State string
 }
 
 // List returns one page of a shard's items in due order (longest waiting
@@ -67,25 +70,9 @@ func (s *Store) List(ctx context.Context, shard, offset, count int) ([]ItemState
 	}
 	out := make([]ItemState, len(ids))
 	for i, id := range ids {
-		st := ItemState{ID: id, Shard: shard, Due: dueOf(z[i].Score)}
-		if st.Due == NoDue {
-			st.Quarantined, st.Due = true, 0
-		}
-		if v, ok := meta.Val()[i].(string); ok {
-			f, l, a := ParseMeta(v)
-			st.Fence, st.LastSync, st.Attempts = f, fromMs(l), a
-		}
-		if v, ok := errs.Val()[i].(string); ok {
-			st.Error = v
-		}
-		st.Manual = manual[i].Val() // a manual set of another type reads as none
-		switch b, err := recs[i].Bytes(); {
-		case err == nil:
-			st.Record, st.RecordErr = UnmarshalRecord(b)
-		case isDamageReply(err):
-			st.RecordErr = fmt.Errorf("%w: a key of another type", ErrBadRecord)
-		case !errors.Is(err, redis.Nil):
-			return nil, -1, fmt.Errorf("store: list shard %d: %w", shard, err)
+		st, err := buildItem(id, shard, z[i].Score, meta.Val()[i], errs.Val()[i], manual[i], recs[i])
+		if err != nil {
+			return nil, -1, err
 		}
 		out[i] = st
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -52,7 +53,7 @@ func (s *Store) Reconcile(ctx context.Context, shard int, fence uint64, add bool
 	if add {
 		op = "add"
 	}
-	keys := []string{s.keys.Due(shard), s.keys.Meta(shard), s.keys.Errors(shard), s.keys.Manual(shard),
+	base := []string{s.keys.Due(shard), s.keys.Meta(shard), s.keys.Errors(shard), s.keys.Manual(shard),
 		s.keys.ReconcileFence(shard)}
 	total := 0
 	for len(ids) > 0 {
@@ -60,8 +61,15 @@ func (s *Store) Reconcile(ctx context.Context, shard int, fence uint64, add bool
 		ids = ids[len(chunk):]
 		args := make([]any, 0, 2+len(chunk))
 		args = append(args, fence, op)
+		keys := base
+		if !add {
+			keys = append(slices.Clip(base), make([]string, 0, len(chunk))...)
+		}
 		for _, id := range chunk {
 			args = append(args, id)
+			if !add {
+				keys = append(keys, s.keys.ErrLog(shard, id))
+			}
 		}
 		v, err := s.runScript(ctx, s.rdb, scriptReconcile, keys, args...)
 		if err != nil {

@@ -79,12 +79,13 @@ const (
 // released (release.lua).
 func (s *Store) Release(ctx context.Context, shard int, reqs []ReleaseRequest) ([]ReleaseResult, error) {
 	k := s.keys
-	keys := make([]string, 0, 5+len(reqs))
-	keys = append(keys, k.Due(shard), k.Meta(shard), k.Errors(shard), k.Again(shard), k.Released(shard))
+	keys := make([]string, 5+2*len(reqs))
+	copy(keys, []string{k.Due(shard), k.Meta(shard), k.Errors(shard), k.Again(shard), k.Released(shard)})
 	args := make([]any, 0, 2+5*len(reqs))
 	args = append(args, releasedKeep.Milliseconds(), releasedCap)
-	for _, r := range reqs {
-		keys = append(keys, k.Record(shard, r.ID))
+	for i, r := range reqs {
+		keys[5+i] = k.Record(shard, r.ID)
+		keys[5+len(reqs)+i] = k.ErrLog(shard, r.ID)
 		msg := r.Error
 		if len(msg) > 1024 {
 			msg = msg[:1024]

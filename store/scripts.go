@@ -108,7 +108,7 @@ var (
 	scriptExtend = loadScript("extend", "now", "be4", "be8", "unbe", "patch", "wrongtype", "get_rec",
 		"token_of", "fence_of")
 	scriptRelease = loadScript("release", "now", "be4", "unbe", "wrongtype", "get_rec", "token_of", "fence_of",
-		"attempt_of", "meta_get", "meta_value", "meta_set")
+		"attempt_of", "num", "meta_get", "meta_value", "meta_set")
 	scriptAdd     = loadScript("add", "now")
 	scriptRemove  = loadScript("remove", "wrongtype")
 	scriptRequeue = loadScript("requeue", "now", "be4", "unbe", "meta_get", "meta_value", "meta_set", "is_inf", "due_ms")
@@ -128,6 +128,8 @@ var (
 	scriptTargetReport = loadScript("target_report", "now", "own_type", "breaker_of", "breaker_get")
 	scriptTargetExtend = loadScript("target_extend", "now", "own_type")
 	scriptTargetState  = loadScript("target_state", "now", "breaker_of")
+
+	scriptDaemonWrite = loadScript("daemon_write", "now")
 )
 
 // ScriptSHAs maps each script's file name ("claim_pick.lua") to the SHA1

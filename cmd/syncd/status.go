@@ -6,48 +6,55 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
+	"os"
+	"os/signal"
 	"strconv"
-	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/syncd/syncd/cmd/syncd/internal/api"
 	"github.com/syncd/syncd/store"
 )
 
 // itemRow is one item in status output.
 type itemRow struct {
-	ID          string     `json:"id"`
-	State       string     `json:"state"` // due, syncing, claimed, idle, backing off, quarantined
-	Owner       string     `json:"owner,omitempty"`
-	Manual      bool       `json:"manual,omitempty"` // added by hand: no reconcile removes it
-	Fence       uint64     `json:"fence"`
-	LastSync    *time.Time `json:"last_sync,omitempty"`
-	SinceSync   string     `json:"since_last_sync,omitempty"`
-	DueAt       *time.Time `json:"due_at,omitempty"`
-	Waiting     string     `json:"waiting,omitempty"` // past due
-	Attempts    int        `json:"attempts"`
-	LastError   string     `json:"last_error,omitempty"`
-	waitingMs   int64
-	dueSortable int64
+	ID string `json:"id"`
+	// State is the API's: due, in_flight, backing_off, quarantined or
+	// waiting; Phase, in flight, the claim's: claimed or syncing.
+	State     string     `json:"state"`
+	Phase     string     `json:"phase,omitempty"`
+	Owner     string     `json:"owner,omitempty"`
+	Manual    bool       `json:"manual,omitempty"` // added by hand: no reconcile removes it
+	Fence     uint64     `json:"fence"`
+	LastSync  *time.Time `json:"last_sync,omitempty"`
+	SinceSync string     `json:"since_last_sync,omitempty"`
+	DueAt     *time.Time `json:"due_at,omitempty"`
+	Waiting   string     `json:"waiting,omitempty"` // past due
+	Attempts  int        `json:"attempts"`
+	LastError string     `json:"last_error,omitempty"`
 }
 
 type summary struct {
-	Items       int    `json:"items"`
-	Due         int    `json:"due"`
-	InFlight    int    `json:"in_flight"`
-	BackingOff  int    `json:"backing_off"`
-	Quarantined int    `json:"quarantined"`
+	Items       int64  `json:"items"`
+	Due         int64  `json:"due"`
+	InFlight    int64  `json:"in_flight"`
+	BackingOff  int64  `json:"backing_off"`
+	Quarantined int64  `json:"quarantined"`
 	OldestWait  string `json:"oldest_wait"`
+	OldestDueMs int64  `json:"oldest_due_ms"`
+	Daemons     int    `json:"daemons"`
+	Workers     int    `json:"workers"`
 	Redis       string `json:"redis"`
 	// Damaged lists the shards whose keys are damaged; their items are
 	// not counted or shown.
 	Damaged []shardDamage `json:"damaged_shards,omitempty"`
-	// Shown is how many items are listed when --limit cut the list
-	// short; 0 when every item is.
-	Shown int `json:"shown,omitempty"`
+	// Shown is how many items are listed when the list was cut short
+	// (--limit); 0 when every item that matches is. NextCursor goes on
+	// from there (--cursor); Partial says the scan budget ran out first.
+	Shown      int    `json:"shown,omitempty"`
+	NextCursor string `json:"next_cursor,omitempty"`
+	Partial    bool   `json:"partial,omitempty"`
 	// Target is the target's breaker and permits, fleet-wide.
 	Target targetSummary `json:"target"`
 	// DataLoss is the last time Redis lost the deployment's data.
@@ -111,69 +118,214 @@ type shardDamage struct {
 	Error string `json:"error"`
 }
 
-// cmdStatus prints every item's state and a summary; it reads Redis only,
-// so it works against a live fleet.
+// watchFlag is --watch, alone (every 2 s) or with an interval
+// (--watch=5s).
+type watchFlag struct{ every time.Duration }
+
+func (w *watchFlag) IsBoolFlag() bool { return true }
+
+func (w *watchFlag) String() string {
+	if w == nil || w.every == 0 {
+		return ""
+	}
+	return w.every.String()
+}
+
+func (w *watchFlag) Set(v string) error {
+	switch v {
+	case "true":
+		w.every = 2 * time.Second
+	case "false":
+		w.every = 0
+	default:
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 100*time.Millisecond {
+			return fmt.Errorf("%q is not a duration of at least 100ms", v)
+		}
+		w.every = d
+	}
+	return nil
+}
+
+// statusOpts are status's flags.
+type statusOpts struct {
+	asJSON bool
+	query  store.ListQuery
+	limit  int
+}
+
+// cmdStatus prints a summary and the longest-waiting items; it reads
+// Redis only, so it works against a live fleet. It reads what the API
+// serves (api.ReadSummary, store.ListPage), so the two always agree, at
+// a bounded cost whatever the set's size.
 func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("status", stderr)
-	asJSON := f.fs.Bool("json", false, "print JSON")
-	limit := f.fs.Int("limit", 100, "show at most this many items, longest waiting first (0: all)")
+	var o statusOpts
+	var watch watchFlag
+	f.fs.BoolVar(&o.asJSON, "json", false, "print JSON")
+	f.fs.IntVar(&o.limit, "limit", 100, "show at most this many items, longest waiting first (0: all)")
+	f.fs.StringVar(&o.query.Cursor, "cursor", "", "go on from where a cut list stopped (its next cursor)")
+	f.fs.StringVar(&o.query.State, "state", "", "show only items in this state: due, in_flight, backing_off, quarantined or waiting")
+	f.fs.StringVar(&o.query.Prefix, "prefix", "", "show only items whose ID starts with this")
+	f.fs.Var(&watch, "watch", "redraw every 2s (--watch=5s: every 5s) until Ctrl-C")
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
-	ctx := context.Background()
+	if o.limit < 0 {
+		return usageErr("status: --limit %d is negative", o.limit)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	st, err := adminStore(ctx, f)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	now, err := st.Now(ctx)
+	for {
+		if watch.every > 0 {
+			fmt.Fprint(stdout, "\x1b[H\x1b[2J") // home, clear screen
+		}
+		if err := statusOnce(ctx, st, o, stdout); err != nil {
+			if watch.every > 0 && ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if watch.every == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(watch.every):
+		}
+	}
+}
+
+// statusOnce reads and prints status once.
+func statusOnce(ctx context.Context, st *store.Store, o statusOpts, stdout io.Writer) error {
+	as, err := api.ReadSummary(ctx, st)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	sum := summary{Redis: st.Addr()}
-	rows, err := collect(ctx, st, now, &sum)
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	ts, err := st.TargetState(ctx)
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	sum.Target = targetOf(ts)
+	sum := summaryOf(as, st.Addr())
 	if sum.DataLoss, err = st.LastDataLoss(ctx); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	slices.SortStableFunc(rows, func(a, b itemRow) int { return cmpInt(a.dueSortable, b.dueSortable) })
-	if *limit > 0 && len(rows) > *limit {
-		sum.Shown = *limit
-		rows = rows[:*limit]
+	rows, err := statusRows(ctx, st, o, &sum)
+	if err != nil {
+		return err
 	}
-	if *asJSON {
+	if o.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if rows == nil {
-			rows = []itemRow{}
-		}
 		return enc.Encode(struct {
 			Summary summary   `json:"summary"`
 			Items   []itemRow `json:"items"`
 		}{sum, rows})
 	}
+	printStatus(stdout, sum, rows, o, as.NowMs)
+	return nil
+}
+
+// summaryOf is the status summary of what ReadSummary read.
+func summaryOf(as api.Summary, addr string) summary {
+	sum := summary{Items: as.Items, Due: as.Due, InFlight: as.InFlight, BackingOff: as.BackingOff,
+		Quarantined: as.Quarantined, OldestDueMs: as.OldestDueMs, Daemons: as.Daemons, Workers: as.Workers,
+		Redis: addr, Target: targetOf(as.TargetState)}
+	sum.OldestWait = (time.Duration(as.OldestDueMs) * time.Millisecond).String()
+	for _, err := range as.DamagedShards {
+		var d *store.DamageError
+		if errors.As(err, &d) {
+			sum.Damaged = append(sum.Damaged, shardDamage{Shard: d.Shard, Error: err.Error()})
+		}
+	}
+	return sum
+}
+
+// statusRows pages through store.ListPage until o.limit items (0: all
+// that match), noting in sum where it stopped.
+func statusRows(ctx context.Context, st *store.Store, o statusOpts, sum *summary) ([]itemRow, error) {
+	rows := []itemRow{}
+	q := o.query
+	for {
+		want := store.ListLimitMax
+		if o.limit > 0 {
+			want = min(o.limit-len(rows), want)
+		}
+		q.Limit = want
+		p, err := st.ListPage(ctx, q)
+		if err != nil && !errors.Is(err, store.ErrDamaged) {
+			if errors.Is(err, store.ErrBadQuery) || errors.Is(err, store.ErrBadCursor) {
+				return nil, usageErr("status: %v", err)
+			}
+			return nil, &exitError{code: exitUsage, err: err}
+		}
+		for _, it := range p.Items {
+			rows = append(rows, rowOf(it, p.Now))
+		}
+		sum.NextCursor, sum.Partial, q.Cursor = p.Next, p.Partial, p.Next
+		if p.Next == "" || o.limit > 0 && len(rows) >= o.limit {
+			break
+		}
+	}
+	if sum.NextCursor != "" {
+		sum.Shown = len(rows)
+	}
+	return rows, nil
+}
+
+// rowOf is one item's status row: the API's view of it.
+func rowOf(it store.ItemState, now int64) itemRow {
+	a := api.ItemOf(it, now)
+	r := itemRow{ID: a.ID, State: a.State, Owner: a.Owner, Manual: a.Manual, Fence: a.Fence, Attempts: a.Attempts,
+		LastError: a.LastError}
+	if it.Record != nil {
+		r.Phase = it.Record.State.String()
+	}
+	if !it.LastSync.IsZero() {
+		ls := it.LastSync
+		r.LastSync = &ls
+		r.SinceSync = (time.Duration(now-ls.UnixMilli()) * time.Millisecond).Round(time.Second).String()
+	}
+	if a.State == store.ItemDue {
+		r.Waiting = (time.Duration(a.WaitMs) * time.Millisecond).Round(time.Millisecond).String()
+	}
+	if !it.Quarantined {
+		d := time.UnixMilli(it.Due)
+		r.DueAt = &d
+	}
+	return r
+}
+
+// printStatus prints the table and the summary.
+func printStatus(stdout io.Writer, sum summary, rows []itemRow, o statusOpts, now int64) {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tOWNER\tFENCE\tSINCE SYNC\tWAITING\tATTEMPTS\tLAST ERROR")
 	for _, r := range rows {
-		id := shown(r.ID, 64)
+		id, state := shown(r.ID, 64), r.State
 		if r.Manual {
 			id += " (manual)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", id, r.State, dash(shown(r.Owner, 64)), r.Fence,
+		if r.Phase != "" {
+			state += " (" + r.Phase + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", id, state, dash(shown(r.Owner, 64)), r.Fence,
 			dash(r.SinceSync), dash(r.Waiting), r.Attempts, dash(shown(r.LastError, 60)))
 	}
 	tw.Flush()
-	fmt.Fprintf(stdout, "\n%d items: %d due, %d in flight, %d backing off, %d quarantined; oldest wait %s (%s)\n",
-		sum.Items, sum.Due, sum.InFlight, sum.BackingOff, sum.Quarantined, sum.OldestWait, sum.Redis)
-	if sum.Shown > 0 {
-		fmt.Fprintf(stdout, "(the %d longest waiting of %d items shown; --limit 0 shows all)\n", sum.Shown, sum.Items)
+	fmt.Fprintf(stdout, "\n%d items: %d due, %d in flight, %d backing off, %d quarantined; oldest wait %s; %d daemons, %d workers (%s)\n",
+		sum.Items, sum.Due, sum.InFlight, sum.BackingOff, sum.Quarantined, sum.OldestWait, sum.Daemons, sum.Workers, sum.Redis)
+	if sum.NextCursor != "" {
+		of := "more"
+		if o.query.State == "" && o.query.Prefix == "" && o.query.Cursor == "" {
+			of = strconv.FormatInt(sum.Items, 10)
+		}
+		more := ""
+		if sum.Partial {
+			more = " (the scan budget ran out: more may match)"
+		}
+		fmt.Fprintf(stdout, "showing %d of %s items%s; use --limit (0: all) or --cursor %s\n", sum.Shown, of, more, sum.NextCursor)
 	}
 	fmt.Fprintln(stdout, sum.Target.line(time.UnixMilli(now)))
 	if l := sum.DataLoss; l != nil {
@@ -183,89 +335,6 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	for _, d := range sum.Damaged {
 		fmt.Fprintf(stdout, "shard %d damaged, its items are not shown and wait: %s\n", d.Shard, shown(d.Error, 500))
 	}
-	return nil
-}
-
-// collect reads every shard's items and counts them into sum. A shard
-// whose keys are damaged is listed in sum.Damaged and skipped.
-func collect(ctx context.Context, st *store.Store, now int64, sum *summary) ([]itemRow, error) {
-	var rows []itemRow
-	var oldest int64
-	for sh := range st.Keys().Shards() {
-		for off := 0; off >= 0; {
-			page, next, err := st.List(ctx, sh, off, 500)
-			if errors.Is(err, store.ErrDamaged) {
-				sum.Damaged = append(sum.Damaged, shardDamage{Shard: sh, Error: err.Error()})
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
-			off = next
-			for _, it := range page {
-				r := classify(it, now)
-				sum.Items++
-				switch r.State {
-				case "due":
-					sum.Due++
-					oldest = max(oldest, r.waitingMs)
-				case "syncing", "claimed":
-					sum.InFlight++
-				case "backing off":
-					sum.BackingOff++
-				case "quarantined":
-					sum.Quarantined++
-				}
-				rows = append(rows, r)
-			}
-		}
-	}
-	sum.OldestWait = (time.Duration(oldest) * time.Millisecond).String()
-	return rows, nil
-}
-
-func classify(it store.ItemState, now int64) itemRow {
-	r := itemRow{ID: it.ID, Fence: it.Fence, Attempts: it.Attempts, LastError: it.Error, dueSortable: it.Due, Manual: it.Manual}
-	if !it.LastSync.IsZero() {
-		ls := it.LastSync
-		r.LastSync = &ls
-		r.SinceSync = (time.Duration(now-ls.UnixMilli()) * time.Millisecond).Round(time.Second).String()
-	}
-	switch {
-	case it.Record != nil:
-		r.State = it.Record.State.String()
-		r.Owner = it.Record.Owner.String()
-		r.Fence = it.Record.Fence
-	case it.RecordErr != nil:
-		r.State = "claimed"
-		r.Owner = "(unreadable record)"
-	case it.Quarantined:
-		r.State = "quarantined"
-		r.dueSortable = 1<<62 - 1
-	case it.Due <= now:
-		r.State = "due"
-		r.waitingMs = now - it.Due
-		r.Waiting = (time.Duration(r.waitingMs) * time.Millisecond).Round(time.Millisecond).String()
-	case it.Attempts > 0:
-		r.State = "backing off"
-	default:
-		r.State = "idle"
-	}
-	if !it.Quarantined {
-		d := time.UnixMilli(it.Due)
-		r.DueAt = &d
-	}
-	return r
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func dash(s string) string {
@@ -275,28 +344,5 @@ func dash(s string) string {
 	return s
 }
 
-// shown makes text read back from Redis safe for a terminal: control
-// and other invisible characters are escaped as in Go strings (a planted
-// ID must not move the cursor or change colours), and anything past n
-// runes is cut, saying how long the whole was.
-func shown(s string, n int) string {
-	var b strings.Builder
-	for i, runes := 0, 0; i < len(s); runes++ {
-		if runes == n {
-			fmt.Fprintf(&b, "...(%d bytes)", len(s))
-			break
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case unicode.IsPrint(r) || r == ' ':
-			b.WriteString(s[i : i+size])
-		default:
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		}
-		i += size
-	}
-	return b.String()
-}
+// shown is api.Shown: text from Redis made safe for a terminal.
+func shown(s string, n int) string { return api.Shown(s, n) }

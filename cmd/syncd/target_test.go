@@ -70,12 +70,12 @@ func TestStatusSaysWhenTruncated(t *testing.T) {
 	if code := runMain([]string{"status", "-c", cfg, "--limit", "2"}, &out, &errb); code != exitOK {
 		t.Fatalf("status: exit %d, %s", code, errb.String())
 	}
-	if !strings.Contains(out.String(), "(the 2 longest waiting of 3 items shown; --limit 0 shows all)") {
+	if !strings.Contains(out.String(), "showing 2 of 3 items; use --limit (0: all) or --cursor ") {
 		t.Errorf("status does not say the list was cut:\n%s", out.String())
 	}
 	out.Reset()
 	runMain([]string{"status", "-c", cfg}, &out, &errb)
-	if strings.Contains(out.String(), "longest waiting of") {
+	if strings.Contains(out.String(), "showing ") {
 		t.Errorf("status says the list was cut when it was not:\n%s", out.String())
 	}
 }

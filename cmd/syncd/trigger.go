@@ -1,13 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"strings"
 
+	"github.com/syncd/syncd/cmd/syncd/internal/api"
 	"github.com/syncd/syncd/store"
 )
 
@@ -53,24 +51,10 @@ func printTriggered(w io.Writer, res store.TriggerResult, n int) {
 	}
 }
 
-// triggerTrouble names the IDs a trigger did nothing with, nil when there
-// are none. addHint is how the caller asks for unknown IDs to be added.
+// triggerTrouble is api.TriggerTrouble.
 func triggerTrouble(res store.TriggerResult, addHint string) error {
-	var errs []error
-	if n := len(res.Unknown); n > 0 {
-		errs = append(errs, fmt.Errorf("%d unknown ids (not in the item set; %s adds them): %s", n, addHint, idList(res.Unknown)))
-	}
-	if n := len(res.Quarantined); n > 0 {
-		errs = append(errs, fmt.Errorf("%d quarantined ids not triggered (syncd requeue brings them back): %s", n, idList(res.Quarantined)))
-	}
-	return errors.Join(errs...)
+	return api.TriggerTrouble(res, addHint)
 }
 
-// idList shows ids for a message, each escaped and cut (see shown).
-func idList(ids []string) string {
-	names := make([]string, len(ids))
-	for i, id := range ids {
-		names[i] = cmp.Or(shown(id, store.MaxIDLen), `""`)
-	}
-	return strings.Join(names, ", ")
-}
+// idList is api.IDList.
+func idList(ids []string) string { return api.IDList(ids) }

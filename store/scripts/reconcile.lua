@@ -3,7 +3,8 @@
 -- of this shard wrote, so a paused ex-leader cannot undo a newer
 -- reconcile.
 -- KEYS[1] due ZSET, KEYS[2] meta HASH, KEYS[3] err HASH, KEYS[4] manual
---         SET (items added by hand), KEYS[5] the shard's reconcile fence
+--         SET (items added by hand), KEYS[5] the shard's reconcile fence,
+--         KEYS[3+i] (remove only) the error log LIST of ARGV[i], i >= 3
 -- ARGV[1] fence, ARGV[2] add | remove, ARGV[3..] ids
 --   add     adds each id (due now) that is not in the set
 --   remove  removes each id that was not added by hand
@@ -28,6 +29,7 @@ else
       n = n + redis.call('ZREM', KEYS[1], ARGV[i])
       redis.call('HDEL', KEYS[2], ARGV[i])
       redis.call('HDEL', KEYS[3], ARGV[i])
+      redis.call('DEL', KEYS[3 + i])
     end
   end
 end

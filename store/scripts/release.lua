@@ -6,7 +6,8 @@
 -- KEYS[4]    again HASH of the shard (trigger.lua): id -> boost ms
 -- KEYS[5]    released ZSET of the shard: token .. id -> ms released, of
 --            the claims released in the last ARGV[1] ms, at most ARGV[2]
--- KEYS[5+i]  record key of item i
+-- KEYS[5+i]  record key of item i (n items: i = 1..n)
+-- KEYS[5+n+i] error log LIST of item i (Keys.ErrLog)
 -- ARGV[1]    how long KEYS[5] keeps a released claim, ms
 -- ARGV[2]    how many released claims KEYS[5] keeps at most
 -- ARGV       then 5 per item i, from ARGV[5i-2]: id, token, kind, value, error
@@ -19,6 +20,8 @@
 -- the again HASH) is due at now - its boost after "ok" and "handback",
 -- and keeps its backoff or quarantine otherwise; the flag is cleared.
 -- That costs one HGET per item released; an HDEL only when set.
+-- A failure ("fail", "quarantine") is also pushed onto the item's error
+-- log, "<ms> <fence> <error cut to 512 bytes>", kept to its 10 newest.
 -- Result: 2 integers per item: code (1 released, 0 not held: no record,
 -- -1 held by another owner), now in ms.
 -- A call re-sent after a dropped connection (go-redis re-sends a whole
@@ -26,10 +29,11 @@
 -- again: it finds token .. id in KEYS[5] and reports 1 again, recording
 -- nothing more. Only a release carrying the token deleted a record holding
 -- it, so an owner whose claim expired is never told it released.
+
 -- remember adds the released claims rel (token .. id each) to the ZSET
 -- key at nowms and drops those older than keep ms, then the oldest past
 -- cap. A key of another type (made by hand) is replaced: it only
--- remembers. Commands the scripts already use, so the ACL stays as it is.
+-- remembers.
 local function remember(key, rel, nowms, keep, cap)
   local args = {}
   for k = 1, #rel do
@@ -49,7 +53,8 @@ end
 
 local nowms = now()
 local out, rel = {}, {}
-for i = 1, #KEYS - 5 do
+local n = (#KEYS - 5) / 2
+for i = 1, n do
   local j = 5 * i - 2
   local id, tok, kind, value, msg = ARGV[j], ARGV[j + 1], ARGV[j + 2], tonumber(ARGV[j + 3]), ARGV[j + 4]
   local rk = KEYS[5 + i]
@@ -91,6 +96,10 @@ for i = 1, #KEYS - 5 do
         -- A damaged err key (another type) loses the message, never the
         -- failure: the attempt is counted and quarantine still comes.
         wrongtype(redis.pcall('HSET', KEYS[3], id, msg))
+        local entry = num(nowms) .. ' ' .. num(fence_of(cur)) .. ' ' .. string.sub(msg, 1, 512)
+        if wrongtype(redis.pcall('LPUSH', KEYS[5 + n + i], entry)) ~= '' then
+          redis.call('LTRIM', KEYS[5 + n + i], 0, 9)
+        end
         if kind == 'fail' then
           redis.call('ZADD', KEYS[1], nowms + value, id)
         else

@@ -1,7 +1,8 @@
 -- remove.lua: remove items from one shard. A claim in flight stays until
 -- its owner releases it (release does not re-add a removed item).
 -- KEYS[1] due ZSET, KEYS[2] meta HASH, KEYS[3] err HASH, KEYS[4] manual
---         SET, KEYS[5] trig HASH, KEYS[6] again HASH of the shard
+--         SET, KEYS[5] trig HASH, KEYS[6] again HASH of the shard,
+--         KEYS[6+i] error log LIST of ARGV[i]
 -- ARGV     ids
 -- Result: how many were present.
 local n = 0
@@ -12,5 +13,6 @@ for i = 1, #ARGV do
   wrongtype(redis.pcall('SREM', KEYS[4], ARGV[i]))
   wrongtype(redis.pcall('HDEL', KEYS[5], ARGV[i]))
   wrongtype(redis.pcall('HDEL', KEYS[6], ARGV[i]))
+  redis.call('DEL', KEYS[6 + i])
 end
 return n

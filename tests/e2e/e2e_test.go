@@ -117,17 +117,18 @@ http:
 		t.Errorf("synced %v", seen)
 	}
 	addr := logField(t, stderr.String(), "serving /metrics", "addr")
+	// The child writes its line before the engine records the sync: poll.
 	for path, want := range map[string]string{"/healthz": "ok", "/metrics": `syncd_syncs_total{outcome="ok"} 4`} {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
-		resp.Body.Close()
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("GET %s: %q does not contain %q", path, b.String(), want)
-		}
+		waitFor(t, 5*time.Second, "GET "+path+" to contain "+want, func() bool {
+			resp, err := http.Get("http://" + addr + path)
+			if err != nil {
+				return false
+			}
+			var b bytes.Buffer
+			b.ReadFrom(resp.Body)
+			resp.Body.Close()
+			return strings.Contains(b.String(), want)
+		})
 	}
 	waitFor(t, 5*time.Second, "/readyz", func() bool {
 		resp, err := http.Get("http://" + addr + "/readyz")
@@ -271,7 +272,7 @@ sink:
 		t.Errorf("summary %+v", st.Summary)
 	}
 	for _, it := range st.Items {
-		if it.State == "syncing" && (it.Owner == "" || it.Fence == 0) {
+		if it.State == "in_flight" && (it.Owner == "" || it.Fence == 0) {
 			t.Errorf("in-flight item without owner or fence: %+v", it)
 		}
 	}
@@ -281,7 +282,7 @@ sink:
 	// An admin release takes the claim away and raises the fence.
 	var fence uint64
 	for _, it := range st.Items {
-		if it.State == "syncing" {
+		if it.State == "in_flight" {
 			fence = it.Fence
 			r := run(t, "release", "-c", cfg, "--force", it.ID)
 			if r.Code != 0 || !strings.Contains(r.Stdout, "fence raised") {

@@ -55,6 +55,7 @@ http:
 	post := func(auth, body string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}

@@ -36,11 +36,14 @@ var aclCommands = []string{
 	"time",
 	// Strings: records, locks, the shard count, epoch and batch markers.
 	"get", "set", "del", "pexpire", "pttl",
-	// The due index.
+	// The due index; the daemon registry.
 	"zadd", "zscore", "zrange", "zrangebyscore", "zcount", "zcard", "zrem",
 	// Per-item state and last errors; the target's breaker; the record
-	// of the last data loss.
-	"hget", "hset", "hdel", "hmget", "hincrby", "hgetall",
+	// of the last data loss; the counts of the API and status (hlen).
+	"hget", "hset", "hdel", "hmget", "hincrby", "hgetall", "hlen",
+	// Each item's error log: written by releases of failures, read by
+	// the API's item view.
+	"lpush", "ltrim", "lrange",
 	// The target's permits: expired ones dropped.
 	"zremrangebyscore",
 	// Items added by hand (a set per shard); the breaker's suspects.

@@ -126,6 +126,19 @@ func exercise(ctx context.Context, cfg store.Config, opt exerciseOpts) (err erro
 	if n, q, err := st.Count(ctx, 10); err != nil || n != len(ids) || len(q) != 1 {
 		return step("count", fmt.Errorf("%d items, quarantined %v, %v", n, q, err))
 	}
+	// The API's reads, as /api/v1 and syncd status do.
+	if c, err := st.Counts(ctx); err != nil || c.Items != int64(len(ids)) || c.Quarantined != 1 {
+		return step("counts", fmt.Errorf("%+v, %v", c, err))
+	}
+	if p, err := st.ListPage(ctx, store.ListQuery{State: store.ItemQuarantined}); err != nil || len(p.Items) != 1 {
+		return step("list page", fmt.Errorf("%+v, %v", p, err))
+	}
+	if d, err := st.Item(ctx, "poison"); err != nil || len(d.Errors) != 1 {
+		return step("item", fmt.Errorf("%+v, %v", d, err))
+	}
+	if _, _, err := st.Daemons(ctx); err != nil {
+		return step("daemons", err)
+	}
 	if n, err := st.Requeue(ctx, "poison"); err != nil || n != 1 {
 		return step("requeue", fmt.Errorf("%d, %v", n, err))
 	}

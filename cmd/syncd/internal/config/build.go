@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
+	"github.com/syncd/syncd/cmd/syncd/internal/yamlstrict"
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
@@ -141,7 +142,7 @@ func (f *File) Store(env func(string) (string, bool), readFile func(string) ([]b
 			c.TLS.Certificates = []tls.Certificate{pair}
 		}
 	}
-	if err := errorList(rd.errs, 0); err != nil {
+	if err := yamlstrict.List(rd.errs, 0); err != nil {
 		return store.Config{}, err
 	}
 	return c, nil
@@ -171,7 +172,7 @@ func (f *File) APIToken(env func(string) (string, bool), readFile func(string) (
 	case i >= 0:
 		rd.bad(nil, field, "the token has white space, a control character or a non-ASCII byte at byte %d", i)
 	}
-	if err := errorList(rd.errs, 0); err != nil {
+	if err := yamlstrict.List(rd.errs, 0); err != nil {
 		return "", err
 	}
 	return token, nil
@@ -212,7 +213,7 @@ func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
 	if path := f.s.Items.File; path != "" {
 		data := rd.file("items.file", path)
 		if len(rd.errs) > 0 {
-			return nil, fail(rd.errs[0])
+			return nil, yamlstrict.One(rd.errs[0])
 		}
 		more, err := idlines.Parse(path, bytes.NewReader(data), store.ValidateID)
 		if err != nil {
@@ -232,7 +233,7 @@ func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
 func lineErrors(err error) error {
 	var e *idlines.Error
 	if !errors.As(err, &e) {
-		return fail(&FieldError{Msg: err.Error(), Err: err}) // no reader error from bytes
+		return yamlstrict.One(&FieldError{Msg: err.Error(), Err: err}) // no reader error from bytes
 	}
 	list := make([]*FieldError, 0, len(e.Lines)+1)
 	for _, l := range e.Lines {
@@ -323,7 +324,7 @@ func (f *File) BuildSink(logger zerolog.Logger) (sinks.Sink, error) {
 	if field == "" {
 		field, msg = "sink."+c.Type, strings.TrimPrefix(msg, c.Type+": ")
 	}
-	return nil, fail(f.errorAt(err, field, []string{"sink.type"}, redactURLs(f.scrub(field, msg))))
+	return nil, yamlstrict.One(f.errorAt(err, field, []string{"sink.type"}, redactURLs(f.scrub(field, msg))))
 }
 
 // asSink returns s, or a nil sinks.Sink (not a nil *exec.Sink) on error.

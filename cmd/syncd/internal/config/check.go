@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
+	"github.com/syncd/syncd/cmd/syncd/internal/yamlstrict"
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
@@ -80,7 +81,7 @@ func (p *parser) validate() {
 
 // report adds a problem with field, its value cut and redacted in msg.
 func (p *parser) report(err error, field string, alt []string, format string, args ...any) {
-	p.add(p.f.errorAt(err, field, alt, p.f.scrub(field, fmt.Sprintf(format, args...))))
+	p.Add(p.f.errorAt(err, field, alt, p.f.scrub(field, fmt.Sprintf(format, args...))))
 }
 
 // errorAt is a problem with field, at the line of the first of field and
@@ -94,7 +95,7 @@ func (f *File) errorAt(err error, field string, alt []string, msg string) *Field
 	fe := &FieldError{File: f.name, Field: field, Msg: msg, Err: err}
 	for _, k := range keys {
 		if k, ok := f.keys[k]; ok {
-			fe.Line = k.line
+			fe.Line = k.Line
 			break
 		}
 	}
@@ -104,7 +105,7 @@ func (f *File) errorAt(err error, field string, alt []string, msg string) *Field
 // skip reports whether any of fields, or anything inside, failed to
 // decode: rules about its value (the default) would mislead.
 func (p *parser) skip(fields ...string) bool {
-	for b := range p.bad {
+	for b := range p.Bad {
 		for _, f := range fields {
 			if b == "" || b == f || strings.HasPrefix(b, f+".") || strings.HasPrefix(b, f+"[") {
 				return true
@@ -123,11 +124,11 @@ func (f *File) isSet(field string) bool {
 // scrub cuts and redacts the value of field where msg quotes it.
 func (f *File) scrub(field, msg string) string {
 	k, ok := f.keys[field]
-	if !ok || k.val.Kind != yaml.ScalarNode {
+	if !ok || k.Val.Kind != yaml.ScalarNode {
 		return msg
 	}
-	msg = strings.ReplaceAll(msg, strconv.Quote(k.val.Value), show(k.val.Value))
-	return strings.ReplaceAll(msg, k.val.Value, redactValue(k.val.Value))
+	msg = strings.ReplaceAll(msg, strconv.Quote(k.Val.Value), show(k.Val.Value))
+	return strings.ReplaceAll(msg, k.Val.Value, redactValue(k.Val.Value))
 }
 
 // oneOf reports v, the value of field, unless it is empty or one of valid.
@@ -183,7 +184,7 @@ func libField(err error) (field, reason string) {
 		case ke.Field == "env":
 			field += "[" + ke.Entry + "]"
 		default:
-			field += "." + keyName(ke.Entry)
+			field += "." + yamlstrict.KeyName(ke.Entry)
 		}
 		return field, ke.Reason
 	}
@@ -212,7 +213,7 @@ func (p *parser) sink() error {
 		return nil
 	}
 	for _, other := range sinkTypes {
-		if other == typ || !p.f.isSet("sink."+other) || p.bad["sink."+other] {
+		if other == typ || !p.f.isSet("sink."+other) || p.Bad["sink."+other] {
 			continue
 		}
 		msg := "set but sink.type is " + typ
@@ -237,7 +238,7 @@ func (p *parser) sink() error {
 // not quietly run 4 workers.
 func (p *parser) explicitZeros(file, eff reflect.Value, path string) {
 	for i := range file.NumField() {
-		field := join(path, file.Type().Field(i).Tag.Get("yaml"))
+		field := yamlstrict.Join(path, file.Type().Field(i).Tag.Get("yaml"))
 		fv, ev := file.Field(i), eff.Field(i)
 		switch {
 		case fv.Kind() == reflect.Struct:

@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rs/zerolog"
 
+	"github.com/syncd/syncd/cmd/syncd/internal/yamlstrict"
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
@@ -1012,7 +1013,7 @@ items:
 	t.Run("many bad lines", func(t *testing.T) {
 		_, err := f.Items(fakeFiles(map[string]string{"items.txt": strings.Repeat("\x01\n", 50)}))
 		lines := errLines(err)
-		if len(lines) != maxErrors+1 || lines[len(lines)-1] != "items.txt: and 30 more invalid lines" {
+		if len(lines) != yamlstrict.MaxErrors+1 || lines[len(lines)-1] != "items.txt: and 30 more invalid lines" {
 			t.Errorf("got %d lines, last %q", len(lines), lines[len(lines)-1])
 		}
 	})

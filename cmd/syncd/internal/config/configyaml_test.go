@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/syncd/syncd/cmd/syncd/internal/yamlstrict"
 )
 
 // checkedIn is the documented config.yaml at the root of the repository.
@@ -121,7 +123,7 @@ func schemaKeys() (keys, maps []string) {
 	walk = func(t reflect.Type, path string) {
 		for i := range t.NumField() {
 			ft := t.Field(i)
-			key := join(path, ft.Tag.Get("yaml"))
+			key := yamlstrict.Join(path, ft.Tag.Get("yaml"))
 			keys = append(keys, key)
 			switch ft.Type.Kind() {
 			case reflect.Map:
@@ -197,8 +199,8 @@ func TestCheckedInConfigDocumentsEveryKey(t *testing.T) {
 
 // decodeOnly decodes src without validating it.
 func decodeOnly(src string) error {
-	p, _ := decode("x", []byte(src))
-	return errorList(p.errs, p.dropped)
+	d, _ := yamlstrict.Decode("x", []byte(src), &schema{}, decodeOptions)
+	return d.Err()
 }
 
 // The doc parser itself: commented keys, nesting and prose.

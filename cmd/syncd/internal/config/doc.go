@@ -4,8 +4,9 @@
 // the repository documents every key and its default; a test keeps it
 // complete.
 //
-// Parsing is strict and reports every problem at once, each with its file,
-// line and dotted field, in an *Errors (at most 20, then a count):
+// Parsing is strict (package yamlstrict decodes; this package owns the
+// schema and its rules) and reports every problem at once, each with its
+// file, line and dotted field, in an *Errors (at most 20, then a count):
 //
 //	config.yaml:12: redis.shardz: unknown key (did you mean shards?)
 //	config.yaml:17: ownership.ttl: "3x" is not a duration (examples: 30s, 500ms, 2m)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/syncd/syncd/cmd/syncd/internal/yamlstrict"
 )
 
 // aliasFlood is a config whose exec command is n aliases of a list: at
@@ -54,12 +56,12 @@ func TestParseHostileInput(t *testing.T) {
 		{"nested aliases", billionLaughs(), []string{"c.yaml:4: " + aliases}, 1, time.Minute},
 		{"an alias cycle", "a: &a [*a]\n", []string{"c.yaml:1: " + aliases}, 1, time.Minute},
 		{"many errors without aliases", "sink:\n  type: exec\n  exec:\n    command: [" + strings.Repeat("[x], ", 100_000) + "]\n",
-			[]string{"c.yaml:4: sink.exec.command[0]: expected a string, got a list"}, maxErrors + 1, time.Minute},
-		{"a few aliases, many errors", aliasFlood(2000), []string{"c.yaml:2: sink.exec.command[0]: expected a string, got a list"}, maxErrors + 1, time.Minute},
-		{"many unknown keys", unknown.String(), []string{"c.yaml:1: k0: unknown key"}, maxErrors + 1, time.Minute},
+			[]string{"c.yaml:4: sink.exec.command[0]: expected a string, got a list"}, yamlstrict.MaxErrors + 1, time.Minute},
+		{"a few aliases, many errors", aliasFlood(2000), []string{"c.yaml:2: sink.exec.command[0]: expected a string, got a list"}, yamlstrict.MaxErrors + 1, time.Minute},
+		{"many unknown keys", unknown.String(), []string{"c.yaml:1: k0: unknown key"}, yamlstrict.MaxErrors + 1, time.Minute},
 		{"a long value", "ownership:\n  ttl: " + strings.Repeat("9", 100_000) + "x\n",
-			[]string{`c.yaml:2: ownership.ttl: "` + strings.Repeat("9", maxShown) + `..." is not a duration (examples: 30s, 500ms, 2m)`}, 1, time.Minute},
-		{"a long key", "? " + strings.Repeat("k", 100_000) + "\n: 1\n", []string{"c.yaml:1: " + strings.Repeat("k", maxShown) + "...: unknown key"}, 1, time.Minute},
+			[]string{`c.yaml:2: ownership.ttl: "` + strings.Repeat("9", yamlstrict.MaxShown) + `..." is not a duration (examples: 30s, 500ms, 2m)`}, 1, time.Minute},
+		{"a long key", "? " + strings.Repeat("k", 100_000) + "\n: 1\n", []string{"c.yaml:1: " + strings.Repeat("k", yamlstrict.MaxShown) + "...: unknown key"}, 1, time.Minute},
 		{"a key with escapes", "\"\\e[2J\": 1\n", []string{`c.yaml:1: "\x1b[2J": unknown key`}, 1, time.Minute},
 	}
 	for _, tt := range tests {
@@ -78,8 +80,8 @@ func TestParseHostileInput(t *testing.T) {
 			if diff := cmp.Diff(lines[:len(tt.want)], tt.want); diff != "" {
 				t.Errorf("errors (-got +want):\n%s", diff)
 			}
-			if tt.n > maxErrors && !strings.HasSuffix(lines[maxErrors], " more problems") {
-				t.Errorf("last line %q; want a count of the rest", lines[maxErrors])
+			if tt.n > yamlstrict.MaxErrors && !strings.HasSuffix(lines[yamlstrict.MaxErrors], " more problems") {
+				t.Errorf("last line %q; want a count of the rest", lines[yamlstrict.MaxErrors])
 			}
 			if alloc := after.TotalAlloc - before.TotalAlloc; took > tt.took || alloc > 512<<20 {
 				t.Errorf("took %v and %d MB", took, alloc>>20)

@@ -11,9 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/syncd/syncd/cmd/syncd/internal/yamlstrict"
 )
 
 // Redacted returns the effective configuration as YAML: every key, with
@@ -81,14 +82,14 @@ func (f *File) node(v reflect.Value, path string) *yaml.Node {
 		for i := range v.NumField() {
 			key := v.Type().Field(i).Tag.Get("yaml")
 			if path != "sink" || key == "type" || key == f.SinkType() { // not another sink type's sub-section
-				n.Content = append(n.Content, str(key), f.node(v.Field(i), join(path, key)))
+				n.Content = append(n.Content, str(key), f.node(v.Field(i), yamlstrict.Join(path, key)))
 			}
 		}
 		return n
 	case reflect.Map:
 		m := v.Interface().(map[string]string)
 		for _, k := range slices.Sorted(maps.Keys(m)) {
-			n.Content = append(n.Content, str(k), str(redactField(join(path, k), m[k])))
+			n.Content = append(n.Content, str(k), str(redactField(yamlstrict.Join(path, k), m[k])))
 		}
 	case reflect.Slice:
 		n.Kind = yaml.SequenceNode
@@ -115,7 +116,7 @@ func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!
 // valueText is a scalar field's value as the file would write it.
 func valueText(v reflect.Value) string {
 	switch {
-	case v.Type() == durationType:
+	case v.Type() == reflect.TypeFor[time.Duration]():
 		return formatDuration(time.Duration(v.Int()))
 	case v.Kind() == reflect.String:
 		return show(v.String())
@@ -187,20 +188,5 @@ func redactURLs(s string) string {
 	})
 }
 
-// maxShown bounds a value or key quoted in a message.
-const maxShown = 80
-
 // show quotes a value for a message, redacted and cut.
-func show(v string) string { return strconv.Quote(clip(redactValue(v))) }
-
-// clip cuts s to maxShown bytes, on a character boundary.
-func clip(s string) string {
-	if len(s) <= maxShown {
-		return s
-	}
-	i := maxShown
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "..."
-}
+func show(v string) string { return strconv.Quote(yamlstrict.Clip(redactValue(v))) }

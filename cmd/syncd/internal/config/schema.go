@@ -56,14 +56,15 @@ type (
 		Owner          string        `yaml:"owner"`
 	}
 	engineSection struct {
-		Workers      int           `yaml:"workers"`
-		Interval     time.Duration `yaml:"interval"`
-		Batch        int           `yaml:"batch"`
-		MaxAttempts  int           `yaml:"max_attempts"`
-		BackoffMin   time.Duration `yaml:"backoff_min"`
-		BackoffMax   time.Duration `yaml:"backoff_max"`
-		DrainTimeout time.Duration `yaml:"drain_timeout"`
-		Poll         time.Duration `yaml:"poll"`
+		Workers       int           `yaml:"workers"`
+		Interval      time.Duration `yaml:"interval"`
+		Batch         int           `yaml:"batch"`
+		MaxAttempts   int           `yaml:"max_attempts"`
+		BackoffMin    time.Duration `yaml:"backoff_min"`
+		BackoffMax    time.Duration `yaml:"backoff_max"`
+		DrainTimeout  time.Duration `yaml:"drain_timeout"`
+		Poll          time.Duration `yaml:"poll"`
+		CountInterval time.Duration `yaml:"count_interval"`
 	}
 	// targetSection configures engine.TargetConfig; rate is parsed by
 	// engine.ParseRate.

@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"bytes"
@@ -6,50 +6,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/store"
 )
 
 const testToken = "t0ken-that-must-never-be-logged"
-
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// apiServer serves newAPI over st under /api/, as serveHTTP mounts it,
-// logging into the returned buffer.
-func apiServer(t *testing.T, st *store.Store, token string) (*httptest.Server, *syncBuffer) {
-	t.Helper()
-	logs := &syncBuffer{}
-	log := zerolog.New(io.MultiWriter(logs, zerolog.NewTestWriter(t)))
-	mux := http.NewServeMux()
-	mux.Handle("/api/", newAPI(st, token, log))
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return srv, logs
-}
 
 type apiReply struct {
 	code   int
@@ -63,6 +29,9 @@ func call(t *testing.T, method, url, auth, body string) apiReply {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if method == "POST" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
@@ -83,7 +52,7 @@ func call(t *testing.T, method, url, auth, body string) apiReply {
 // A wrong or missing token gets 401 with a Bearer challenge, and nothing
 // is logged about it; the token never appears in the log.
 func TestAPIRefusesWrongTokenSilently(t *testing.T) {
-	_, st := adminConfig(t, "apiauth")
+	st := newStore(t)
 	st.Add(t.Context(), "a")
 	srv, logs := apiServer(t, st, testToken)
 	url := srv.URL + "/api/v1/items/a/sync"
@@ -104,10 +73,10 @@ func TestAPIRefusesWrongTokenSilently(t *testing.T) {
 			t.Errorf("Authorization %q: %d, WWW-Authenticate %q; want 401 and a Bearer challenge", auth, r.code, r.header.Get("WWW-Authenticate"))
 		}
 	}
-	// Other routes and methods are behind the token too.
-	for _, path := range []string{"/api/v1/items/sync", "/api/nothing"} {
-		if r := call(t, "GET", srv.URL+path, "Bearer wrong", ""); r.code != http.StatusUnauthorized {
-			t.Errorf("GET %s with a wrong token: %d, want 401", path, r.code)
+	// Every POST route is behind the token.
+	for _, path := range []string{"/api/v1/items/sync", "/api/v1/items/requeue", "/api/v1/items/release"} {
+		if r := call(t, "POST", srv.URL+path, "Bearer wrong", `{"ids": ["a"]}`); r.code != http.StatusUnauthorized {
+			t.Errorf("POST %s with a wrong token: %d, want 401", path, r.code)
 		}
 	}
 	if logs.String() != "" {
@@ -125,13 +94,13 @@ func TestAPIRefusesWrongTokenSilently(t *testing.T) {
 // naming them (auto_add adds them); quarantined ones 409; bad bodies 400
 // or 413, and nothing is triggered.
 func TestAPITriggers(t *testing.T) {
-	_, st := adminConfig(t, "api")
+	st := newStore(t)
 	ctx := t.Context()
 	st.Add(ctx, "a", "b/c d", "q", "k")
 	for _, id := range []string{"a", "b/c d", "k"} {
-		st.Client().ZAdd(ctx, st.Keys().Due(st.Keys().Shard(id)), redisZ(t, st, time.Hour, id))
+		setDue(t, st, id, time.Hour, false)
 	}
-	st.Client().ZAdd(ctx, st.Keys().Due(st.Keys().Shard("q")), redisInf("q"))
+	setDue(t, st, "q", 0, true)
 	srv, _ := apiServer(t, st, testToken)
 	auth := "Bearer " + testToken
 	one := func(id string) string { return srv.URL + "/api/v1/items/" + id + "/sync" }
@@ -157,8 +126,8 @@ func TestAPITriggers(t *testing.T) {
 		{"bulk, unknown field", bulk, `{"ids": ["a"], "force": true}`, 400, syncResponse{}, "unknown field"},
 		{"bulk, two values", bulk, `{"ids": ["a"]} {}`, 400, syncResponse{}, "more than one"},
 		{"bulk, bad reason", bulk, `{"ids": ["a"], "reason": "a\u0007b"}`, 400, syncResponse{}, "nothing triggered"},
-		{"bulk, too many", bulk, `{"ids": [` + strings.Repeat(`"x",`, apiMaxIDs) + `"x"]}`, 400, syncResponse{}, "limit per call"},
-		{"bulk, too big", bulk, `{"ids": ["` + strings.Repeat("x", apiMaxBody) + `"]}`, 413, syncResponse{}, "larger than"},
+		{"bulk, too many", bulk, `{"ids": [` + strings.Repeat(`"x",`, MaxIDs) + `"x"]}`, 400, syncResponse{}, "limit per call"},
+		{"bulk, too big", bulk, `{"ids": ["` + strings.Repeat("x", MaxBody) + `"]}`, 413, syncResponse{}, "larger than"},
 	}
 	tests[3] = struct {
 		name, url, body string
@@ -186,8 +155,8 @@ func TestAPITriggers(t *testing.T) {
 			t.Errorf("%s due in %v after its trigger", id, d)
 		}
 	}
-	if in := itemSet(t, st, "nope", "x", "bad\x01"); in != nil {
-		t.Errorf("added %q", in)
+	if unknown, _ := st.Unknown(ctx, "nope", "x", "bad\x01"); len(unknown) != 3 {
+		t.Errorf("added some of nope, x, bad: unknown %q", unknown)
 	}
 	if note, ok, _ := st.LastTrigger(ctx, "b/c d"); !ok || note.Reason != "slash" {
 		t.Errorf("LastTrigger(b/c d) = %+v, %v", note, ok)
@@ -195,40 +164,41 @@ func TestAPITriggers(t *testing.T) {
 	if r := call(t, "GET", one("a"), auth, ""); r.code != http.StatusMethodNotAllowed || r.header.Get("Allow") != "POST" {
 		t.Errorf("GET: %d, Allow %q; want 405, POST", r.code, r.header.Get("Allow"))
 	}
+	if r := call(t, "DELETE", srv.URL+"/api/v1/summary", auth, ""); r.code != http.StatusMethodNotAllowed || r.header.Get("Allow") != "GET" {
+		t.Errorf("DELETE summary: %d, Allow %q; want 405, GET", r.code, r.header.Get("Allow"))
+	}
 	if r := call(t, "POST", srv.URL+"/api/v2/x", auth, ""); r.code != http.StatusNotFound || !strings.Contains(r.body.Error, "no such API route") {
 		t.Errorf("POST /api/v2/x: %d %q; want 404, no such API route", r.code, r.body.Error)
 	}
 }
 
-// Without a token the API is not mounted: every route answers 404 saying
-// how to turn it on.
+// Without a token every POST is refused with 403 saying how to turn the
+// API on; reads work.
 func TestAPIOffWithoutToken(t *testing.T) {
-	_, st := adminConfig(t, "apioff")
+	st := newStore(t)
 	st.Add(t.Context(), "a")
 	srv, _ := apiServer(t, st, "")
-	for _, path := range []string{"/api/v1/items/a/sync", "/api/v1/items/sync"} {
+	for _, path := range []string{"/api/v1/items/a/sync", "/api/v1/items/sync", "/api/v1/items/requeue", "/api/v1/items/release"} {
 		r := call(t, "POST", srv.URL+path, "Bearer "+testToken, `{"ids": ["a"]}`)
-		if r.code != http.StatusNotFound || r.body.Error != apiOffText {
-			t.Errorf("POST %s: %d %q; want 404 %q", path, r.code, r.body.Error, apiOffText)
+		if r.code != http.StatusForbidden || r.body.Error != OffText {
+			t.Errorf("POST %s: %d %q; want 403 %q", path, r.code, r.body.Error, OffText)
 		}
+	}
+	var sum Summary
+	if code := get(t, srv.URL+"/api/v1/summary", &sum); code != http.StatusOK || sum.Items != 1 || sum.Writable {
+		t.Errorf("GET summary without a token: %d %+v", code, sum)
 	}
 }
 
 func FuzzParseSyncRequest(f *testing.F) {
 	for _, s := range []string{"", "{}", `{"ids": ["a", "b"], "reason": "r", "auto_add": true}`, `{"ids": null}`,
-		`{"ids": ["a"]} {}`, `{"ids": [1]}`, `[`, `{"reason": "\u0000"}`, fmt.Sprintf(`{"ids": [%s"x"]}`, strings.Repeat(`"x",`, apiMaxIDs))} {
+		`{"ids": ["a"]} {}`, `{"ids": [1]}`, `[`, `{"reason": "\u0000"}`, fmt.Sprintf(`{"ids": [%s"x"]}`, strings.Repeat(`"x",`, MaxIDs))} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := parseSyncRequest(bytes.NewReader(body))
-		if err != nil {
-			if req.IDs != nil || req.Reason != "" || req.AutoAdd {
-				t.Errorf("an error with a request: %+v", req)
-			}
+		var req syncRequest
+		if err := decode(bytes.NewReader(body), &req); err != nil || len(req.IDs) > MaxIDs {
 			return
-		}
-		if len(req.IDs) > apiMaxIDs {
-			t.Errorf("%d ids accepted", len(req.IDs))
 		}
 		// What was accepted goes to the store's checks without a panic.
 		_ = store.TriggerParams{IDs: req.IDs, Reason: req.Reason, Add: req.AutoAdd}.Validate()

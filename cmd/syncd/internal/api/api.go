@@ -1,0 +1,192 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/store"
+)
+
+// The API's bounds: a body of at most MaxBody bytes, at most MaxIDs IDs
+// per call, and Timeout for the store's work.
+const (
+	MaxBody = 1 << 20
+	MaxIDs  = 1000
+	Timeout = 10 * time.Second
+)
+
+// OffText is the answer to a POST while no token is configured.
+const OffText = "the API is off: set http.api_token_env or http.api_token_file to turn it on"
+
+// errorBody is every error answer: {"error": "text"}.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// api serves the routes.
+type api struct {
+	st       *store.Store
+	token    [sha256.Size]byte // SHA-256 of the token, compared in constant time
+	writable bool
+	log      zerolog.Logger
+	hist     *History
+	target   *int // the target's max_in_flight when a target is configured
+}
+
+// Option configures New.
+type Option func(*api)
+
+// WithTarget says a target is configured, with limit its max_in_flight
+// (0: none): /api/v1/target and the summary then show its state.
+func WithTarget(limit int) Option { return func(a *api) { a.target = &limit } }
+
+// New returns the handler of /api/: reads for anyone, writes for holders
+// of token ("" turns writes off: they get 403 saying how to turn them
+// on). hist, when not nil, gives the summary its history.
+func New(st *store.Store, token string, log zerolog.Logger, hist *History, opts ...Option) http.Handler {
+	a := &api{st: st, token: sha256.Sum256([]byte(token)), writable: token != "", hist: hist,
+		log: log.With().Str("component", "api").Logger()}
+	for _, o := range opts {
+		o(a)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/summary", a.summary)
+	mux.HandleFunc("GET /api/v1/items", a.items)
+	mux.HandleFunc("GET /api/v1/items/{id}", a.item)
+	mux.HandleFunc("GET /api/v1/owners", a.owners)
+	mux.HandleFunc("GET /api/v1/target", a.targetState)
+	mux.Handle("POST /api/v1/items/requeue", a.write(a.requeue))
+	mux.Handle("POST /api/v1/items/release", a.write(a.release))
+	mux.Handle("POST /api/v1/items/sync", a.write(a.syncMany))
+	mux.Handle("POST /api/v1/items/{id}/sync", a.write(a.syncOne))
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			other := r.Clone(r.Context())
+			other.Method = m
+			if _, pattern := mux.Handler(other); pattern != "/api/" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, "use "+strings.Join(allow, " or "))
+			return
+		}
+		writeError(w, http.StatusNotFound, "no such API route (see /api/v1/summary, /api/v1/items, /api/v1/owners)")
+	})
+	return mux
+}
+
+// write guards a POST route: 403 while no token is configured, 401 for a
+// wrong or missing bearer token (nothing about a refused request is
+// logged: not the header, not that it came; the comparison is of SHA-256
+// sums in constant time), then against CSRF: 415 unless the body is
+// declared application/json (a form cannot send that across origins
+// without a preflight), 403 when an Origin header names another host.
+func (a *api) write(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !a.writable {
+			writeError(w, http.StatusForbidden, OffText)
+			return
+		}
+		h := r.Header.Get("Authorization")
+		scheme, cred, _ := strings.Cut(h, " ")
+		sum := sha256.Sum256([]byte(cred))
+		if subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 || !strings.EqualFold(scheme, "Bearer") {
+			challenge := `Bearer realm="syncd"`
+			if h != "" {
+				challenge += `, error="invalid_token"`
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
+			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			return
+		}
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			writeError(w, http.StatusUnsupportedMediaType, "the body must be sent as Content-Type: application/json")
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" {
+			if u, err := url.Parse(o); err != nil || !strings.EqualFold(u.Host, r.Host) {
+				writeError(w, http.StatusForbidden, "cross-origin request refused: Origin "+Shown(o, 100)+" is not "+Shown(r.Host, 100))
+				return
+			}
+		}
+		next(w, r)
+	})
+}
+
+// decodeBody reads one JSON object into v, with no unknown fields and
+// nothing after it; an empty body leaves v as it is. It answers 400 or
+// 413 itself and reports whether it read a good body.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	err := decode(http.MaxBytesReader(w, r.Body, MaxBody), v)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body: larger than %d bytes", MaxBody))
+		return false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, err.Error())
+		return false
+	}
+	return true
+}
+
+func decode(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	switch err := dec.Decode(v); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return fmt.Errorf("body: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("body: more than one JSON value")
+	}
+	return nil
+}
+
+// storeCtx bounds the store's work for one request.
+func storeCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), Timeout)
+}
+
+// storeFailed answers a store error: 400 for a refused query or cursor
+// or an invalid ID, 404 for an unknown item, 503 otherwise (Redis).
+func (a *api) storeFailed(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, store.ErrBadQuery), errors.Is(err, store.ErrBadCursor), errors.Is(err, store.ErrInvalidID):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, store.ErrUnknownItem):
+		writeError(w, http.StatusNotFound, err.Error())
+	default:
+		a.log.Warn().Err(err).Msg("api read")
+		writeError(w, http.StatusServiceUnavailable, "redis: "+err.Error())
+	}
+}
+
+func writeError(w http.ResponseWriter, code int, text string) {
+	writeJSON(w, code, errorBody{Error: text})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,68 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/syncd/syncd/store"
+)
+
+// ErrorEntry is one of an item's last failures.
+type ErrorEntry struct {
+	AtMs  int64  `json:"at_ms"`
+	Error string `json:"error"`
+	Fence uint64 `json:"fence"`
+}
+
+// ItemDetail is GET /api/v1/items/{id}.
+type ItemDetail struct {
+	Item
+	LeaseLeftMs int64        `json:"lease_left_ms"`
+	Quarantined bool         `json:"quarantined"`
+	Errors      []ErrorEntry `json:"errors"` // newest first
+}
+
+func (a *api) item(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := storeCtx(r)
+	defer cancel()
+	d, err := a.st.Item(ctx, r.PathValue("id"))
+	if err != nil {
+		a.storeFailed(w, err)
+		return
+	}
+	out := ItemDetail{Item: ItemOf(d.ItemState, d.Now), LeaseLeftMs: d.LeaseLeft.Milliseconds(),
+		Quarantined: d.Quarantined, Errors: make([]ErrorEntry, len(d.Errors))}
+	for i, e := range d.Errors {
+		out.Errors[i] = ErrorEntry{AtMs: e.At, Error: e.Error, Fence: e.Fence}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// Daemon is one daemon in GET /api/v1/owners.
+type Daemon struct {
+	store.DaemonInfo
+	HeartbeatAgeMs int64  `json:"heartbeat_age_ms"`
+	Problem        string `json:"problem,omitempty"`
+}
+
+// Owners is GET /api/v1/owners.
+type Owners struct {
+	Daemons []Daemon `json:"daemons"`
+}
+
+func (a *api) owners(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := storeCtx(r)
+	defer cancel()
+	ds, now, err := a.st.Daemons(ctx)
+	if err != nil {
+		a.storeFailed(w, err)
+		return
+	}
+	out := Owners{Daemons: make([]Daemon, len(ds))}
+	for i, d := range ds {
+		if d.InFlight == nil {
+			d.InFlight = []string{}
+		}
+		out.Daemons[i] = Daemon{DaemonInfo: d, HeartbeatAgeMs: max(now-d.Heartbeat, 0), Problem: d.Problem}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

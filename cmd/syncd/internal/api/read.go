@@ -1,0 +1,198 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/syncd/syncd/store"
+)
+
+// Target is the target's state in the API.
+type Target struct {
+	State        string `json:"state"` // closed, open or half_open (a probe may go)
+	SinceMs      int64  `json:"since_ms"`
+	NextProbeMs  int64  `json:"next_probe_ms,omitempty"`
+	PermitsInUse int    `json:"permits_in_use"`
+	Limit        int    `json:"limit"` // max_in_flight, 0: none
+	Opens        int64  `json:"opens"`
+	Closes       int64  `json:"closes"`
+	Suspects     int    `json:"suspects"`
+	LastError    string `json:"last_error,omitempty"`
+}
+
+func targetOf(ts store.TargetState, limit int) *Target {
+	t := &Target{State: "closed", SinceMs: ts.Since, PermitsInUse: ts.InFlight, Limit: limit, Opens: ts.Opens,
+		Closes: ts.Closes, Suspects: ts.Suspects}
+	if ts.Open {
+		t.State, t.NextProbeMs, t.LastError = "open", ts.Next, ts.Reason
+		if ts.Now >= ts.Next {
+			t.State = "half_open"
+		}
+	}
+	return t
+}
+
+// Summary is GET /api/v1/summary, and what `syncd status` prints.
+type Summary struct {
+	NowMs       int64    `json:"now_ms"`
+	Items       int64    `json:"items"`
+	Due         int64    `json:"due"`
+	InFlight    int64    `json:"in_flight"`
+	BackingOff  int64    `json:"backing_off"`
+	Quarantined int64    `json:"quarantined"`
+	OldestDueMs int64    `json:"oldest_due_ms"` // age of the longest-waiting due item
+	Daemons     int      `json:"daemons"`
+	Workers     int      `json:"workers"`
+	Target      *Target  `json:"target"`
+	Writable    bool     `json:"writable"`
+	History     []Sample `json:"history"`
+	// Damaged names the shards whose keys are damaged: their items are
+	// not counted.
+	Damaged []string `json:"damaged,omitempty"`
+	// TargetState is the target's state as the store read it.
+	TargetState store.TargetState `json:"-"`
+	// DamagedShards are the damaged shards' errors (*store.DamageError).
+	DamagedShards []error `json:"-"`
+}
+
+// ReadSummary reads the counts, the daemons and the target, in a fixed
+// number of round trips whatever the item set's size (store.Counts,
+// store.TargetState). A damaged shard is named in Damaged, not an error.
+func ReadSummary(ctx context.Context, st *store.Store) (Summary, error) {
+	c, err := st.Counts(ctx)
+	damaged := damages(err)
+	if err != nil && damaged == nil {
+		return Summary{}, err
+	}
+	ts, err := st.TargetState(ctx)
+	if err != nil {
+		return Summary{}, err
+	}
+	s := Summary{NowMs: c.Now, Items: c.Items, Due: c.Due, InFlight: c.InFlight, BackingOff: c.BackingOff,
+		Quarantined: c.Quarantined, OldestDueMs: c.OldestDueAge(), Daemons: c.Daemons, Workers: c.Workers,
+		Target: targetOf(ts, 0), History: []Sample{}, TargetState: ts, DamagedShards: damaged}
+	for _, d := range damaged {
+		s.Damaged = append(s.Damaged, d.Error())
+	}
+	return s, nil
+}
+
+// damages returns the *store.DamageError errors joined in err, nil when
+// err is nil or is anything else (then it is the call's own failure).
+func damages(err error) []error {
+	if err == nil || !errors.Is(err, store.ErrDamaged) {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+func (a *api) summary(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := storeCtx(r)
+	defer cancel()
+	s, err := ReadSummary(ctx, a.st)
+	if err != nil {
+		a.storeFailed(w, err)
+		return
+	}
+	s.Writable, s.Target = a.writable, nil
+	if a.target != nil {
+		s.Target = targetOf(s.TargetState, *a.target)
+	}
+	if a.hist != nil {
+		s.History = a.hist.Samples()
+	}
+	writeJSON(w, http.StatusOK, s)
+}
+
+func (a *api) targetState(w http.ResponseWriter, r *http.Request) {
+	if a.target == nil {
+		writeError(w, http.StatusNotFound, "no target configured")
+		return
+	}
+	ctx, cancel := storeCtx(r)
+	defer cancel()
+	ts, err := a.st.TargetState(ctx)
+	if err != nil {
+		a.storeFailed(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, targetOf(ts, *a.target))
+}
+
+// Item is one item in GET /api/v1/items.
+type Item struct {
+	ID         string `json:"id"`
+	State      string `json:"state"`
+	DueMs      int64  `json:"due_ms"` // 0 for a quarantined item
+	WaitMs     int64  `json:"wait_ms"`
+	LastSyncMs int64  `json:"last_sync_ms"`
+	Owner      string `json:"owner"`
+	Fence      uint64 `json:"fence"`
+	Attempts   int    `json:"attempts"`
+	LastError  string `json:"last_error"`
+	Manual     bool   `json:"manual"`
+}
+
+// ItemOf makes an item's API form from what the store read at now.
+func ItemOf(it store.ItemState, now int64) Item {
+	out := Item{ID: it.ID, State: it.State, DueMs: it.Due, Fence: it.Fence, Attempts: it.Attempts,
+		LastError: it.Error, Manual: it.Manual}
+	if out.State == "" {
+		out.State = it.StateAt(now)
+	}
+	if out.State == store.ItemDue {
+		out.WaitMs = max(now-it.Due, 0)
+	}
+	if !it.LastSync.IsZero() {
+		out.LastSyncMs = it.LastSync.UnixMilli()
+	}
+	switch {
+	case it.Record != nil:
+		out.Owner, out.Fence = it.Record.Owner.String(), it.Record.Fence
+	case it.RecordErr != nil:
+		out.Owner = "(unreadable record)"
+	}
+	return out
+}
+
+// ItemsPage is GET /api/v1/items.
+type ItemsPage struct {
+	Items      []Item   `json:"items"`
+	NextCursor string   `json:"next_cursor"`
+	Partial    bool     `json:"partial"`
+	Damaged    []string `json:"damaged,omitempty"`
+}
+
+func (a *api) items(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	lq := store.ListQuery{State: q.Get("state"), Prefix: q.Get("prefix"), Cursor: q.Get("cursor")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.ListLimitMax {
+			writeError(w, http.StatusBadRequest, "limit: "+Shown(v, 20)+" is not a number in 1.."+strconv.Itoa(store.ListLimitMax))
+			return
+		}
+		lq.Limit = n
+	}
+	ctx, cancel := storeCtx(r)
+	defer cancel()
+	p, err := a.st.ListPage(ctx, lq)
+	damaged := damages(err)
+	if err != nil && damaged == nil {
+		a.storeFailed(w, err)
+		return
+	}
+	out := ItemsPage{Items: make([]Item, len(p.Items)), NextCursor: p.Next, Partial: p.Partial}
+	for i, it := range p.Items {
+		out.Items[i] = ItemOf(it, p.Now)
+	}
+	for _, d := range damaged {
+		out.Damaged = append(out.Damaged, d.Error())
+	}
+	writeJSON(w, http.StatusOK, out)
+}

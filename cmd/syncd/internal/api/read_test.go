@@ -1,0 +1,241 @@
+package api
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/syncd/syncd/store"
+)
+
+// get fetches url and decodes its JSON into out, returning the status.
+func get(t *testing.T, url string, out any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("GET %s: Content-Type %q", url, ct)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatalf("GET %s: %d, %q is not JSON: %v", url, resp.StatusCode, b, err)
+	}
+	return resp.StatusCode
+}
+
+// failItem claims id and releases it as failed with msg.
+func failItem(t *testing.T, st *store.Store, id, msg string, delay time.Duration) {
+	t.Helper()
+	ctx := t.Context()
+	sh := st.Keys().Shard(id)
+	if _, err := st.MarkEpoch(ctx, sh, 0); err != nil {
+		t.Fatal(err)
+	}
+	rec := &store.Record{Version: store.RecordVersion, Token: store.NewToken(), State: store.StateSyncing,
+		Owner: store.Owner{Host: "h", PID: 1, Run: "r"}}
+	res, err := st.ClaimIDs(ctx, store.ClaimIDsParams{Shard: sh, IDs: []string{id}, Records: []*store.Record{rec}, TTL: time.Minute})
+	if err != nil || res.Items[0].Code != store.ClaimOK {
+		t.Fatalf("claim %s: %+v, %v", id, res, err)
+	}
+	st.Release(ctx, sh, []store.ReleaseRequest{{ID: id, Token: rec.Token, Kind: store.ReleaseFailed, Delay: delay, Error: msg}})
+}
+
+// The read routes: summary, items by state and prefix with paging, one
+// item with its errors, owners and the target; bad input gets 400,
+// an unknown item 404.
+func TestAPIReads(t *testing.T) {
+	st := newStore(t)
+	ctx := t.Context()
+	st.Add(ctx, "cust-1", "cust-2", "cust-3", "other", "q")
+	setDue(t, st, "cust-1", -time.Minute, false)
+	setDue(t, st, "cust-2", -time.Second, false)
+	setDue(t, st, "q", 0, true)
+	failItem(t, st, "other", "boom\x1b[31m", time.Hour)
+	st.WriteDaemon(ctx, store.DaemonInfo{ID: "h:1", Host: "h", PID: 1, Workers: 3, InFlight: []string{"x"}}, time.Minute)
+	srv, _ := apiServer(t, st, "", WithTarget(7))
+
+	var sum Summary
+	if code := get(t, srv.URL+"/api/v1/summary", &sum); code != 200 || sum.Items != 5 || sum.Due != 3 || sum.Quarantined != 1 ||
+		sum.BackingOff != 1 || sum.InFlight != 1 || sum.Daemons != 1 || sum.Workers != 3 || sum.OldestDueMs < 59000 ||
+		sum.Writable || sum.Target == nil || sum.Target.State != "closed" || sum.Target.Limit != 7 || sum.History == nil {
+		t.Errorf("summary: %d %+v", code, sum)
+	}
+	var page ItemsPage
+	get(t, srv.URL+"/api/v1/items?state=due&limit=2", &page)
+	if got := []string{page.Items[0].ID, page.Items[1].ID}; !cmp.Equal(got, []string{"cust-1", "cust-2"}) || page.NextCursor == "" ||
+		page.Items[0].WaitMs < 59000 || page.Items[0].State != "due" {
+		t.Errorf("due page: %+v", page)
+	}
+	next := page.NextCursor
+	page = ItemsPage{}
+	get(t, srv.URL+"/api/v1/items?state=due&limit=2&cursor="+url.QueryEscape(next), &page)
+	if len(page.Items) != 1 || page.Items[0].ID != "cust-3" || page.NextCursor != "" {
+		t.Errorf("second due page: %+v", page)
+	}
+	page = ItemsPage{}
+	get(t, srv.URL+"/api/v1/items?prefix=cust-&state=all", &page)
+	if len(page.Items) != 3 {
+		t.Errorf("prefix cust-: %+v", page)
+	}
+	page = ItemsPage{}
+	get(t, srv.URL+"/api/v1/items?state=backing_off", &page)
+	if len(page.Items) != 1 || page.Items[0].ID != "other" || page.Items[0].Attempts != 1 || page.Items[0].LastError == "" {
+		t.Errorf("backing off: %+v", page)
+	}
+	var d ItemDetail
+	if code := get(t, srv.URL+"/api/v1/items/other", &d); code != 200 || d.State != "backing_off" || len(d.Errors) != 1 ||
+		d.Errors[0].Error != "boom\x1b[31m" || d.Errors[0].AtMs == 0 || d.Errors[0].Fence == 0 || d.LeaseLeftMs != 0 {
+		t.Errorf("item other: %d %+v", code, d)
+	}
+	d = ItemDetail{}
+	if code := get(t, srv.URL+"/api/v1/items/q", &d); code != 200 || !d.Quarantined || d.State != "quarantined" || d.Errors == nil {
+		t.Errorf("item q: %d %+v", code, d)
+	}
+	var owners Owners
+	if get(t, srv.URL+"/api/v1/owners", &owners); len(owners.Daemons) != 1 || owners.Daemons[0].Workers != 3 ||
+		!cmp.Equal(owners.Daemons[0].InFlight, []string{"x"}) || owners.Daemons[0].HeartbeatAgeMs > 10000 {
+		t.Errorf("owners: %+v", owners)
+	}
+	var tg Target
+	if code := get(t, srv.URL+"/api/v1/target", &tg); code != 200 || tg.State != "closed" || tg.Limit != 7 {
+		t.Errorf("target: %d %+v", code, tg)
+	}
+
+	for path, want := range map[string]int{
+		"/api/v1/items?limit=0":         400,
+		"/api/v1/items?limit=501":       400,
+		"/api/v1/items?limit=x":         400,
+		"/api/v1/items?state=sleeping":  400,
+		"/api/v1/items?cursor=garbage!": 400,
+		"/api/v1/items/nope":            404,
+		"/api/v1/nothing":               404,
+		"/api/v1/items/%01":             404,
+	} {
+		var e errorBody
+		if code := get(t, srv.URL+path, &e); code != want || e.Error == "" {
+			t.Errorf("GET %s: %d %q, want %d and an error", path, code, e.Error, want)
+		}
+	}
+	noTarget, _ := apiServer(t, st, "")
+	var e errorBody
+	if code := get(t, noTarget.URL+"/api/v1/target", &e); code != 404 || e.Error != "no target configured" {
+		t.Errorf("target without one: %d %q", code, e.Error)
+	}
+}
+
+// POSTs need application/json and, with an Origin, the same host.
+func TestAPICSRF(t *testing.T) {
+	st := newStore(t)
+	st.Add(t.Context(), "a")
+	srv, _ := apiServer(t, st, testToken)
+	post := func(ct, origin string) int {
+		req, _ := http.NewRequest("POST", srv.URL+"/api/v1/items/requeue", strings.NewReader(`{"ids": ["a"]}`))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for _, tt := range []struct {
+		ct, origin string
+		code       int
+	}{
+		{"", "", 415},
+		{"text/plain", "", 415},
+		{"application/x-www-form-urlencoded", "", 415},
+		{"application/json", "http://evil.example", 403},
+		{"application/json", "null", 403},
+		{"application/json", "http://" + host, 200},
+		{"application/json; charset=utf-8", "", 200},
+	} {
+		if code := post(tt.ct, tt.origin); code != tt.code {
+			t.Errorf("Content-Type %q, Origin %q: %d, want %d", tt.ct, tt.origin, code, tt.code)
+		}
+	}
+}
+
+// Requeue brings a quarantined item back; release force-releases a
+// claim; both name what they did nothing with.
+func TestAPIRequeueRelease(t *testing.T) {
+	st := newStore(t)
+	ctx := t.Context()
+	st.Add(ctx, "q", "held", "free")
+	setDue(t, st, "q", 0, true)
+	srv, _ := apiServer(t, st, testToken)
+	auth := "Bearer " + testToken
+	r := callRaw(t, srv.URL+"/api/v1/items/requeue", auth, `{"ids": ["q", "nope"]}`)
+	if r.code != 200 || r.body["requeued"] != float64(1) || !cmp.Equal(r.body["unknown"], []any{"nope"}) {
+		t.Errorf("requeue: %d %v", r.code, r.body)
+	}
+	if d := dueIn(t, st, "q"); d > 0 {
+		t.Errorf("q due in %v after requeue", d)
+	}
+	sh := st.Keys().Shard("held")
+	st.MarkEpoch(ctx, sh, 0)
+	rec := &store.Record{Version: store.RecordVersion, Token: store.NewToken(), State: store.StateSyncing, Owner: store.Owner{Host: "h"}}
+	st.ClaimIDs(ctx, store.ClaimIDsParams{Shard: sh, IDs: []string{"held"}, Records: []*store.Record{rec}, TTL: time.Minute})
+	r = callRaw(t, srv.URL+"/api/v1/items/release", auth, `{"ids": ["held", "free", "nope"]}`)
+	if r.code != 200 || r.body["released"] != float64(1) || !cmp.Equal(r.body["not_held"], []any{"free"}) ||
+		!cmp.Equal(r.body["unknown"], []any{"nope"}) {
+		t.Errorf("release: %d %v", r.code, r.body)
+	}
+	for _, body := range []string{`{"ids": []}`, `{}`, `{"ids": ["a\u0001"]}`, `{"ids": ["a"], "x": 1}`} {
+		if r := callRaw(t, srv.URL+"/api/v1/items/requeue", auth, body); r.code != 400 {
+			t.Errorf("requeue %s: %d, want 400", body, r.code)
+		}
+	}
+}
+
+type rawReply struct {
+	code int
+	body map[string]any
+}
+
+func callRaw(t *testing.T, url, auth, body string) rawReply {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", auth)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return rawReply{resp.StatusCode, out}
+}
+
+// The history keeps a sample per tick, oldest first, at most keep.
+func TestHistory(t *testing.T) {
+	st := newStore(t)
+	st.Add(t.Context(), "a")
+	var ok int64
+	h := NewHistory(st, func() (int64, int64) { ok += 3; return ok, 1 })
+	h.keep = 3
+	for range 5 {
+		h.sample(t.Context())
+	}
+	s := h.Samples()
+	if len(s) != 3 || s[0].SyncsOK != 3 || s[2].Due != 1 || s[0].TMs > s[2].TMs {
+		t.Errorf("samples %+v", s)
+	}
+}

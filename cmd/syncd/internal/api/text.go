@@ -1,0 +1,62 @@
+package api
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/syncd/syncd/store"
+)
+
+// Shown makes text read back from Redis safe for a terminal or a log:
+// control and other invisible characters are escaped as in Go strings (a
+// planted ID must not move the cursor or change colours), and anything
+// past n runes is cut, saying how long the whole was.
+func Shown(s string, n int) string {
+	var b strings.Builder
+	for i, runes := 0, 0; i < len(s); runes++ {
+		if runes == n {
+			fmt.Fprintf(&b, "...(%d bytes)", len(s))
+			break
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsPrint(r) || r == ' ':
+			b.WriteString(s[i : i+size])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// TriggerTrouble names the IDs a trigger did nothing with, nil when
+// there are none. addHint is how the caller asks for unknown IDs to be
+// added.
+func TriggerTrouble(res store.TriggerResult, addHint string) error {
+	var errs []error
+	if n := len(res.Unknown); n > 0 {
+		errs = append(errs, fmt.Errorf("%d unknown ids (not in the item set; %s adds them): %s", n, addHint, IDList(res.Unknown)))
+	}
+	if n := len(res.Quarantined); n > 0 {
+		errs = append(errs, fmt.Errorf("%d quarantined ids not triggered (syncd requeue brings them back): %s", n, IDList(res.Quarantined)))
+	}
+	return errors.Join(errs...)
+}
+
+// IDList shows ids for a message, each escaped and cut (see Shown).
+func IDList(ids []string) string {
+	names := make([]string, len(ids))
+	for i, id := range ids {
+		names[i] = cmp.Or(Shown(id, store.MaxIDLen), `""`)
+	}
+	return strings.Join(names, ", ")
+}

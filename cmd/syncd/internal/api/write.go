@@ -1,0 +1,224 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/syncd/syncd/store"
+)
+
+// idsRequest is the body of requeue and release.
+type idsRequest struct {
+	IDs []string `json:"ids"`
+}
+
+// readIDs reads a body of 1..MaxIDs valid IDs, answering 400 or 413
+// itself.
+func readIDs(w http.ResponseWriter, r *http.Request) ([]string, bool) {
+	var req idsRequest
+	if !decodeBody(w, r, &req) {
+		return nil, false
+	}
+	if len(req.IDs) == 0 || len(req.IDs) > MaxIDs {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(`body: %d ids; give 1..%d ({"ids": ["a", "b"]})`, len(req.IDs), MaxIDs))
+		return nil, false
+	}
+	for _, id := range req.IDs {
+		if err := store.ValidateID(id); err != nil {
+			writeError(w, http.StatusBadRequest, "nothing done: "+err.Error())
+			return nil, false
+		}
+	}
+	return req.IDs, true
+}
+
+// requeue is POST /api/v1/items/requeue: make items due now and forget
+// their failures (brings quarantined items back).
+func (a *api) requeue(w http.ResponseWriter, r *http.Request) {
+	ids, ok := readIDs(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := storeCtx(r)
+	defer cancel()
+	unknown, err := a.st.Unknown(ctx, ids...)
+	if err != nil {
+		a.storeFailed(w, err)
+		return
+	}
+	n, err := a.st.Requeue(ctx, ids...)
+	if err != nil {
+		a.storeFailed(w, err)
+		return
+	}
+	a.log.Info().Int("requeued", n).Int("unknown", len(unknown)).Str("first", Shown(ids[0], 64)).Msg("requeued")
+	writeJSON(w, http.StatusOK, struct {
+		Requeued int      `json:"requeued"`
+		Unknown  []string `json:"unknown"`
+	}{n, nonNil(unknown)})
+}
+
+// release is POST /api/v1/items/release: force release each item's
+// claim and raise its fence (store.ForceRelease).
+func (a *api) release(w http.ResponseWriter, r *http.Request) {
+	ids, ok := readIDs(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := storeCtx(r)
+	defer cancel()
+	out := struct {
+		Released int               `json:"released"`
+		NotHeld  []string          `json:"not_held"`
+		Unknown  []string          `json:"unknown"`
+		Failed   map[string]string `json:"failed,omitempty"`
+	}{NotHeld: []string{}, Unknown: []string{}}
+	for _, id := range ids {
+		held, fence, err := a.st.ForceRelease(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrUnknownItem):
+			out.Unknown = append(out.Unknown, id)
+		case errors.Is(err, store.ErrFenceLimit):
+			if out.Failed == nil {
+				out.Failed = map[string]string{}
+			}
+			out.Failed[id] = err.Error()
+		case err != nil:
+			a.storeFailed(w, err)
+			return
+		case held:
+			out.Released++
+			a.log.Info().Str("id", Shown(id, 64)).Uint64("fence", fence).Msg("force released")
+		default:
+			out.NotHeld = append(out.NotHeld, id)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// syncRequest is the JSON body of the trigger routes. The bulk form
+// (POST /api/v1/items/sync) needs IDs; the single form (POST
+// /api/v1/items/{id}/sync) takes its ID from the path, and a body is
+// optional there.
+type syncRequest struct {
+	IDs     []string `json:"ids"`
+	Reason  string   `json:"reason"`
+	AutoAdd bool     `json:"auto_add"`
+}
+
+// syncResponse is the JSON answer of the trigger routes.
+type syncResponse struct {
+	Triggered   int      `json:"triggered"`
+	Unknown     []string `json:"unknown"`
+	InFlight    []string `json:"in_flight,omitempty"`
+	Added       []string `json:"added,omitempty"`
+	Quarantined []string `json:"quarantined,omitempty"`
+	Error       string   `json:"error,omitempty"`
+}
+
+// readSync reads a trigger body, answering 400 or 413 itself: the
+// shape only (at most MaxIDs IDs); the store checks IDs and the reason.
+func readSync(w http.ResponseWriter, r *http.Request) (syncRequest, bool) {
+	var req syncRequest
+	if !decodeBody(w, r, &req) {
+		return req, false
+	}
+	if len(req.IDs) > MaxIDs {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("body: %d ids, the limit per call is %d", len(req.IDs), MaxIDs))
+		return req, false
+	}
+	return req, true
+}
+
+// syncOne is POST /api/v1/items/{id}/sync: trigger one item. The body
+// ({"reason": ..., "auto_add": ...}) is optional; ?auto_add=true and
+// ?reason= work too.
+func (a *api) syncOne(w http.ResponseWriter, r *http.Request) {
+	req, ok := readSync(w, r)
+	if !ok {
+		return
+	}
+	if len(req.IDs) > 0 {
+		writeError(w, http.StatusBadRequest, "ids belongs to POST /api/v1/items/sync; this route takes its id from the path")
+		return
+	}
+	q := r.URL.Query()
+	if v := q.Get("auto_add"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "auto_add: "+Shown(v, 64)+" is not true or false")
+			return
+		}
+		req.AutoAdd = req.AutoAdd || b
+	}
+	if v := q.Get("reason"); v != "" && req.Reason == "" {
+		req.Reason = v
+	}
+	req.IDs = []string{r.PathValue("id")}
+	a.trigger(w, r, req)
+}
+
+// syncMany is POST /api/v1/items/sync: trigger the body's ids.
+func (a *api) syncMany(w http.ResponseWriter, r *http.Request) {
+	req, ok := readSync(w, r)
+	if !ok {
+		return
+	}
+	if len(req.IDs) == 0 {
+		writeError(w, http.StatusBadRequest, `body: no ids ({"ids": ["a", "b"], "reason": "...", "auto_add": false})`)
+		return
+	}
+	a.trigger(w, r, req)
+}
+
+// trigger triggers req's IDs and answers: 200 when every one was
+// triggered, 404 naming the unknown ones, 409 naming quarantined ones
+// (the others are triggered all the same), 400 when an ID or the reason
+// is refused (nothing is triggered), 503 when Redis failed.
+func (a *api) trigger(w http.ResponseWriter, r *http.Request, req syncRequest) {
+	p := store.TriggerParams{IDs: req.IDs, Reason: req.Reason, Add: req.AutoAdd}
+	if err := p.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, "nothing triggered: "+err.Error())
+		return
+	}
+	ctx, cancel := storeCtx(r)
+	defer cancel()
+	res, err := a.st.Trigger(ctx, p)
+	out := syncResponse{Triggered: res.Triggered(), Unknown: nonNil(res.Unknown), InFlight: res.InFlight, Added: res.Added,
+		Quarantined: res.Quarantined}
+	if res.Triggered() > 0 {
+		a.log.Info().Int("triggered", res.Triggered()).Int("in_flight", len(res.InFlight)).Int("added", len(res.Added)).
+			Int("unknown", len(res.Unknown)).Int("quarantined", len(res.Quarantined)).Str("reason", req.Reason).
+			Str("first", Shown(firstTriggered(res), 64)).Msg("triggered")
+	}
+	code := http.StatusOK
+	switch {
+	case err != nil:
+		a.log.Error().Err(err).Msg("trigger")
+		code, out.Error = http.StatusServiceUnavailable, "redis: "+err.Error()
+	case len(res.Unknown) > 0:
+		code, out.Error = http.StatusNotFound, TriggerTrouble(res, "auto_add").Error()
+	case len(res.Quarantined) > 0:
+		code, out.Error = http.StatusConflict, TriggerTrouble(res, "auto_add").Error()
+	}
+	writeJSON(w, code, out)
+}
+
+// firstTriggered is an ID the trigger took, for the log line.
+func firstTriggered(res store.TriggerResult) string {
+	for _, l := range [][]string{res.Due, res.InFlight, res.Added} {
+		if len(l) > 0 {
+			return l[0]
+		}
+	}
+	return ""
+}

@@ -1,0 +1,182 @@
+package yamlstrict
+
+import (
+	"cmp"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// walk decodes n, the value of the field at path, into v, recording where
+// each field is set. A null leaves v zero: the default.
+func (d *Decoder) walk(n *yaml.Node, path string, v reflect.Value) {
+	n, t := resolve(n), v.Type()
+	switch k := t.Kind(); {
+	case isNull(n):
+	case (k == reflect.Struct || k == reflect.Map) && n.Kind == yaml.MappingNode:
+		d.mapping(n, path, v)
+	case k == reflect.Slice && n.Kind == yaml.SequenceNode:
+		v.Set(reflect.MakeSlice(t, len(n.Content), len(n.Content)))
+		for i, el := range n.Content {
+			field := fmt.Sprintf("%s[%d]", path, i)
+			if el = resolve(el); isNull(el) {
+				d.FailAt(el.Line, field, d.typeMessage(el, t.Elem())) // yaml.v3 would drop it
+				continue
+			}
+			d.Keys[field] = Key{el.Line, el}
+			d.walk(el, field, v.Index(i))
+		}
+	case n.Kind != yaml.ScalarNode || k == reflect.Struct || k == reflect.Slice || k == reflect.Map,
+		n.ShortTag() == "!!float" && k == reflect.Int, // yaml.v3 would truncate it
+		n.Decode(v.Addr().Interface()) != nil:
+		d.FailAt(n.Line, path, d.typeMessage(n, t))
+	}
+}
+
+// mapping decodes the mapping n into v, a section or a map of names.
+func (d *Decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
+	t := v.Type()
+	if t.Kind() == reflect.Map {
+		v.Set(reflect.MakeMap(t))
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := resolve(n.Content[i]), resolve(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			d.FailAt(k.Line, path, d.typeMessage(k, reflect.TypeFor[string]()))
+			continue
+		}
+		field, fv := Join(path, KeyName(k.Value)), fieldOf(v, k.Value)
+		first, dup := seen[k.Value]
+		switch {
+		case k.ShortTag() == "!!merge":
+			d.FailAt(k.Line, field, "merge keys are not supported")
+			continue
+		case dup:
+			d.FailAt(k.Line, field, fmt.Sprintf("duplicate key (first at line %d)", first))
+			continue
+		}
+		seen[k.Value] = k.Line
+		if !fv.IsValid() {
+			d.FailAt(k.Line, field, d.unknownKey(field, k.Value, t))
+			continue
+		}
+		if !isNull(val) {
+			d.Keys[field] = Key{k.Line, val}
+		}
+		d.walk(val, field, fv)
+		if t.Kind() == reflect.Map {
+			v.SetMapIndex(reflect.ValueOf(k.Value), fv)
+		}
+	}
+}
+
+// fieldOf returns where the value of key name goes in v, a section or a
+// map; invalid for an unknown key.
+func fieldOf(v reflect.Value, name string) reflect.Value {
+	if v.Kind() == reflect.Map {
+		return reflect.New(v.Type().Elem()).Elem()
+	}
+	for i := range v.NumField() {
+		if v.Type().Field(i).Tag.Get("yaml") == name {
+			return v.Field(i)
+		}
+	}
+	return reflect.Value{}
+}
+
+// unknownKey is the message for an unknown key of section.
+func (d *Decoder) unknownKey(field, key string, section reflect.Type) string {
+	if h, ok := d.opt.Hints[field]; ok {
+		return h
+	}
+	best, bestDist := "", 3
+	for i := range section.NumField() {
+		name := section.Field(i).Tag.Get("yaml")
+		if d := editDistance(key, name); d < bestDist || d == bestDist && name < best {
+			best, bestDist = name, d
+		}
+	}
+	if best != "" {
+		return "unknown key (did you mean " + best + "?)"
+	}
+	return "unknown key"
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64
+	}
+	row := make([]int, len(b)+1)
+	for j := range row {
+		row[j] = j
+	}
+	for i := range len(a) {
+		diag := row[0]
+		row[0] = i + 1
+		for j := range len(b) {
+			sub := diag
+			if a[i] != b[j] {
+				sub++
+			}
+			diag, row[j+1] = row[j+1], min(row[j+1]+1, row[j]+1, sub)
+		}
+	}
+	return row[len(b)]
+}
+
+// typeMessage says that n does not decode to t.
+func (d *Decoder) typeMessage(n *yaml.Node, t reflect.Type) string {
+	want := map[reflect.Kind]string{reflect.String: "a string", reflect.Bool: "true or false", reflect.Int: "a whole number",
+		reflect.Slice: "a list of strings", reflect.Map: "a mapping of names to strings", reflect.Struct: "a section (a mapping of keys)"}[t.Kind()]
+	got := describe(n)
+	switch {
+	case t == d.top && d.opt.TopLevel != "":
+		return d.opt.TopLevel + ", got " + got
+	case t == durationType && n.Kind == yaml.ScalarNode:
+		return d.opt.Show(n.Value) + " is not a duration (examples: 30s, 500ms, 2m)"
+	case t == durationType:
+		want = "a duration such as 30s"
+	case n.Kind == yaml.ScalarNode && !isNull(n) && (t.Kind() == reflect.Bool || t.Kind() == reflect.Int):
+		got = d.opt.Show(n.Value)
+	}
+	return "expected " + want + ", got " + got
+}
+
+// describe names the kind of n for a type error: "a list", "a string".
+func describe(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode {
+		return cmp.Or(map[string]string{"!!null": "nothing", "!!bool": "a boolean", "!!int": "a whole number", "!!float": "a number"}[n.ShortTag()], "a string")
+	}
+	return cmp.Or(map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.MappingNode: "a mapping"}[n.Kind], "something else")
+}
+
+// resolve follows aliases (bounded, though aliasNodes refuses cycles).
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+
+// Join appends key to the dotted path.
+func Join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// KeyName is a key as a path shows it: cut, quoted if not printable.
+func KeyName(k string) string {
+	if strings.IndexFunc(k, func(r rune) bool { return !strconv.IsPrint(r) }) >= 0 {
+		return strconv.Quote(Clip(k))
+	}
+	return Clip(k)
+}

@@ -1,0 +1,108 @@
+package yamlstrict
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+type section struct {
+	Name  string        `yaml:"name"`
+	Count int           `yaml:"count"`
+	Wait  time.Duration `yaml:"wait"`
+	Tags  []string      `yaml:"tags"`
+}
+
+type doc struct {
+	Sec section `yaml:"sec"`
+}
+
+func decodeText(t *testing.T, src string) (*Decoder, doc, string) {
+	t.Helper()
+	var d doc
+	dec, _ := Decode("t.yaml", []byte(src), &d, Options{Hints: map[string]string{"sec.secret": "not here"}, TopLevel: "want sections"})
+	if err := dec.Err(); err != nil {
+		return dec, d, err.Error()
+	}
+	return dec, d, ""
+}
+
+// Every problem of a file comes back at once, each with its line and
+// field, in line order.
+func TestDecodeReportsEveryProblem(t *testing.T) {
+	_, _, got := decodeText(t, "sec:\n  nmae: x\n  count: 1.5\n  wait: 3x\n  tags: [a, ~]\n  secret: s\n  count: 2\n")
+	want := strings.Join([]string{
+		"t.yaml:2: sec.nmae: unknown key (did you mean name?)",
+		"t.yaml:3: sec.count: expected a whole number, got \"1.5\"",
+		"t.yaml:4: sec.wait: \"3x\" is not a duration (examples: 30s, 500ms, 2m)",
+		"t.yaml:5: sec.tags[1]: expected a string, got nothing",
+		"t.yaml:6: sec.secret: not here",
+		"t.yaml:7: sec.count: duplicate key (first at line 3)",
+	}, "\n")
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestDecodeValuesAndKeys(t *testing.T) {
+	dec, d, errs := decodeText(t, "sec:\n  name: a\n  wait: 500ms\n  tags: [x]\n")
+	if errs != "" {
+		t.Fatal(errs)
+	}
+	if d.Sec.Name != "a" || d.Sec.Wait != 500*time.Millisecond || len(d.Sec.Tags) != 1 {
+		t.Errorf("decoded %+v", d)
+	}
+	if k, ok := dec.Keys["sec.wait"]; !ok || k.Line != 3 {
+		t.Errorf("sec.wait at %+v, %v; want line 3", k, ok)
+	}
+	if _, ok := dec.Keys["sec.count"]; ok {
+		t.Error("sec.count is not set, but Keys has it")
+	}
+}
+
+func TestDecodeWholeFileProblems(t *testing.T) {
+	for _, tt := range []struct{ src, want string }{
+		{"- a\n", "t.yaml:1: want sections, got a list"},
+		{"a: 1\n---\nb: 2\n", "t.yaml:2: a second YAML document: the file must hold one"},
+		{"sec:\n  name: [\n", "t.yaml:2: malformed YAML: did not find expected node content"},
+		{"a: &a [*a]\n", "aliases expand to more than"},
+		{"sec: {<<: {name: a}}\n", "t.yaml:1: sec.<<: merge keys are not supported"},
+	} {
+		if _, _, got := decodeText(t, tt.src); !strings.Contains(got, tt.want) {
+			t.Errorf("%q: got %q, want it to contain %q", tt.src, got, tt.want)
+		}
+	}
+}
+
+func TestClip(t *testing.T) {
+	if got := Clip(strings.Repeat("é", 50)); len(got) > MaxShown+3 || !strings.HasSuffix(got, "...") {
+		t.Errorf("Clip = %q", got)
+	}
+	if got := Clip("short"); got != "short" {
+		t.Errorf("Clip(short) = %q", got)
+	}
+}
+
+// FuzzDecode: no input panics, and every problem names the file.
+func FuzzDecode(f *testing.F) {
+	f.Add("sec:\n  name: a\n  count: 2\n")
+	f.Add("a: &a [*a, *a]\n")
+	f.Add("sec: {<<: *x}\n")
+	f.Fuzz(func(t *testing.T, src string) {
+		var d doc
+		dec, _ := Decode("f.yaml", []byte(src), &d, Options{})
+		if err := dec.Err(); err != nil {
+			for _, fe := range err.(*Errors).List {
+				if fe.File != "f.yaml" {
+					t.Fatalf("problem without the file: %v", fe)
+				}
+			}
+		}
+	})
+}

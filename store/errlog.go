@@ -1,0 +1,151 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrLogMax is how many failures an item's error log keeps (see
+// Keys.ErrLog), and ErrLogTextMax how many bytes of each error.
+const (
+	ErrLogMax     = 10
+	ErrLogTextMax = 512
+)
+
+// ErrorEntry is one failure in an item's error log.
+type ErrorEntry struct {
+	At    int64 // ms, Redis clock
+	Fence uint64
+	Error string
+}
+
+// parseErrorEntry reads an entry release.lua wrote: "<ms> <fence>
+// <error>". Anything else (written by hand) comes back whole as the
+// error text, cut to ErrLogTextMax bytes, with no time or fence.
+func parseErrorEntry(v string) ErrorEntry {
+	at, rest, ok1 := strings.Cut(v, " ")
+	fence, text, ok2 := strings.Cut(rest, " ")
+	ms, err1 := strconv.ParseInt(at, 10, 64)
+	f, err2 := strconv.ParseUint(fence, 10, 64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || ms < 0 {
+		return ErrorEntry{Error: cutText(v, ErrLogTextMax)}
+	}
+	return ErrorEntry{At: ms, Fence: f, Error: cutText(text, ErrLogTextMax)}
+}
+
+// cutText cuts s to at most n bytes and drops a rune the cut (or the
+// script's byte cut) left incomplete at its end.
+func cutText(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+	}
+	for i := 0; i < utf8.UTFMax && len(s) > 0; i++ {
+		r, size := utf8.DecodeLastRuneInString(s)
+		if r != utf8.RuneError || size != 1 {
+			break
+		}
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// ItemDetail is everything Item read about one item.
+type ItemDetail struct {
+	ItemState
+	Now int64 // Redis's clock at the read, ms
+	// LeaseLeft is how long the claim record has to live, 0 when the
+	// item is not claimed.
+	LeaseLeft time.Duration
+	// Errors are its last failures, newest first, at most ErrLogMax.
+	Errors []ErrorEntry
+}
+
+// Item reads one item in one round trip: its due time, meta, last
+// error, claim record and its time to live, and error log. It returns
+// an error wrapping ErrUnknownItem when the item is not in the set, and
+// a *DamageError when a key of its shard is damaged.
+func (s *Store) Item(ctx context.Context, id string) (ItemDetail, error) {
+	if err := removable(id); err != nil {
+		return ItemDetail{}, err
+	}
+	sh := s.keys.Shard(id)
+	rk := s.keys.Record(sh, id)
+	var (
+		now     *redis.TimeCmd
+		score   *redis.FloatCmd
+		meta    *redis.SliceCmd
+		errs    *redis.SliceCmd
+		rec     *redis.StringCmd
+		pttl    *redis.DurationCmd
+		manual  *redis.BoolCmd
+		entries *redis.StringSliceCmd
+	)
+	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		now, score = p.Time(ctx), p.ZScore(ctx, s.keys.Due(sh), id)
+		meta, errs = p.HMGet(ctx, s.keys.Meta(sh), id), p.HMGet(ctx, s.keys.Errors(sh), id)
+		rec, pttl = p.Get(ctx, rk), p.PTTL(ctx, rk)
+		manual = p.SIsMember(ctx, s.keys.Manual(sh), id)
+		entries = p.LRange(ctx, s.keys.ErrLog(sh, id), 0, ErrLogMax-1)
+		return nil
+	})
+	if err := shardCmdsErr([]redis.Cmder{now, score, meta, errs}); err != nil {
+		if err := s.shardErr(ctx, sh, err); errors.Is(err, ErrDamaged) {
+			return ItemDetail{}, err
+		}
+		return ItemDetail{}, fmt.Errorf("store: item %q: %w", id, err)
+	}
+	if errors.Is(score.Err(), redis.Nil) {
+		return ItemDetail{}, fmt.Errorf("%w: %q", ErrUnknownItem, id)
+	}
+	if err := cmp.Or(entries.Err(), pttl.Err()); err != nil && !isDamageReply(err) {
+		return ItemDetail{}, fmt.Errorf("store: item %q: %w", id, err)
+	}
+	st, err := buildItem(id, sh, score.Val(), meta.Val()[0], errs.Val()[0], manual, rec)
+	if err != nil {
+		return ItemDetail{}, err
+	}
+	d := ItemDetail{ItemState: st, Now: now.Val().UnixMilli()}
+	d.State = st.StateAt(d.Now)
+	if st.Record != nil || st.RecordErr != nil {
+		d.LeaseLeft = max(pttl.Val(), 0)
+	}
+	for _, v := range entries.Val() { // an error log of another type reads as empty
+		d.Errors = append(d.Errors, parseErrorEntry(v))
+	}
+	return d, nil
+}
+
+// buildItem makes an item's state from the replies read for it: its due
+// score, its meta and err HASH values (nil when absent), whether it is
+// manual, and its record.
+func buildItem(id string, shard int, score float64, meta, errv any, manual *redis.BoolCmd, rec *redis.StringCmd) (ItemState, error) {
+	st := ItemState{ID: id, Shard: shard, Due: dueOf(score)}
+	if st.Due == NoDue {
+		st.Quarantined, st.Due = true, 0
+	}
+	if v, ok := meta.(string); ok {
+		f, l, a := ParseMeta(v)
+		st.Fence, st.LastSync, st.Attempts = f, fromMs(l), a
+	}
+	if v, ok := errv.(string); ok {
+		st.Error = v
+	}
+	st.Manual = manual.Val() // a manual set of another type reads as none
+	switch b, err := rec.Bytes(); {
+	case err == nil:
+		st.Record, st.RecordErr = UnmarshalRecord(b)
+	case isDamageReply(err):
+		st.RecordErr = fmt.Errorf("%w: a key of another type", ErrBadRecord)
+	case !errors.Is(err, redis.Nil):
+		return ItemState{}, fmt.Errorf("store: item %q: %w", id, err)
+	}
+	return st, nil
+}
