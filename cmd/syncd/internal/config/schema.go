@@ -37,6 +37,9 @@ type (
 		ReadTimeout         time.Duration `yaml:"read_timeout"`
 		WriteTimeout        time.Duration `yaml:"write_timeout"`
 		PoolSize            int           `yaml:"pool_size"`
+		// AutoPipeline is set to store.AutoPipelineDefault before the
+		// file is decoded (Parse): unset keeps it.
+		AutoPipeline bool `yaml:"auto_pipeline"`
 	}
 	tlsSection struct {
 		Enabled            bool   `yaml:"enabled"`
