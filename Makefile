@@ -15,13 +15,14 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
 
 .PHONY: deps
-deps: ## install what the tests need: Debian's redis-server and redis-tools
-	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then \
-		echo "installing redis-server and redis-tools (apt-get)"; \
+deps: ## install what the tests need: Debian's redis-server, redis-tools and chromium (the browser tests)
+	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null || ! command -v chromium >/dev/null; then \
+		echo "installing redis-server, redis-tools and chromium (apt-get)"; \
 		$(SUDO) apt-get update -qq && \
-		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools chromium >/dev/null; \
 	fi
 	@redis-server --version
+	@chromium --version 2>/dev/null
 
 .PHONY: build
 build: ## build bin/syncd, version stamped (static)
@@ -43,6 +44,10 @@ test/race: test ## same as test: every test always runs with -race
 .PHONY: bench
 bench: deps ## run the benchmarks against the peers (own module in bench/) and write BENCHMARKS.md
 	cd bench && $(GO) run ./cmd/benchall -out ../BENCHMARKS.md $(BENCHFLAGS)
+
+.PHONY: screenshots
+screenshots: deps ## rerun the browser tests and refresh the README's pictures in tests/web/screenshots
+	SYNCD_SCREENSHOTS=1 $(GO) test -count=1 -run TestPage ./tests/web/
 
 .PHONY: bench/quick
 bench/quick: deps ## a one-minute smoke run of the benchmarks (BENCHMARKS.quick.md)

@@ -105,7 +105,8 @@ func TestLockImplementations(t *testing.T) {
 			if w.Errs > 0 || w.OK == 0 {
 				t.Errorf("two goroutines on one key: %d ok, %d busy, %d errors (%v)", w.OK, w.Fail, w.Errs, w.FirstErr)
 			}
-			if rt := w.PerOK(float64(w.W.RoundTrips)); rt < 1.5 {
+			// Auto-pipelined, the two goroutines' commands share round trips.
+			if rt := w.PerOK(float64(w.W.RoundTrips)); rt < 1.5 && !autoPipelined(k.name) || rt == 0 {
 				t.Errorf("%.2f round trips per cycle counted; the hook is not attached", rt)
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -41,9 +42,12 @@ type lockKind struct {
 
 // lockKinds are the implementations compared, in report order.
 var lockKinds = []lockKind{
-	{"ours", "syncd Locker (one shared, non-reentrant)", setupOurs(false)},
-	{"ours-per-g", "syncd Locker (one per goroutine)", setupOurs(true)},
-	{"engine", "syncd Manager Claim+Release (engine path)", setupManager},
+	{"ours", "syncd Locker (one shared, non-reentrant)", setupOurs(false, false)},
+	{"ours-per-g", "syncd Locker (one per goroutine)", setupOurs(true, false)},
+	{"engine", "syncd Manager Claim+Release (engine path)", setupManager(false)},
+	{"ours-ap", "syncd Locker (one shared), auto-pipelined", setupOurs(false, true)},
+	{"ours-per-g-ap", "syncd Locker (one per goroutine), auto-pipelined", setupOurs(true, true)},
+	{"engine-ap", "syncd Manager Claim+Release, auto-pipelined", setupManager(true)},
 	{"handrolled", "hand-rolled SET NX PX + EVALSHA delete", setupHandRolled},
 	{"redislock", "bsm/redislock", setupRedislock},
 	{"redsync", "go-redsync/redsync/v4 (one goredis pool)", setupRedsync},
@@ -81,9 +85,13 @@ func openStore(ctx context.Context, addr, prefix string, cfg *store.Config) (*st
 	return st, cnt, nil
 }
 
-func setupOurs(perGoroutine bool) func(ctx context.Context, addr, prefix string, keys []string, g int) (*LockImpl, error) {
+// autoPipelined reports whether a lock kind runs with
+// store.Config.AutoPipeline on.
+func autoPipelined(kind string) bool { return strings.HasSuffix(kind, "-ap") }
+
+func setupOurs(perGoroutine, pipe bool) func(ctx context.Context, addr, prefix string, keys []string, g int) (*LockImpl, error) {
 	return func(ctx context.Context, addr, prefix string, keys []string, g int) (*LockImpl, error) {
-		st, cnt, err := openStore(ctx, addr, prefix, nil)
+		st, cnt, err := openStore(ctx, addr, prefix, &store.Config{AutoPipeline: pipe})
 		if err != nil {
 			return nil, err
 		}
@@ -130,8 +138,14 @@ func setupOurs(perGoroutine bool) func(ctx context.Context, addr, prefix string,
 	}
 }
 
-func setupManager(ctx context.Context, addr, prefix string, keys []string, g int) (*LockImpl, error) {
-	st, cnt, err := openStore(ctx, addr, prefix, nil)
+func setupManager(pipe bool) func(ctx context.Context, addr, prefix string, keys []string, g int) (*LockImpl, error) {
+	return func(ctx context.Context, addr, prefix string, keys []string, g int) (*LockImpl, error) {
+		return managerImpl(ctx, addr, prefix, keys, &store.Config{AutoPipeline: pipe})
+	}
+}
+
+func managerImpl(ctx context.Context, addr, prefix string, keys []string, cfg *store.Config) (*LockImpl, error) {
+	st, cnt, err := openStore(ctx, addr, prefix, cfg)
 	if err != nil {
 		return nil, err
 	}

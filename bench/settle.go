@@ -121,7 +121,7 @@ func (r *Results) settleTarget() Target {
 func settleSection(b *md, s *SettleResults) {
 	b.p("## 4b. Settle delay with claim-ahead")
 	b.nl()
-	b.p("The engine with %d workers and a sink that takes %v, over %d items pre-added (all due, interval 1h: each syncs once), TTL 30s; `Metrics().SyncsOK` counted over a %v window after %v of warm-up (which covers the first settle window and claim-ahead's start). With a settle delay, a claim waits out its settle window and confirm read on claim-ahead's budget (`engine.Config.ClaimAhead`, default 64 per worker, at least 1024; how many it holds adapts to workers × settle / mean sync), not on a worker; the confirmed leases queue, longest waiting first, for the next free worker. With claim-ahead off, each claim holds its worker through its settle window. The ideal is %d / %v = %.0f items/s. Ratios are taken within a repetition.",
+	b.p("The engine with %d workers and a sink that takes %v, over %d items pre-added (all due, interval 1h: each syncs once), TTL 30s; `Metrics().SyncsOK` counted over a %v window after %v of warm-up (which covers the first settle window and claim-ahead's start). With a settle delay, a claim waits out its settle window and confirm read on claim-ahead's budget (`engine.Config.ClaimAhead`, default 8 per worker, at least 1024; how many it holds adapts to workers × settle / mean sync), not on a worker; the confirmed leases queue, longest waiting first, for the next free worker. With claim-ahead off, each claim holds its worker through its settle window. The ideal is %d / %v = %.0f items/s. Ratios are taken within a repetition.",
 		SettleWorkers, SettleSink, s.Pool, s.Dur, s.Warm, SettleWorkers, SettleSink, float64(SettleWorkers)/SettleSink.Seconds())
 	b.nl()
 	var rows [][]string

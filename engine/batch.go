@@ -190,7 +190,7 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 		}
 	}
 	e.log.Info().Int("items", rep.Items).Int("synced", rep.Synced).Int("synced_elsewhere", rep.SyncedElsewhere).
-		Int("quarantined", rep.Quarantined).Int("unsynced", rep.Unsynced).Dur("took", rep.Finished.Sub(rep.Started)).
+		Int("quarantined", rep.Quarantined).Int("unsynced", rep.Unsynced).Float64("took_ms", ms(rep.Finished.Sub(rep.Started))).
 		Msg("batch run finished")
 	return rep, nil
 }
@@ -209,7 +209,7 @@ func (e *Engine) waitBatch(ctx context.Context, max time.Duration) time.Duration
 			return 0
 		case <-tick.C:
 			if d, _ := e.tgt.downtime(); max > 0 && d > max {
-				e.log.Error().Dur("unavailable", d).Msg("batch run ends early: the target stayed unavailable past max-unavailable")
+				e.log.Error().Int64("unavailable_ms", d.Milliseconds()).Msg("batch run ends early: the target stayed unavailable past max-unavailable")
 				return d
 			}
 		}

@@ -16,7 +16,7 @@ import (
 // each found by errors.As.
 func TestConfigValidateEveryField(t *testing.T) {
 	cfg := engine.Config{Workers: -1, Batch: 5000, MaxAttempts: -2, Interval: time.Microsecond, BackoffMin: 2 * time.Minute,
-		BackoffMax: time.Minute, DrainTimeout: -time.Second, Poll: time.Microsecond, ClaimAhead: -2,
+		BackoffMax: time.Minute, DrainTimeout: -time.Second, Poll: time.Microsecond, ClaimAhead: -2, CountInterval: time.Millisecond,
 		Target: engine.TargetConfig{Rate: engine.Rate{N: 2_000_000, Per: time.Second}, Burst: -1, MaxInFlight: -1,
 			Breaker: engine.BreakerConfig{Failures: 1, ProbeInterval: time.Millisecond, Window: time.Microsecond}},
 		Ownership: ownership.Config{TTL: time.Second, Heartbeat: time.Second}}
@@ -30,6 +30,7 @@ func TestConfigValidateEveryField(t *testing.T) {
 		"engine: drain_timeout: -1s is negative",
 		"engine: poll: 1µs is below 1ms",
 		"engine: claim_ahead: -2 is outside -1..100000 (-1: off, 0: the default)",
+		"engine: count_interval: 1ms is below 100ms",
 		"engine: target.rate: 2000000/s is above 1000000/s",
 		"engine: target.burst: -1 is outside 1..1000000",
 		"engine: target.max_in_flight: -1 is outside 0..1000000",
@@ -51,13 +52,14 @@ func TestConfigValidateEveryField(t *testing.T) {
 func TestConfigWithDefaults(t *testing.T) {
 	want := engine.Config{Workers: engine.WorkersDefault, Interval: time.Minute, Batch: 32, MaxAttempts: 5, BackoffMin: time.Second,
 		BackoffMax: 5 * time.Minute, DrainTimeout: 30 * time.Second, Poll: 250 * time.Millisecond,
-		ClaimAhead: engine.ClaimAheadMin,
-		Target:     engine.TargetConfig{Breaker: engine.BreakerConfig{Failures: 5, ProbeInterval: time.Second, Window: 10 * time.Minute}},
-		Items:      engine.ItemsConfig{Refresh: 5 * time.Minute, MaxRemoval: 10}}
+		ClaimAhead: engine.ClaimAheadMin, CountInterval: 10 * time.Second,
+		Target: engine.TargetConfig{Breaker: engine.BreakerConfig{Failures: 5, ProbeInterval: time.Second, Window: 10 * time.Minute}},
+		Items:  engine.ItemsConfig{Refresh: 5 * time.Minute, MaxRemoval: 10}}
 	if got := (engine.Config{}).WithDefaults(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Config{}.WithDefaults() = %+v; want %+v", got, want)
 	}
-	set := engine.Config{Workers: 1, Interval: 2, Batch: 3, MaxAttempts: 4, BackoffMin: 5, BackoffMax: 6, DrainTimeout: 7, Poll: 8, ClaimAhead: 17,
+	set := engine.Config{Workers: 1, Interval: 2, Batch: 3, MaxAttempts: 4, BackoffMin: 5, BackoffMax: 6, DrainTimeout: 7, Poll: 8,
+		ClaimAhead: 18, CountInterval: 17,
 		Target: engine.TargetConfig{Rate: engine.Rate{N: 9, Per: time.Second}, Burst: 10, MaxInFlight: 11,
 			Breaker: engine.BreakerConfig{Disabled: true, Failures: 12, ProbeInterval: 13, Window: 14}},
 		Items:     engine.ItemsConfig{Refresh: 15, MaxRemoval: 16},

@@ -50,7 +50,7 @@ func (d *damage) mark(shard int, err error) {
 	ds.err, ds.probe = err, time.Now().Add(damageProbe)
 	d.mu.Unlock()
 	if !known {
-		d.log.Error().Err(err).Int("shard", shard).Dur("retry_every", damageProbe).
+		d.log.Error().Err(err).Int("shard", shard).Int64("retry_every_ms", damageProbe.Milliseconds()).
 			Msg("shard damaged: its items wait, every other shard goes on; fix or delete the key named")
 	}
 }

@@ -65,6 +65,25 @@
 // RunBatch syncs every item once, cooperating with other batch processes
 // on the same set, and returns a Report.
 //
+// # Metrics and health
+//
+// Metrics holds the engine's counters as atomics; Collector exposes them
+// to Prometheus, read at scrape time (syncd_syncs_total, syncd_claims_total,
+// syncd_in_flight, syncd_due_backlog, syncd_sync_duration_seconds, ...),
+// with syncd_build_info, syncd_redis_up, the
+// syncd_lease_left_at_heartbeat_seconds histogram (fed by
+// ownership.Config.ObserveHeartbeat) and syncd_items{state}: the items
+// all, due, in flight, backing off and quarantined, counted per shard
+// every CountInterval (store.Counts), never on scrape. Handler serves
+// /metrics (with the Go and process collectors, on a registry of its
+// own), /healthz and /readyz in one line:
+//
+//	go http.ListenAndServe(":9090", engine.Handler(e))
+//
+// Endpoints does the same for a program that starts serving before its
+// engine exists (syncd run waits for Redis alive, not ready) and attaches
+// it later.
+//
 // # What engine owns, and what it must not touch
 //
 // engine owns the service around the protocol: which shard to claim from

@@ -119,16 +119,30 @@ func New(st *store.Store, sink sinks.Sink, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	c.Ownership.Logger = c.Logger
+	// Made before the Manager, whose heartbeats feed it.
+	leaseLeft := newLeaseLeft()
+	c.Ownership.ObserveHeartbeat = chainObserver(c.Ownership.ObserveHeartbeat,
+		func(left time.Duration) { leaseLeft.Observe(left.Seconds()) })
 	own, err := ownership.New(st, c.Ownership)
 	if err != nil {
 		return nil, err
 	}
 	e := newEngine(st, own, sink, c)
+	e.m.leaseLeft = leaseLeft
 	e.st, e.addr = st, st.Addr()
 	oc := own.Config()
 	e.tgt = &target{st: st, cfg: c.Target, ttl: oc.TTL, beat: oc.Heartbeat, base: own.Owner(0).String(),
 		log: e.log, m: e.m, now: e.redisNow, permits: map[string]struct{}{}}
 	return e, nil
+}
+
+// chainObserver returns a heartbeat observer that calls the caller's
+// (when set) and then the engine's.
+func chainObserver(theirs, ours func(time.Duration)) func(time.Duration) {
+	if theirs == nil {
+		return ours
+	}
+	return func(d time.Duration) { theirs(d); ours(d) }
 }
 
 // newEngine returns an engine over idx and own with c resolved; New adds
@@ -180,11 +194,14 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.syncClock(ctx); err != nil {
 		e.log.Warn().Err(err).Msg("read redis clock; retrying in the loop")
 	}
-	e.log.Info().Int("workers", e.cfg.Workers).Dur("interval", e.cfg.Interval).Int("batch", e.cfg.Batch).
+	e.log.Info().Int("workers", e.cfg.Workers).Int64("interval_ms", e.cfg.Interval.Milliseconds()).Int("batch", e.cfg.Batch).
 		Str("owner", e.own.Owner(0).String()).Str("redis", e.addr).Msg("engine started")
 	e.looping.Store(true)
 	e.startWatch()
 	e.bg.Go(func() { e.reconcileLoop(e.watchStop) })
+	if e.st != nil {
+		e.bg.Go(func() { e.countLoop(e.watchStop) })
+	}
 	go e.runLoops(e.dueSource())
 	return nil
 }
@@ -377,6 +394,7 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 			e.log.Info().Msg("backlog readable again")
 		}
 		failing = err != nil
+		e.m.RedisUp.Store(int64(b2f(err == nil)))
 		if err == nil {
 			e.m.DueBacklog.Store(due)
 			age := int64(0)

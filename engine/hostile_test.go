@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -121,10 +120,8 @@ func damagedShard(t *testing.T, addr, key string) {
 	if !e.Ready() {
 		t.Error("not ready: a damaged shard is no round error")
 	}
-	var m bytes.Buffer
-	e.Metrics().WritePrometheus(&m)
-	if !strings.Contains(m.String(), "\nsyncd_shards_damaged 1\n") {
-		t.Errorf("metrics lack syncd_shards_damaged 1:\n%s", m.String())
+	if m := scrape(t, engine.Handler(e)); !strings.Contains(m, "\nsyncd_shards_damaged 1\n") {
+		t.Errorf("metrics lack syncd_shards_damaged 1:\n%s", m)
 	}
 	// Fixed: the shard's items sync within a probe.
 	st.Client().Del(ctx, bad)
@@ -198,10 +195,9 @@ func TestPlantedItemsNeverReachSink(t *testing.T) {
 				t.Errorf("the sink was given %.20q", ev.id)
 			}
 		}
-		var m bytes.Buffer
-		e.Metrics().WritePrometheus(&m)
+		m := scrape(t, engine.Handler(e))
 		for _, want := range []string{`syncd_items_damaged_total{reason="fence"} 1`, `syncd_items_damaged_total{reason="id"} 3`} {
-			if !strings.Contains(m.String(), want) {
+			if !strings.Contains(m, want) {
 				t.Errorf("metrics lack %s", want)
 			}
 		}

@@ -147,7 +147,7 @@ func (e *Engine) schedule(src source) {
 			return
 		case err != nil:
 			e.ready.Store(false)
-			e.log.Warn().Err(err).Dur("retry_in", errWait).Msg("claim round failed")
+			e.log.Warn().Err(err).Int64("retry_in_ms", errWait.Milliseconds()).Msg("claim round failed")
 			if !e.sleep(errWait) {
 				return
 			}

@@ -66,6 +66,12 @@ type BreakerConfig struct {
 	Window time.Duration
 }
 
+// configured reports whether the engine keeps any state of the target:
+// a breaker, a rate limit or max_in_flight.
+func (c TargetConfig) configured() bool {
+	return !c.Breaker.Disabled || c.Rate.N > 0 || c.MaxInFlight > 0
+}
+
 // WithDefaults returns c with its zero fields set to their defaults.
 func (c TargetConfig) WithDefaults() TargetConfig {
 	if c.Burst == 0 && c.Rate.N > 0 {
@@ -494,13 +500,13 @@ func (t *target) report(id string, class sinks.Class, after time.Duration, err e
 	switch r.Changed {
 	case 1:
 		t.m.TargetOpened.Add(1)
-		t.log.Warn().Str("id", id).Err(err).Dur("probe_in", time.Duration(r.Next-r.Now)*time.Millisecond).
+		t.log.Warn().Str("id", id).Err(err).Int64("probe_in_ms", r.Next-r.Now).
 			Msg("target unavailable: breaker open; no sync starts, and none is counted against its item, until a probe succeeds")
 	case -1:
 		t.m.TargetClosed.Add(1)
 		ev := t.log.Info().Str("id", id)
 		if !since.IsZero() {
-			ev = ev.Dur("down", time.Since(since).Round(time.Millisecond))
+			ev = ev.Int64("down_ms", time.Since(since).Milliseconds())
 		}
 		ev.Msg("target available again: breaker closed")
 	}

@@ -210,8 +210,10 @@ func TestTargetRateAndMaxInFlight(t *testing.T) {
 	}
 	mu.Unlock()
 	// 50/s over 2 s, but max_in_flight 3 with 30 ms syncs allows up to
-	// 100/s: the rate decides.
-	if n < 90 || n > 105 {
+	// 100/s: the rate decides. The ceiling is the limiter's promise; the
+	// floor only says it is not far too strict (a loaded 2-core machine
+	// starts fewer than the rate allows).
+	if n < 60 || n > 105 {
 		t.Errorf("%d starts in 2 s at 50/s", n)
 	}
 	if p := peak.Load(); p > 3 {

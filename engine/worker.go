@@ -79,7 +79,7 @@ func (e *Engine) work(l *ownership.Lease, permit string, probe bool, claim trace
 func (e *Engine) account(ctx context.Context, l *ownership.Lease, what outcomeKind, out ownership.Outcome,
 	res ownership.ReleaseResult, err error, took time.Duration) {
 	log := e.log.With().Str("id", l.ID()).Uint64("fence", l.Fence()).Int("attempt", l.Attempt()).
-		Int("worker", l.Owner().Worker).Dur("took", took).Logger()
+		Int("worker", l.Owner().Worker).Float64("took_ms", ms(took)).Logger()
 	if res.Err != nil {
 		log.Warn().Err(res.Err).Msg("release failed; the claim expires by itself")
 	}
@@ -108,7 +108,7 @@ func (e *Engine) account(ctx context.Context, l *ownership.Lease, what outcomeKi
 		// worker's slot for a backoff, so a daemon out of descriptors
 		// does not spin claiming items it cannot sync.
 		e.m.SyncsResource.Add(1)
-		log.Error().Err(err).Dur("pause", e.cfg.BackoffMin).Msg("sync failed for lack of a resource of syncd's own: handed back, not counted against the item")
+		log.Error().Err(err).Int64("pause_ms", e.cfg.BackoffMin.Milliseconds()).Msg("sync failed for lack of a resource of syncd's own: handed back, not counted against the item")
 		e.sleep(e.cfg.BackoffMin)
 	case outcomeLost:
 		e.m.SyncsLost.Add(1)
@@ -121,7 +121,7 @@ func (e *Engine) account(ctx context.Context, l *ownership.Lease, what outcomeKi
 		log.Info().Msg("handed back at shutdown")
 	case outcomeUnavailable:
 		e.m.SyncsUnavailable.Add(1)
-		log.Debug().Err(err).Dur("back_in", out.Delay).Msg("target unavailable: handed back, not counted against the item")
+		log.Debug().Err(err).Int64("back_in_ms", out.Delay.Milliseconds()).Msg("target unavailable: handed back, not counted against the item")
 	}
 }
 
@@ -195,7 +195,7 @@ func (e *Engine) failed(log zerolog.Logger, what outcomeKind, out ownership.Outc
 		log.Error().Err(err).Msg("sync failed; item quarantined until requeued")
 	default:
 		e.m.SyncsFailed.Add(1)
-		log.Warn().Err(err).Dur("retry_in", out.Delay).Msg("sync failed")
+		log.Warn().Err(err).Int64("retry_in_ms", out.Delay.Milliseconds()).Msg("sync failed")
 	}
 }
 
@@ -229,3 +229,7 @@ func (e *Engine) syncSafely(ctx context.Context, item sinks.Item) (err error) {
 	}()
 	return e.sink.Sync(ctx, item)
 }
+
+// ms is d in milliseconds, to the microsecond, for the took_ms log
+// fields: a sync may take less than one.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

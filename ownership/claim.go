@@ -293,7 +293,7 @@ func (m *Manager) keepWon(c *claim, items []store.ItemClaim) (bad []store.ItemCl
 		case r.Code == store.ClaimForeign:
 			// Reported by the one claim that finds it (the item then
 			// leaves the due range until the record is gone).
-			m.log.Warn().Str(keyID, shownID(r.ID)).Int(keyShard, c.shard).Dur("ttl", m.cfg.TTL).
+			m.log.Warn().Str(keyID, shownID(r.ID)).Int(keyShard, c.shard).Int64("ttl_ms", m.cfg.TTL.Milliseconds()).
 				Msg("item held by a record syncd did not write (no expiry, corrupt, oversized or another type): treated as another owner's claim until it expires; one without expiry now expires after one ttl")
 		case r.Code == store.ClaimDamaged:
 			m.damagedFence(c, r) // quarantined by the claim: found once

@@ -55,6 +55,13 @@ type Config struct {
 	Owner store.Owner
 	// Logger receives logs. The zero value logs nothing.
 	Logger zerolog.Logger
+	// ObserveHeartbeat, when set, is called for each lease a heartbeat
+	// extended, with how long the lease's trust window still had to run
+	// when the reply landed (before the extension): how close the lease
+	// came to being lost. It runs on the heartbeat loop and must not
+	// block. The engine feeds syncd_lease_left_at_heartbeat_seconds with
+	// it. Default nil.
+	ObserveHeartbeat func(left time.Duration)
 }
 
 // ConfigError names the field that is wrong.

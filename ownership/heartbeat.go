@@ -21,6 +21,7 @@ type heartbeater struct {
 	extend extendFunc
 	log    zerolog.Logger
 	onBeat func(n int, err error) // for stats; may be nil
+	onLeft func(time.Duration)    // Config.ObserveHeartbeat; may be nil
 
 	mu     sync.Mutex
 	leases map[*Lease]struct{}
@@ -103,6 +104,9 @@ func (h *heartbeater) beat() {
 	for i, l := range live {
 		switch err := errs[i].(type) {
 		case nil:
+			if h.onLeft != nil {
+				h.onLeft(time.Until(l.Expiry()))
+			}
 			l.extended(sent)
 		case *LeaseLostError:
 			if l.lose(err.Reason, err.Err) {

@@ -145,6 +145,7 @@ func NewLocker(cfg LockerConfig, stores ...Store) (*Locker, error) {
 	lk := &Locker{stores: stores, quorum: len(stores)/2 + 1, cfg: cfg,
 		log: c.Logger.With().Str("component", "locker").Logger(), held: map[string]*Lock{}}
 	lk.hb = newHeartbeater(c.Heartbeat, lk.extend, lk.log)
+	lk.hb.onLeft = c.ObserveHeartbeat
 	return lk, nil
 }
 
@@ -728,16 +729,25 @@ func (lk *Locker) Inspect(ctx context.Context, name string) (*LockInfo, error) {
 // delete on the token) and stops its watchdog. It reports what Redis
 // said: Released, NotHeld (it had expired) or HeldByOther (someone else
 // holds it now; nothing was changed). With a quorum, Released needs a
-// majority. On a nil *Lock it returns NotHeld and ErrNotHeld.
+// majority. An unlock that go-redis re-sent after a dropped connection
+// still reports Released when its first send released the lock; a second
+// Unlock of the same Lock reports NotHeld. On a nil *Lock it returns
+// NotHeld and ErrNotHeld.
 func (l *Lock) Unlock(ctx context.Context) (store.ReleaseCode, error) {
 	if l == nil {
 		return store.NotHeld, fmt.Errorf("%w: unlock of a nil lock", ErrNotHeld)
 	}
 	l.mu.Lock()
-	if l.holds > 1 {
+	switch {
+	case l.holds > 1:
 		l.holds--
 		l.mu.Unlock()
 		return store.Released, nil
+	case l.holds == 0:
+		// Unlocked before: Redis would call this unlock a re-sent one
+		// (unlock.lua) and say released.
+		l.mu.Unlock()
+		return store.NotHeld, nil
 	}
 	l.holds = 0
 	l.mu.Unlock()

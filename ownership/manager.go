@@ -68,6 +68,7 @@ func New(st Store, cfg Config) (*Manager, error) {
 	m := &Manager{st: st, cfg: c, log: c.Logger.With().Str("component", "ownership").Logger(), hold: map[int]time.Time{}}
 	m.base, m.close = context.WithCancel(context.Background())
 	m.hb = newHeartbeater(c.Heartbeat, m.extend, m.log)
+	m.hb.onLeft = c.ObserveHeartbeat
 	m.hb.onBeat = func(n int, err error) {
 		m.stats.Heartbeats.Add(1)
 		if err != nil {
@@ -119,12 +120,12 @@ func (m *Manager) markEpoch(ctx context.Context, shard int) error {
 	m.mu.Unlock()
 	switch {
 	case quiet:
-		m.log.Debug().Int(keyShard, shard).Dur("hold_off", hold).Msg("no epoch marker: shard held off")
+		m.log.Debug().Int(keyShard, shard).Int64("hold_off_ms", hold.Milliseconds()).Msg("no epoch marker: shard held off")
 	case m.st.Fresh():
-		m.log.Info().Dur("wait", hold).
+		m.log.Info().Int64("wait_ms", hold.Milliseconds()).
 			Msg("new deployment: claims start after one ttl, in case a daemon from before still holds a lease (Redis cannot tell a new deployment from one whose data it lost)")
 	default:
-		m.log.Warn().Int(keyShard, shard).Dur("hold_off", hold).
+		m.log.Warn().Int(keyShard, shard).Int64("hold_off_ms", hold.Milliseconds()).
 			Msg("redis has no epoch marker for this shard and others (redis lost its data, or a new deployment): holding off claims until any earlier lease has expired")
 	}
 	return nil
@@ -187,12 +188,12 @@ func (m *Manager) setHold(h *store.HoldError) {
 	m.mu.Unlock()
 	switch {
 	case begins && h.Rewritten:
-		m.log.Warn().Int(keyShard, h.Shard).Dur("for", d).
+		m.log.Warn().Int(keyShard, h.Shard).Int64("for_ms", d.Milliseconds()).
 			Msg("shard held off: its epoch marker was not a time syncd writes (planted, or what is left after redis lost data); rewritten to hold the shard off one ttl")
 	case begins && quiet:
-		m.log.Debug().Int(keyShard, h.Shard).Dur("for", d).Msg("shard held off")
+		m.log.Debug().Int(keyShard, h.Shard).Int64("for_ms", d.Milliseconds()).Msg("shard held off")
 	case begins:
-		m.log.Warn().Int(keyShard, h.Shard).Dur("for", d).
+		m.log.Warn().Int(keyShard, h.Shard).Int64("for_ms", d.Milliseconds()).
 			Msg("shard held off: no claims until every lease from before redis lost its data has expired")
 	}
 }

@@ -398,3 +398,42 @@ func TestForeignRecordLoggedOnce(t *testing.T) {
 		t.Errorf("foreign record logged %d times, want once:\n%s", n, logs.String())
 	}
 }
+
+// TestObserveHeartbeat: each heartbeat that extends a lease reports how
+// long its trust window still had to run, which is positive and at most
+// TTL - Margin.
+func TestObserveHeartbeat(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), "")
+	lefts := make(chan time.Duration, 100)
+	const ttl = 300 * time.Millisecond
+	m, err := ownership.New(st, ownership.Config{TTL: ttl, Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
+		ObserveHeartbeat: func(left time.Duration) {
+			select {
+			case lefts <- left:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	st.Add(t.Context(), "hb")
+	l := claimUntil(t, m, "hb", 5*time.Second)
+	window := ttl - m.Config().Margin
+	for i := range 3 {
+		select {
+		case left := <-lefts:
+			if left <= 0 || left > window {
+				t.Errorf("heartbeat %d: left %v, want in (0, %v]", i, left, window)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no heartbeat observed after %d", i)
+		}
+	}
+	if l.Err() != nil {
+		t.Fatalf("lease lost: %v", l.Err())
+	}
+	m.Release(t.Context(), []*ownership.Lease{l}, []ownership.Outcome{{Kind: ownership.OutcomeHandBack}})
+}

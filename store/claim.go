@@ -223,7 +223,7 @@ func (s *Store) claim(ctx context.Context, sc *redis.Script, shard int, keys []s
 	if w.min > 0 {
 		reply, replicas, err = s.claimWait(ctx, sc, keys, args, w)
 	} else {
-		reply, err = s.runScript(ctx, s.rdb, sc, keys, args...)
+		reply, err = s.runHot(ctx, sc, keys, args...)
 	}
 	if err != nil {
 		if err := s.shardErr(ctx, shard, err); errors.Is(err, ErrDamaged) {

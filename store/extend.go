@@ -35,18 +35,13 @@ type ExtendResult struct {
 // heartbeat time and expiry (and state, unless 0). Requests are grouped by
 // hash slot, one script call per group, all pipelined in one round trip.
 func (s *Store) Extend(ctx context.Context, ttl time.Duration, state State, reqs []ExtendRequest) ([]ExtendResult, error) {
-	type group struct {
-		keys []string
-		args []any
-		idx  []int
-	}
-	groups := map[string]*group{}
+	groups := map[string]*extendGroup{}
 	var order []string
 	for i, r := range reqs {
 		tag := hashTag(r.Key)
 		g := groups[tag]
 		if g == nil {
-			g = &group{args: []any{ttl.Milliseconds(), int(state)}}
+			g = &extendGroup{args: []any{ttl.Milliseconds(), int(state)}}
 			groups[tag] = g
 			order = append(order, tag)
 		}
@@ -55,6 +50,42 @@ func (s *Store) Extend(ctx context.Context, ttl time.Duration, state State, reqs
 		g.idx = append(g.idx, i)
 	}
 	out := make([]ExtendResult, len(reqs))
+	replies := make([]any, len(order))
+	var err error
+	if len(order) == 1 {
+		// One slot (one lock, or one shard's leases): one script call,
+		// through the auto-pipeliner when it is on.
+		g := groups[order[0]]
+		replies[0], err = s.runHot(ctx, scriptExtend, g.keys, g.args...)
+	} else {
+		err = s.extendPipelined(ctx, order, groups, replies)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: extend: %w", err)
+	}
+	for i, tag := range order {
+		g := groups[tag]
+		v, err := ints(replies[i], 2*len(g.keys))
+		if err != nil {
+			return nil, err
+		}
+		for j, at := range g.idx {
+			out[at] = ExtendResult{Code: ExtendCode(v[2*j]), Fence: uint64(v[2*j+1])}
+		}
+	}
+	return out, nil
+}
+
+// extendGroup is the requests of one hash slot: one extend.lua call.
+type extendGroup struct {
+	keys []string
+	args []any
+	idx  []int // into the requests
+}
+
+// extendPipelined runs one extend.lua call per group, pipelined in one
+// round trip on the client, and puts each reply in replies.
+func (s *Store) extendPipelined(ctx context.Context, order []string, groups map[string]*extendGroup, replies []any) error {
 	run := func(p redis.Pipeliner) []*redis.Cmd {
 		cmds := make([]*redis.Cmd, len(order))
 		for i, tag := range order {
@@ -67,24 +98,17 @@ func (s *Store) Extend(ctx context.Context, ttl time.Duration, state State, reqs
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { cmds = run(p); return nil })
 	if isNoScript(err) {
 		if err := loadScripts(ctx, s.rdb); err != nil {
-			return nil, fmt.Errorf("store: extend: %w", err)
+			return err
 		}
 		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { cmds = run(p); return nil })
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: extend: %w", err)
+		return err
 	}
-	for i, tag := range order {
-		g := groups[tag]
-		v, err := ints(cmds[i].Val(), 2*len(g.keys))
-		if err != nil {
-			return nil, err
-		}
-		for j, at := range g.idx {
-			out[at] = ExtendResult{Code: ExtendCode(v[2*j]), Fence: uint64(v[2*j+1])}
-		}
+	for i, c := range cmds {
+		replies[i] = c.Val()
 	}
-	return out, nil
+	return nil
 }
 
 // hashTag returns the part of a key that Redis Cluster hashes.

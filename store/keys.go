@@ -118,10 +118,13 @@ func escapeByte(c byte) bool {
 //	                          first: "<ms> <fence> <error>" (release.lua)
 //	<prefix>:{s<k>}:claim:<t> STRING ids a pick claim with token <t> took
 //	                          (newline-separated; PX ttl)
+//	<prefix>:{s<k>}:released  ZSET  token+id -> ms, the last claims
+//	                          released (release.lua)
 //	<prefix>:{daemons}        ZSET  daemon id -> last write (ms, Redis clock)
 //	<prefix>:{daemons}:<id>   STRING a daemon's DaemonInfo (JSON), PX 3 periods
 //	<prefix>:lock:{<id>}      STRING standalone lock record
 //	<prefix>:lock:{<id>}:f    STRING standalone lock fence counter
+//	<prefix>:lock:{<id>}:r    STRING tokens of the last unlocks (unlock.lua)
 //
 // <id> is EncodeID of the item ID.
 type Keys struct {
@@ -217,6 +220,12 @@ func (k Keys) Triggers(shard int) string { return k.tags[shard] + "trig" }
 // makes due again at once (see Store.Trigger).
 func (k Keys) Again(shard int) string { return k.tags[shard] + "again" }
 
+// Released is the sorted set of the shard's last claims released, each
+// its token followed by its item id, scored by the time of release: a
+// release re-sent after a dropped connection finds its own there
+// (release.lua).
+func (k Keys) Released(shard int) string { return k.tags[shard] + "released" }
+
 // Lock is the record key of a standalone lock.
 func (k Keys) Lock(name string) string { return k.prefix + ":lock:{" + EncodeID(name) + "}" }
 
@@ -224,7 +233,15 @@ func (k Keys) Lock(name string) string { return k.prefix + ":lock:{" + EncodeID(
 // lock's slot.
 func (k Keys) LockFence(name string) string { return k.Lock(name) + lockFenceSuffix }
 
-const lockFenceSuffix = ":f"
+// LockReleased holds the tokens of a standalone lock's last unlocks, for
+// an unlock re-sent after a dropped connection (unlock.lua); it shares
+// the lock's slot.
+func (k Keys) LockReleased(name string) string { return k.Lock(name) + lockReleasedSuffix }
+
+const (
+	lockFenceSuffix    = ":f"
+	lockReleasedSuffix = ":r"
+)
 
 // Target returns the key of the target's state, name one of "state" (the
 // breaker's HASH), "suspects" (SET), "permits" (ZSET) or "rate" (the

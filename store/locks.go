@@ -40,7 +40,7 @@ func (s *Store) Lock(ctx context.Context, name string, rec *Record, ttl time.Dur
 	case !s.cfg.Cluster:
 		keys = append(keys, s.keys.Epoch(s.keys.Shard(name)))
 	}
-	v, err := s.runScript(ctx, s.rdb, scriptLock, keys, ttl.Milliseconds(), MarshalRecord(rec), embedded)
+	v, err := s.runHot(ctx, scriptLock, keys, ttl.Milliseconds(), MarshalRecord(rec), embedded)
 	if err != nil {
 		return LockResult{}, fmt.Errorf("store: lock %q: %w", name, err)
 	}
@@ -57,9 +57,18 @@ func (s *Store) Lock(ctx context.Context, name string, rec *Record, ttl time.Dur
 	return LockResult{Wait: time.Duration(max(r[1], 0)) * time.Millisecond}, nil
 }
 
-// Unlock compare-and-deletes a standalone lock.
+// lockReleasedKeep is how long a lock remembers the tokens of its last
+// unlocks (Keys.LockReleased), for an unlock re-sent after a dropped
+// connection: longer than go-redis's retries can take (3 retries, each
+// bounded by the dial, write and read timeouts, 5+3+3 s by default).
+const lockReleasedKeep = 60 * time.Second
+
+// Unlock compare-and-deletes a standalone lock. An unlock that go-redis
+// re-sent after a dropped connection reports Released when its first
+// send released the lock (unlock.lua).
 func (s *Store) Unlock(ctx context.Context, name string, tok Token) (ReleaseCode, error) {
-	v, err := s.runScript(ctx, s.rdb, scriptUnlock, []string{s.keys.Lock(name)}, string(tok[:]))
+	key := s.keys.Lock(name)
+	v, err := s.runHot(ctx, scriptUnlock, []string{key, key + lockReleasedSuffix}, string(tok[:]), lockReleasedKeep.Milliseconds())
 	if err != nil {
 		return NotHeld, fmt.Errorf("store: unlock %q: %w", name, err)
 	}

@@ -96,8 +96,9 @@ func splitPrelude(text string) []helper {
 // The scripts, each documented in its .lua file, with the prelude helpers
 // each calls.
 var (
-	scriptClaimPick = loadScript("claim_pick", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "is_record",
-		"num", "meta_get", "meta_value", "enc", "is_inf", "due_ms", "epoch_at", "claim_gate", "held", "fence_refused", "take")
+	scriptClaimPick = loadScript("claim_pick", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "get_rec", "is_record",
+		"token_of", "fence_of", "attempt_of", "num", "meta_get", "meta_value", "enc", "is_inf", "due_ms", "epoch_at",
+		"claim_gate", "held", "fence_refused", "take", "pick_head")
 	scriptClaimIDs = loadScript("claim_ids", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "get_rec",
 		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_get", "meta_value", "is_inf", "due_ms",
 		"epoch_at", "claim_gate", "held", "fence_refused", "take", "claim_named")

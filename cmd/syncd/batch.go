@@ -40,16 +40,11 @@ func cmdBatch(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	tp, stopTracing, err := startTracing(ctx, log) // off unless OTEL_* turns it on
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	defer stopTracing() // after the engine and the sink: flushes the last spans
-	e, sink, err := buildEngine(ctx, cfg, st, log, tp)
+	e, done, err := tracedEngine(ctx, cfg, st, log)
 	if err != nil {
 		return err
 	}
-	defer sink.Close()
+	defer done()
 	prog := newProgress(os.Stderr, log)
 	rep, err := e.RunBatch(ctx, engine.BatchOptions{OnProgress: prog.update, MaxUnavailable: *maxDown})
 	prog.finish()

@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/syncd/syncd/cmd/syncd/internal/api"
 	"github.com/syncd/syncd/cmd/syncd/internal/config"
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/sinks"
@@ -62,37 +60,6 @@ func (f *flags) load() (*config.File, error) {
 	return cfg, nil
 }
 
-// newLogger writes to w: console output on a terminal, JSON otherwise,
-// unless log.format says which.
-func newLogger(cfg *config.File, w *os.File) zerolog.Logger {
-	format := cfg.LogFormat()
-	if format == config.FormatAuto {
-		format = config.FormatJSON
-		if isTerminal(w) {
-			format = config.FormatConsole
-		}
-	}
-	var out io.Writer = w
-	if format == config.FormatConsole {
-		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
-	}
-	l := zerolog.New(out).Level(cfg.LogLevel()).With().Timestamp().Logger()
-	redis.SetLogger(redisLogger{l.With().Str("component", "go-redis").Logger()})
-	return l
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// redisLogger routes go-redis's own messages into our log.
-type redisLogger struct{ l zerolog.Logger }
-
-func (r redisLogger) Printf(_ context.Context, format string, v ...any) {
-	r.l.Warn().Msg(strings.TrimSpace(fmt.Sprintf(format, v...)))
-}
-
 // openStore opens the configured store once; errors are exit code 2.
 func openStore(ctx context.Context, cfg *config.File, log zerolog.Logger) (*store.Store, error) {
 	sc, err := cfg.Store(nil, nil)
@@ -116,7 +83,7 @@ func openStoreRetry(ctx context.Context, cfg *config.File, log zerolog.Logger) (
 		if err == nil || !store.IsUnavailable(err) || ctx.Err() != nil {
 			return st, err
 		}
-		log.Warn().Err(err).Dur("retry_in", wait).Msg("redis unreachable; retrying")
+		log.Warn().Err(err).Int64("retry_in_ms", wait.Milliseconds()).Msg("redis unreachable; retrying")
 		select {
 		case <-ctx.Done():
 			return nil, err
@@ -124,6 +91,22 @@ func openStoreRetry(ctx context.Context, cfg *config.File, log zerolog.Logger) (
 		}
 		wait = min(2*wait, 10*time.Second)
 	}
+}
+
+// tracedEngine starts tracing (off unless OTEL_* turns it on) and builds
+// the engine over st (buildEngine). The caller calls done after the
+// engine stopped: it closes the sink, then flushes the last spans.
+func tracedEngine(ctx context.Context, cfg *config.File, st *store.Store, log zerolog.Logger) (e *engine.Engine, done func(), err error) {
+	tp, stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return nil, nil, &exitError{code: exitUsage, err: err}
+	}
+	e, sink, err := buildEngine(ctx, cfg, st, log, tp)
+	if err != nil {
+		stopTracing()
+		return nil, nil, err
+	}
+	return e, func() { sink.Close(); stopTracing() }, nil
 }
 
 // buildEngine seeds the configured items and builds the sink and the
@@ -185,5 +168,23 @@ func seed(ctx context.Context, cfg *config.File, st *store.Store, log zerolog.Lo
 		return err
 	}
 	log.Info().Int("configured", len(ids)).Int("new", n).Msg("items seeded from the config")
+	return nil
+}
+
+// runHistory samples hist until ctx ends or the returned stop is called;
+// stop waits for the sampler to end.
+func runHistory(ctx context.Context, hist *api.History) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); hist.Run(ctx) }()
+	return func() { cancel(); <-done }
+}
+
+// apiOptions are the API's options for the target tc: its state is shown
+// when it has a breaker or limits.
+func apiOptions(tc engine.TargetConfig) []api.Option {
+	if !tc.Breaker.Disabled || tc.MaxInFlight > 0 || tc.Rate != (engine.Rate{}) {
+		return []api.Option{api.WithTarget(tc.MaxInFlight)}
+	}
 	return nil
 }

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -68,29 +66,6 @@ func TestStatusNamesDamagedShard(t *testing.T) {
 	}
 	if d := got.Summary.Damaged; len(d) != 1 || d[0].Shard != 3 || !strings.Contains(d[0].Error, "WRONGTYPE") || got.Summary.Items != int64(healthy) {
 		t.Errorf("status --json summary = %+v, want shard 3 damaged and %d items", got.Summary, healthy)
-	}
-}
-
-// /readyz answers 503 naming each damaged shard and its error.
-func TestReadyzNamesDamagedShards(t *testing.T) {
-	damage := &store.DamageError{Shard: 3, Problem: "p:{s3}:meta is a string, want a hash", Err: errors.New("WRONGTYPE Operation\x1b[31m")}
-	tests := []struct {
-		ready   bool
-		damaged []error
-		code    int
-		want    string
-	}{
-		{true, nil, http.StatusOK, "ready"},
-		{false, nil, http.StatusServiceUnavailable, "not ready: redis unreachable"},
-		{false, []error{damage}, http.StatusServiceUnavailable, "not ready: redis unreachable"},
-		{true, []error{damage}, http.StatusServiceUnavailable,
-			`degraded: store: shard 3 damaged: p:{s3}:meta is a string, want a hash (WRONGTYPE Operation\x1b[31m)`},
-	}
-	for _, tt := range tests {
-		code, text := readyz(tt.ready, tt.damaged)
-		if code != tt.code || !strings.HasPrefix(text, tt.want) {
-			t.Errorf("readyz(%v, %v) = %d %q, want %d %q", tt.ready, tt.damaged, code, text, tt.code, tt.want)
-		}
 	}
 }
 

@@ -9,6 +9,7 @@
 //	syncd trigger  -c config.yaml [--reason R] [--add] ID...   sync items now
 //	syncd release  -c config.yaml --force ID      admin release of a stuck claim
 //	syncd validate -c config.yaml                 print the effective config, or every error
+//	syncd ui       -c config.yaml [--listen A]    the operator page and the API, no daemon
 //	syncd version
 //
 // cmd/syncd alone reads config.yaml, flags, the environment and signals,
@@ -60,6 +61,8 @@ usage:
                                                 sync items now, ahead of the others (in flight: again right after)
   syncd release  -c config.yaml --force ID      delete a stuck claim and raise its fence
   syncd validate -c config.yaml                 print the effective config, or every error
+  syncd ui       -c config.yaml [--listen A]    serve the web page and the API (no daemon);
+                                                A defaults to 127.0.0.1:8089
   syncd version                                 print the version
 
 exit codes: 0 ok, 1 items failed or quarantined, or unknown IDs (requeue, items remove, trigger),
@@ -77,7 +80,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	}
 	cmds := map[string]func([]string, io.Writer, io.Writer) error{
 		"run": cmdRun, "batch": cmdBatch, "status": cmdStatus, "items": cmdItems,
-		"requeue": cmdRequeue, "trigger": cmdTrigger, "release": cmdRelease, "validate": cmdValidate,
+		"requeue": cmdRequeue, "trigger": cmdTrigger, "release": cmdRelease, "validate": cmdValidate, "ui": cmdUI,
 		"version": func([]string, io.Writer, io.Writer) error { fmt.Fprintln(stdout, "syncd", version); return nil },
 	}
 	switch args[0] {

@@ -34,6 +34,9 @@ func TestRunMain(t *testing.T) {
 		{[]string{"release", "-c", bad, "x"}, exitUsage, "", "--force"},
 		{[]string{"requeue", "-c", bad}, exitUsage, "", "no IDs"},
 		{[]string{"run", "--nope"}, exitUsage, "", "flag provided but not defined"},
+		{[]string{"help"}, exitOK, "syncd ui ", ""},
+		{[]string{"ui", "-c", bad}, exitUsage, "", "bad.yaml:2: engine.workerz: unknown key"},
+		{[]string{"ui", "-c", bad, "extra"}, exitUsage, "", "ui takes only -c and --listen"},
 	}
 	for _, tt := range tests {
 		var out, errb bytes.Buffer

@@ -9,13 +9,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/cmd/syncd/internal/api"
+	"github.com/syncd/syncd/cmd/syncd/internal/web"
 	"github.com/syncd/syncd/engine"
 )
 
@@ -50,37 +51,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		os.Exit(exitFailed)
 	}()
 
-	st, err := openStoreRetry(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	tp, stopTracing, err := startTracing(ctx, log) // off unless OTEL_* turns it on
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	defer stopTracing() // after the engine and the sink: flushes the last spans
-	e, sink, err := buildEngine(ctx, cfg, st, log, tp)
-	if err != nil {
-		return err
-	}
-	defer sink.Close()
+	// HTTP first: /healthz answers while Redis is still unreachable
+	// (alive, not ready), /readyz says 503 until the engine claims,
+	// /metrics has syncd_redis_up 0 and /api/ answers 503 meanwhile.
+	ep := engine.NewEndpoints(version)
+	apiH := &lateHandler{}
 	if addr := cfg.Listen(); addr != "" {
-		hist := api.NewHistory(st, func() (int64, int64) { return e.Metrics().SyncsOK.Load(), e.Metrics().SyncsFailed.Load() })
-		hctx, hstop := context.WithCancel(ctx)
-		hdone := make(chan struct{})
-		go func() { defer close(hdone); hist.Run(hctx) }()
-		defer func() { hstop(); <-hdone }()
-		var opts []api.Option
-		if tc := e.Config().Target; !tc.Breaker.Disabled || tc.MaxInFlight > 0 || tc.Rate != (engine.Rate{}) {
-			opts = append(opts, api.WithTarget(tc.MaxInFlight))
-		}
-		srv, err := serveHTTP(addr, e, api.New(st, token, log, hist, opts...), log)
+		srv, err := serveHTTP(addr, ep, apiH, log)
 		if err != nil {
 			return &exitError{code: exitUsage, err: err}
-		}
-		if token != "" {
-			log.Info().Msg("serving the API under /api/v1: reads for anyone, actions (POST) with the bearer token")
 		}
 		defer func() {
 			sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
@@ -91,32 +70,41 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if token != "" && cfg.Listen() == "" {
 		log.Warn().Msg("an API token is configured but http.listen is empty: the API is not served")
 	}
+
+	st, err := openStoreRetry(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	e, done, err := tracedEngine(ctx, cfg, st, log)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if cfg.Listen() != "" {
+		hist := api.NewHistory(st, func() (int64, int64) { return e.Metrics().SyncsOK.Load(), e.Metrics().SyncsFailed.Load() })
+		defer runHistory(ctx, hist)()
+		apiH.set(api.New(st, token, log, hist, apiOptions(e.Config().Target)...))
+		if token != "" {
+			log.Info().Msg("serving the API under /api/v1: reads for anyone, actions (POST) with the bearer token")
+		}
+	}
+	ep.Attach(e)
 	return e.Run(ctx)
 }
 
-// serveHTTP serves /metrics (Prometheus), /healthz (the process is alive)
-// and /readyz (Redis reachable and claiming, every shard working), and
-// api under /api/ (see package api).
-func serveHTTP(addr string, e *engine.Engine, api http.Handler, log zerolog.Logger) (*http.Server, error) {
+// serveHTTP serves ep's /metrics (Prometheus), /healthz (the process is
+// alive) and /readyz (Redis reachable and claiming, every shard working),
+// and api under /api/ (see package api), from before Redis is reached.
+func serveHTTP(addr string, ep *engine.Endpoints, api http.Handler, log zerolog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http.listen: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		e.Metrics().WritePrometheus(w)
-	})
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		code, text := readyz(e.Ready(), e.Damaged())
-		if code != http.StatusOK {
-			http.Error(w, text, code)
-			return
-		}
-		fmt.Fprintln(w, text)
-	})
+	ep.Register(mux) // GET /metrics, GET /healthz, GET /readyz
 	mux.Handle("/api/", api)
+	mux.Handle("/", web.Handler(web.Options{Version: version}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: stdLogger(log)}
@@ -129,21 +117,18 @@ func serveHTTP(addr string, e *engine.Engine, api http.Handler, log zerolog.Logg
 	return srv, nil
 }
 
-// readyz is the answer to /readyz: 200 "ready" while the engine claims
-// and every shard works; 503 while Redis is unreachable or the engine is
-// not claiming yet, and 503 "degraded", naming each damaged shard and
-// its error, while a shard's damaged key keeps its items waiting (every
-// other shard syncs on).
-func readyz(ready bool, damaged []error) (int, string) {
-	if !ready {
-		return http.StatusServiceUnavailable, "not ready: redis unreachable or not claiming yet"
+// lateHandler is the API's handler, which exists once the store is
+// open: until set, it answers 503 with an error in the API's JSON.
+type lateHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (l *lateHandler) set(h http.Handler) { l.h.Store(&h) }
+
+func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := l.h.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
 	}
-	if len(damaged) == 0 {
-		return http.StatusOK, "ready"
-	}
-	lines := make([]string, len(damaged))
-	for i, err := range damaged {
-		lines[i] = "degraded: " + shown(err.Error(), 500)
-	}
-	return http.StatusServiceUnavailable, strings.Join(lines, "\n")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	fmt.Fprintln(w, `{"error":"starting: redis not reached yet"}`)
 }

@@ -6,12 +6,19 @@
 //	go run ./examples/customsink
 //
 // Point store.Config.Addrs at a Redis to share the work with other
-// processes running the same program.
+// processes running the same program. With -listen, the program also
+// serves /metrics, /healthz and /readyz while it runs, in one line
+// (engine.Handler), and waits for Enter before it exits:
+//
+//	go run ./examples/customsink -listen 127.0.0.1:9090
 package main
 
 import (
+	"bufio"
 	"context"
+	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"sort"
 	"sync"
@@ -72,6 +79,8 @@ func (s *customerSink) Sync(ctx context.Context, it sinks.Item) error {
 func (s *customerSink) Close() error { return nil }
 
 func main() {
+	listen := flag.String("listen", "", "serve /metrics, /healthz and /readyz on this address")
+	flag.Parse()
 	ctx := context.Background()
 	log := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).Level(zerolog.WarnLevel)
 	st, err := store.Open(ctx, store.Config{Logger: log}) // no Addrs: embedded store
@@ -90,6 +99,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	if *listen != "" {
+		// Prometheus scrapes and probes get the engine's metrics (with the
+		// Go and process collectors) and health, on a registry of its own.
+		go func() {
+			if err := http.ListenAndServe(*listen, engine.Handler(e)); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+		}()
+	}
 	rep, err := e.RunBatch(ctx, engine.BatchOptions{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -103,5 +121,9 @@ func main() {
 	sort.Strings(ids)
 	for _, id := range ids {
 		fmt.Printf("  %-9s %s (fence %d)\n", id, table.rows[id].data, table.rows[id].fence)
+	}
+	if *listen != "" {
+		fmt.Printf("serving http://%s/metrics; press Enter to exit\n", *listen)
+		bufio.NewReader(os.Stdin).ReadString('\n')
 	}
 }

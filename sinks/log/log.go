@@ -25,7 +25,7 @@ const (
 	fieldOwner     = "owner"
 	fieldAttempt   = "attempt"
 	fieldLastSync  = "last_sync"
-	fieldTook      = "took"
+	fieldTook      = "took_ms"
 )
 
 // Config configures a log sink. The zero value logs each sync and succeeds
@@ -106,7 +106,7 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 	} else {
 		ev = ev.Interface(fieldLastSync, nil)
 	}
-	ev = ev.Dur(fieldTook, time.Since(start))
+	ev = ev.Float64(fieldTook, ms(time.Since(start)))
 	switch {
 	case err == nil:
 		ev.Msg("synced")
@@ -137,3 +137,7 @@ func (s *Sink) work(ctx context.Context) error {
 
 // Close does nothing and returns nil.
 func (s *Sink) Close() error { return nil }
+
+// ms is d in milliseconds, to the microsecond: a sync may take less
+// than one.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

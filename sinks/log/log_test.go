@@ -37,7 +37,7 @@ type entry struct {
 	Owner     string  `json:"owner"`
 	Attempt   int     `json:"attempt"`
 	LastSync  *string `json:"last_sync"`
-	Took      float64 `json:"took"`
+	Took      float64 `json:"took_ms"`
 }
 
 func (b *logBuffer) entries(t *testing.T) []entry {
@@ -177,7 +177,7 @@ func TestDelay(t *testing.T) {
 	}
 	es := buf.entries(t)
 	if len(es) != 1 || es[0].Took < 50 || es[0].LastSync != nil {
-		t.Errorf("entries = %+v, want one with took >= 50 (ms) and last_sync null", es)
+		t.Errorf("entries = %+v, want one with took_ms >= 50 and last_sync null", es)
 	}
 }
 

@@ -6,7 +6,10 @@
 -- KEYS[2]    meta HASH of the shard
 -- KEYS[3]    epoch marker of the shard
 -- KEYS[4]    receipt: the ids claimed, kept for ttl ms, so a caller whose
---            reply was lost can learn what it claimed
+--            reply was lost can learn what it claimed, and a call re-sent
+--            after a dropped connection (go-redis re-sends a whole
+--            pipeline) replies with what its first send claimed instead
+--            of claiming more under the same token
 -- KEYS[5]    err HASH of the shard
 -- ARGV[1]    "pick": names the call on the wire (MONITOR, SLOWLOG, and
 --            the proxy of tests/fault, which delays these replies); unread
@@ -26,9 +29,28 @@ local nowms, nowus = now()
 local ttl = tonumber(ARGV[2])
 local gate = claim_gate(KEYS[3], nowms, ttl)
 if gate then return gate end
-local cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', nowms, 'WITHSCORES', 'LIMIT', 0, #ARGV - 2)
 local recs = string.sub(KEYS[1], 1, -4) .. 'rec:' -- "<prefix>:{s<k>}:rec:"
 local got, out = {}, {}
+local prior = wrongtype(redis.pcall('GET', KEYS[4]))
+if prior and prior ~= '' then
+  -- Re-sent: the items the first send claimed, in the same order, each
+  -- with the template it took, as long as their records are still ours.
+  -- Their score before the claim is gone: 0, as after a lost reply.
+  for id in string.gmatch(prior, '[^\n]+') do
+    got[#got + 1] = id
+    local cur, tmpl = get_rec(recs .. enc(id)), ARGV[2 + #got]
+    if cur and tmpl and token_of(cur) == token_of(tmpl) then
+      local _, l = meta_get(KEYS[2], id)
+      out[#out + 1] = id
+      out[#out + 1] = fence_of(cur)
+      out[#out + 1] = attempt_of(cur)
+      out[#out + 1] = l
+      out[#out + 1] = 0
+    end
+  end
+  return pick_head(out, KEYS[1])
+end
+local cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', nowms, 'WITHSCORES', 'LIMIT', 0, #ARGV - 2)
 for i = 1, #cand, 2 do
   local id = cand[i]
   local rk = recs .. enc(id)
@@ -57,15 +79,4 @@ end
 if #got > 0 then
   redis.call('SET', KEYS[4], table.concat(got, '\n'), 'PX', ttl)
 end
--- Last, the shard's lowest score left, so the caller knows when to come
--- back without asking again. A flag says whether there is one: any
--- score, 0 and negative ones included, is a due time.
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if head[2] and not is_inf(head[2]) then
-  out[#out + 1] = 1
-  out[#out + 1] = due_ms(head[2])
-else
-  out[#out + 1] = 0
-  out[#out + 1] = 0
-end
-return out
+return pick_head(out, KEYS[1])

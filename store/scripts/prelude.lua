@@ -191,6 +191,21 @@ local function take(due, meta, errs, rk, id, tmpl, ttl, nowms, nowus)
   redis.call('ZADD', due, 'XX', nowms + ttl, id)
   return fence, a + 1, l
 end
+-- pick_head: a pick claim's reply out, ended with the shard's lowest
+-- score left in the due ZSET due, so the caller knows when to come back
+-- without asking again. A flag says whether there is one: any score, 0
+-- and negative ones included, is a due time.
+local function pick_head(out, due)
+  local head = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
+  if head[2] and not is_inf(head[2]) then
+    out[#out + 1] = 1
+    out[#out + 1] = due_ms(head[2])
+  else
+    out[#out + 1] = 0
+    out[#out + 1] = 0
+  end
+  return out
+end
 -- claim_named: claim a named item whose due score was prev, if the
 -- caller found it claimable (ok), and append 5 integers to out: code (1
 -- claimed, or already ours with this token: a retried call whose first

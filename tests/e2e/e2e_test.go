@@ -117,17 +117,18 @@ http:
 		t.Errorf("synced %v", seen)
 	}
 	addr := logField(t, stderr.String(), "serving /metrics", "addr")
+	// The child writes its line before the engine records the sync: poll.
 	for path, want := range map[string]string{"/healthz": "ok", "/metrics": `syncd_syncs_total{outcome="ok"} 4`} {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
-		resp.Body.Close()
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("GET %s: %q does not contain %q", path, b.String(), want)
-		}
+		waitFor(t, 5*time.Second, "GET "+path+" to contain "+want, func() bool {
+			resp, err := http.Get("http://" + addr + path)
+			if err != nil {
+				return false
+			}
+			var b bytes.Buffer
+			b.ReadFrom(resp.Body)
+			resp.Body.Close()
+			return strings.Contains(b.String(), want)
+		})
 	}
 	waitFor(t, 5*time.Second, "/readyz", func() bool {
 		resp, err := http.Get("http://" + addr + "/readyz")

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,8 +19,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-var prefixes atomic.Int64
 
 // newStore opens a store on a fresh redis-server.
 func newStore(t *testing.T) *store.Store {

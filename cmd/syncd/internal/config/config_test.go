@@ -676,6 +676,7 @@ redis:
 	read_timeout: 2s
 	write_timeout: 3s
 	pool_size: 7
+	auto_pipeline: false
 ownership:
 	ttl: 20s
 	heartbeat: 5s
@@ -737,6 +738,10 @@ func TestConversions(t *testing.T) {
 	ignoreLogger := cmpopts.IgnoreUnexported(zerolog.Logger{})
 	if diff := cmp.Diff(st, wantStore, ignoreLogger); diff != "" {
 		t.Errorf("Store() (-got +want):\n%s", diff)
+	}
+	// redis.auto_pipeline unset is the store's default, not false.
+	if st, err := mustParse(t, "").Store(env, nil); err != nil || st.AutoPipeline != store.AutoPipelineDefault {
+		t.Errorf("auto_pipeline unset: %v, %v; want %v", st.AutoPipeline, err, store.AutoPipelineDefault)
 	}
 	wantOwnership := ownership.Config{
 		TTL:            20 * time.Second,

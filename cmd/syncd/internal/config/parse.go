@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/syncd/syncd/cmd/syncd/internal/yamlstrict"
+	"github.com/syncd/syncd/store"
 )
 
 // FieldError is one problem in a configuration file, or in a file it
@@ -42,6 +43,7 @@ func Load(path string) (*File, error) {
 // reporting every problem. An empty file is valid: all defaults.
 func Parse(name string, data []byte) (*File, error) {
 	f := &File{name: name}
+	f.s.Redis.AutoPipeline = store.AutoPipelineDefault // the one default that is not a zero
 	d, ok := yamlstrict.Decode(name, data, &f.s, decodeOptions)
 	f.keys = d.Keys
 	if ok {

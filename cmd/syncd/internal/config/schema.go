@@ -37,6 +37,9 @@ type (
 		ReadTimeout         time.Duration `yaml:"read_timeout"`
 		WriteTimeout        time.Duration `yaml:"write_timeout"`
 		PoolSize            int           `yaml:"pool_size"`
+		// AutoPipeline is set to store.AutoPipelineDefault before the
+		// file is decoded (Parse): unset keeps it.
+		AutoPipeline bool `yaml:"auto_pipeline"`
 	}
 	tlsSection struct {
 		Enabled            bool   `yaml:"enabled"`
@@ -56,14 +59,15 @@ type (
 		Owner          string        `yaml:"owner"`
 	}
 	engineSection struct {
-		Workers      int           `yaml:"workers"`
-		Interval     time.Duration `yaml:"interval"`
-		Batch        int           `yaml:"batch"`
-		MaxAttempts  int           `yaml:"max_attempts"`
-		BackoffMin   time.Duration `yaml:"backoff_min"`
-		BackoffMax   time.Duration `yaml:"backoff_max"`
-		DrainTimeout time.Duration `yaml:"drain_timeout"`
-		Poll         time.Duration `yaml:"poll"`
+		Workers       int           `yaml:"workers"`
+		Interval      time.Duration `yaml:"interval"`
+		Batch         int           `yaml:"batch"`
+		MaxAttempts   int           `yaml:"max_attempts"`
+		BackoffMin    time.Duration `yaml:"backoff_min"`
+		BackoffMax    time.Duration `yaml:"backoff_max"`
+		DrainTimeout  time.Duration `yaml:"drain_timeout"`
+		Poll          time.Duration `yaml:"poll"`
+		CountInterval time.Duration `yaml:"count_interval"`
 	}
 	// targetSection configures engine.TargetConfig; rate is parsed by
 	// engine.ParseRate.

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/cmd/syncd/internal/config"
+	"github.com/syncd/syncd/tests/testutil"
+)
+
+// TestRateLogger: one line per message per interval, the next one
+// saying how many were left out; another message has its own budget.
+func TestRateLogger(t *testing.T) {
+	var buf bytes.Buffer
+	now := time.Unix(1000, 0)
+	r := newRateLogger(zerolog.New(&buf), 10*time.Second)
+	r.now = func() time.Time { return now }
+	const dial = "redis: connection pool: failed to dial after %d attempts: %v"
+	for i := range 50 {
+		r.Printf(t.Context(), dial, 5, fmt.Errorf("connection refused %d", i))
+		now = now.Add(100 * time.Millisecond) // 5 s in all
+	}
+	r.Printf(t.Context(), "sentinel: new master=%q addr=%q", "m", "a")
+	now = now.Add(5 * time.Second)
+	r.Printf(t.Context(), dial, 5, "connection refused again")
+	var got []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		got = append(got, m)
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d lines, want 3:\n%s", len(got), buf.String())
+	}
+	if got[0]["suppressed"] != nil || !strings.Contains(got[0]["message"].(string), "connection refused 0") {
+		t.Errorf("first line = %v", got[0])
+	}
+	if got[2]["suppressed"] != float64(49) || !strings.Contains(got[2]["message"].(string), "again") {
+		t.Errorf("line after the interval = %v, want suppressed 49", got[2])
+	}
+}
+
+// loggerTo returns a logger newLogger made for format, writing to a file
+// (not a terminal), and a function that returns what it wrote.
+func loggerTo(t *testing.T, format string) (zerolog.Logger, func() string) {
+	t.Helper()
+	cfg, err := config.Load(testutil.WriteFile(t, "config.yaml", "log:\n  format: "+format+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "log")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return newLogger(cfg, f), func() string { b, _ := os.ReadFile(path); return string(b) }
+}
+
+// TestLogTimestamps: JSON has RFC 3339 times to the millisecond; the
+// console shows the time of day to the millisecond, real milliseconds
+// (not .000), and no colours when it is not a terminal.
+func TestLogTimestamps(t *testing.T) {
+	l, read := loggerTo(t, "json")
+	var stamps []string
+	for range 20 {
+		l.Info().Msg("tick")
+		time.Sleep(3 * time.Millisecond)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(read()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		ts, _ := m["time"].(string)
+		if _, err := time.Parse(jsonTimeFormat, ts); err != nil || !regexp.MustCompile(`T\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(ts) {
+			t.Fatalf("time %q is not RFC 3339 UTC with milliseconds (%v)", ts, err)
+		}
+		stamps = append(stamps, ts[len(ts)-4:])
+	}
+	if distinct(stamps) < 2 {
+		t.Errorf("JSON milliseconds never change: %v", stamps)
+	}
+
+	c, readc := loggerTo(t, "console")
+	for range 20 {
+		c.Info().Msg("tick")
+		time.Sleep(3 * time.Millisecond)
+	}
+	out := readc()
+	if strings.Contains(out, "\x1b[") {
+		t.Errorf("colours on a file:\n%q", out)
+	}
+	var ms []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		m := regexp.MustCompile(`^\d\d:\d\d:\d\d\.(\d{3}) INF tick`).FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("console line %q does not start with HH:MM:SS.mmm", line)
+		}
+		ms = append(ms, m[1])
+	}
+	if distinct(ms) < 2 {
+		t.Errorf("console milliseconds never change: %v", ms)
+	}
+}
+
+func distinct(s []string) int {
+	seen := map[string]bool{}
+	for _, x := range s {
+		seen[x] = true
+	}
+	return len(seen)
+}

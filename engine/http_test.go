@@ -1,0 +1,238 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/sinks"
+	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/redistest"
+)
+
+// scrape returns what h serves at /metrics.
+func scrape(t *testing.T, h http.Handler) string {
+	t.Helper()
+	rr := httptest.NewRecorder()
+	h.ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rr.Code != http.StatusOK {
+		t.Fatalf("/metrics = %d: %s", rr.Code, rr.Body)
+	}
+	return rr.Body.String()
+}
+
+// get fetches url and returns its status and body.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// parse parses the Prometheus text format as Prometheus does.
+func parse(t *testing.T, text string) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	mf, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v\n%s", err, text)
+	}
+	return mf
+}
+
+// labelled returns the value of the series of f whose label name has
+// value, and whether there is one.
+func labelled(f *dto.MetricFamily, name, value string) (float64, bool) {
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == name && l.GetValue() == value {
+				switch {
+				case m.Gauge != nil:
+					return m.Gauge.GetValue(), true
+				case m.Counter != nil:
+					return m.Counter.GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// TestMetricsScrape: /metrics of a real engine over a real Redis parses
+// as Prometheus text, keeps every name syncd has exposed with its type,
+// adds the Go and process collectors, build info, Redis up and lease
+// left at heartbeat, and its items-by-state gauges equal store.Counts.
+func TestMetricsScrape(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 4)
+	ctx := t.Context()
+	var ids []string
+	for i := range 10 {
+		ids = append(ids, fmt.Sprintf("ok-%d", i))
+	}
+	ids = append(ids, "bad-0", "bad-1", "bad-2", "slow-0", "slow-1")
+	st.Add(ctx, ids...)
+	sink := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		switch {
+		case strings.HasPrefix(it.ID, "bad-"):
+			return sinks.Permanent(errors.New("bad data"))
+		case strings.HasPrefix(it.ID, "slow-"):
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}}
+	const ttl = time.Second
+	cfg := engine.Config{Workers: 8, Interval: time.Hour, Poll: 10 * time.Millisecond, CountInterval: 100 * time.Millisecond,
+		MaxAttempts: 1, DrainTimeout: time.Millisecond, Version: "v1.2.3-test"}
+	cfg.Ownership.TTL = ttl
+	e := newEngine(t, st, sink, cfg)
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := e.Metrics()
+	waitFor(t, 10*time.Second, "10 synced, 3 quarantined, 2 in flight", func() bool {
+		return m.SyncsOK.Load() == 10 && m.Quarantined.Load() == 3 && m.InFlight.Load() == 2
+	})
+	waitFor(t, 10*time.Second, "the items counted and a heartbeat landed", func() bool {
+		c, ok := m.Items()
+		return ok && c.Items == 15 && c.InFlight == 2 && c.Quarantined == 3 && c.Due == 0 && c.BackingOff == 0 &&
+			m.RedisUp.Load() == 1 && strings.Contains(scrape(t, engine.Handler(e)), "syncd_lease_left_at_heartbeat_seconds_count 2")
+	})
+
+	hs := httptest.NewServer(engine.Handler(e))
+	defer hs.Close()
+	code, text := get(t, hs.URL+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics = %d", code)
+	}
+	mf := parse(t, text)
+	types := map[string]dto.MetricType{
+		"syncd_claims_total": dto.MetricType_COUNTER, "syncd_syncs_total": dto.MetricType_COUNTER,
+		"syncd_target_up": dto.MetricType_GAUGE, "syncd_target_transitions_total": dto.MetricType_COUNTER,
+		"syncd_target_probes_total": dto.MetricType_COUNTER, "syncd_target_waits_total": dto.MetricType_COUNTER,
+		"syncd_redis_data_losses_total": dto.MetricType_COUNTER, "syncd_reconciles_total": dto.MetricType_COUNTER,
+		"syncd_reconcile_refusing": dto.MetricType_GAUGE, "syncd_target_permits_lost_total": dto.MetricType_COUNTER,
+		"syncd_quarantined_total": dto.MetricType_COUNTER, "syncd_items_damaged_total": dto.MetricType_COUNTER,
+		"syncd_lease_losses_total": dto.MetricType_COUNTER, "syncd_heartbeats_total": dto.MetricType_COUNTER,
+		"syncd_heartbeat_errors_total": dto.MetricType_COUNTER, "syncd_in_flight": dto.MetricType_GAUGE,
+		"syncd_due_backlog": dto.MetricType_GAUGE, "syncd_shards_damaged": dto.MetricType_GAUGE,
+		"syncd_oldest_due_seconds": dto.MetricType_GAUGE, "syncd_sync_duration_seconds": dto.MetricType_HISTOGRAM,
+		"syncd_build_info": dto.MetricType_GAUGE, "syncd_redis_up": dto.MetricType_GAUGE, "syncd_items": dto.MetricType_GAUGE,
+		"syncd_target_open": dto.MetricType_GAUGE, "syncd_target_suspects": dto.MetricType_GAUGE,
+		"syncd_target_permits_in_use":           dto.MetricType_GAUGE,
+		"syncd_lease_left_at_heartbeat_seconds": dto.MetricType_HISTOGRAM,
+		"go_goroutines":                         dto.MetricType_GAUGE, "process_cpu_seconds_total": dto.MetricType_COUNTER,
+	}
+	for name, typ := range types {
+		switch f, ok := mf[name]; {
+		case !ok:
+			t.Errorf("/metrics lacks %s", name)
+		case f.GetType() != typ:
+			t.Errorf("%s is a %v, want %v", name, f.GetType(), typ)
+		}
+	}
+	if v, _ := labelled(mf["syncd_syncs_total"], "outcome", "ok"); v != 10 {
+		t.Errorf(`syncd_syncs_total{outcome="ok"} = %v, want 10`, v)
+	}
+	if h := mf["syncd_sync_duration_seconds"].GetMetric()[0].GetHistogram(); h.GetSampleCount() != 13 || len(h.GetBucket()) != 10 {
+		t.Errorf("syncd_sync_duration_seconds: %d samples in %d buckets, want 13 in 10 (+Inf included)", h.GetSampleCount(), len(h.GetBucket()))
+	}
+	if h := mf["syncd_lease_left_at_heartbeat_seconds"].GetMetric()[0].GetHistogram(); h.GetSampleCount() < 2 ||
+		h.GetSampleSum() <= 0 || h.GetSampleSum() > float64(h.GetSampleCount())*ttl.Seconds() {
+		t.Errorf("syncd_lease_left_at_heartbeat_seconds: %d samples summing to %vs", h.GetSampleCount(), h.GetSampleSum())
+	}
+	bi := mf["syncd_build_info"].GetMetric()[0]
+	if v, _ := labelled(mf["syncd_build_info"], "version", "v1.2.3-test"); v != 1 || bi.GetLabel()[0].GetValue() != runtime.Version() {
+		t.Errorf("syncd_build_info = %v", bi)
+	}
+	if v := mf["syncd_redis_up"].GetMetric()[0].GetGauge().GetValue(); v != 1 {
+		t.Errorf("syncd_redis_up = %v, want 1", v)
+	}
+	counts, err := st.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for state, n := range map[string]int64{"all": counts.Items, "due": counts.Due, "in_flight": counts.InFlight,
+		"backing_off": counts.BackingOff, "quarantined": counts.Quarantined} {
+		if v, ok := labelled(mf["syncd_items"], "state", state); !ok || v != float64(n) {
+			t.Errorf(`syncd_items{state=%q} = %v (present %v), store.Counts says %d`, state, v, ok, n)
+		}
+	}
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready"} {
+		if code, body := get(t, hs.URL+path); code != http.StatusOK || strings.TrimSpace(body) != want {
+			t.Errorf("%s = %d %q, want 200 %q", path, code, body, want)
+		}
+	}
+}
+
+// TestEndpointsBeforeAttach: before an engine is attached the process
+// is alive, not ready, and /metrics says Redis is down.
+func TestEndpointsBeforeAttach(t *testing.T) {
+	t.Parallel()
+	ep := engine.NewEndpoints("v0-test")
+	mux := http.NewServeMux()
+	ep.Register(mux)
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	if code, _ := get(t, hs.URL+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d, want 200", code)
+	}
+	if code, body := get(t, hs.URL+"/readyz"); code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "not ready") {
+		t.Errorf("/readyz = %d %q, want 503 not ready", code, body)
+	}
+	_, text := get(t, hs.URL+"/metrics")
+	mf := parse(t, text)
+	if v := mf["syncd_redis_up"].GetMetric()[0].GetGauge().GetValue(); v != 0 {
+		t.Errorf("syncd_redis_up = %v, want 0", v)
+	}
+	if v, ok := labelled(mf["syncd_build_info"], "version", "v0-test"); !ok || v != 1 {
+		t.Errorf("syncd_build_info lacks version v0-test:\n%s", text)
+	}
+	if _, ok := mf["syncd_items"]; ok {
+		t.Error("syncd_items before any engine counted anything")
+	}
+	if _, ok := mf["go_goroutines"]; !ok {
+		t.Error("no Go collector")
+	}
+}
+
+// /readyz answers 503 naming each damaged shard and its error.
+func TestReadyzNamesDamagedShards(t *testing.T) {
+	damage := &store.DamageError{Shard: 3, Problem: "p:{s3}:meta is a string, want a hash", Err: errors.New("WRONGTYPE Operation\x1b[31m")}
+	tests := []struct {
+		ready   bool
+		damaged []error
+		code    int
+		want    string
+	}{
+		{true, nil, http.StatusOK, "ready"},
+		{false, nil, http.StatusServiceUnavailable, "not ready: redis unreachable"},
+		{false, []error{damage}, http.StatusServiceUnavailable, "not ready: redis unreachable"},
+		{true, []error{damage}, http.StatusServiceUnavailable,
+			`degraded: store: shard 3 damaged: p:{s3}:meta is a string, want a hash (WRONGTYPE Operation\x1b[31m)`},
+	}
+	for _, tt := range tests {
+		code, text := engine.Readiness(tt.ready, tt.damaged)
+		if code != tt.code || !strings.HasPrefix(text, tt.want) {
+			t.Errorf("Readiness(%v, %v) = %d %q, want %d %q", tt.ready, tt.damaged, code, text, tt.code, tt.want)
+		}
+	}
+}
