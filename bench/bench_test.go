@@ -159,6 +159,15 @@ func TestTargetVariantsValid(t *testing.T) {
 	}
 }
 
+// Every settle variant is a valid engine configuration.
+func TestSettleVariantsValid(t *testing.T) {
+	for _, v := range SettleVariants {
+		if err := v.config().Validate(); err != nil {
+			t.Errorf("%s: %v", v.Name, err)
+		}
+	}
+}
+
 // TestReconcileSection runs the reconcile section small: RunReconcile
 // checks each phase's counts itself; the report must show every phase.
 func TestReconcileSection(t *testing.T) {

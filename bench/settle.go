@@ -37,6 +37,12 @@ var SettleVariants = []SettleVariant{
 	{Name: "off", Label: "settle 500ms, claim-ahead off", Settle: SettleDelay, ClaimAhead: engine.ClaimAheadOff},
 }
 
+// config is the engine's configuration for v.
+func (v SettleVariant) config() engine.Config {
+	return engine.Config{Workers: SettleWorkers, Interval: time.Hour, ClaimAhead: v.ClaimAhead,
+		Ownership: ownership.Config{TTL: LockTTL, Settle: v.Settle}}
+}
+
 // SettleRow is one variant's runs.
 type SettleRow struct {
 	Variant SettleVariant
@@ -92,9 +98,7 @@ func RunSettle(ctx context.Context, srv *Server, reps, pool int, warm, dur time.
 	for rep := range reps {
 		for _, row := range res.Rows {
 			v := row.Variant
-			cfg := engine.Config{Workers: SettleWorkers, Interval: time.Hour, ClaimAhead: v.ClaimAhead,
-				Ownership: ownership.Config{TTL: LockTTL, Settle: v.Settle}}
-			r, err := runEngineWith(ctx, srv, cfg, sink, pool, warm, dur)
+			r, err := runEngineWith(ctx, srv, v.config(), sink, pool, warm, dur)
 			if err != nil {
 				return nil, fmt.Errorf("settle %s: %w", v.Name, err)
 			}
