@@ -68,6 +68,7 @@ type (
 		DrainTimeout  time.Duration `yaml:"drain_timeout"`
 		Poll          time.Duration `yaml:"poll"`
 		CountInterval time.Duration `yaml:"count_interval"`
+		ClaimAhead    int           `yaml:"claim_ahead"`
 	}
 	// targetSection configures engine.TargetConfig; rate is parsed by
 	// engine.ParseRate.
