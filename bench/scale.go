@@ -154,8 +154,14 @@ func buildSchedule(ctx context.Context, srv *Server, st *store.Store, n int, run
 
 // claimRound is one round of the engine's loop on shard sh: a pick claim
 // of the ScaleRound longest-waiting due items (the script finds them),
-// then their release as synced.
+// then their release as synced. Each round takes a fresh token, as the
+// engine's claims do: a pick under a token that already claimed is a
+// re-send, answered from its receipt.
 func claimRound(ctx context.Context, st *store.Store, sh int, recs []*store.Record) (int, error) {
+	tok := store.NewToken()
+	for _, r := range recs {
+		r.Token = tok
+	}
 	resp, err := st.ClaimPick(ctx, store.ClaimPickParams{Shard: sh, Records: recs, TTL: LockTTL})
 	if err != nil {
 		return 0, err

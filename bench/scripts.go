@@ -352,8 +352,10 @@ func scriptCostsOnce(ctx context.Context, srv *Server, repoDir string, calls int
 		if err := addPool(ctx, st, pick); err != nil {
 			return nil, err
 		}
-		precs := claimRecords(rec.Token, 32)
 		if err := measure("claim_pick.lua, 32 items (Store.ClaimPick)", "evalsha", 32, calls, func(i int) error {
+			// A token per claim, as the engine sends: a pick with a token
+			// that already claimed is a re-send, answered from its receipt.
+			precs := claimRecords(store.NewToken(), 32)
 			resp, err := st.ClaimPick(ctx, store.ClaimPickParams{Shard: i % shards, Records: precs, TTL: LockTTL})
 			if err == nil && len(resp.Items) != 32 {
 				err = fmt.Errorf("pick claimed %d of 32", len(resp.Items))
