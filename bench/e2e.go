@@ -109,9 +109,14 @@ func (e *E2EResults) targetRatio(a, b string) Spread {
 	if ra == nil || rb == nil {
 		return spreadOf(nil)
 	}
+	return runRatio(ra.Runs, rb.Runs)
+}
+
+// runRatio is a's rate over b's, repetition by repetition.
+func runRatio(a, b []E2ERun) Spread {
 	var vs []float64
-	for i := range min(len(ra.Runs), len(rb.Runs)) {
-		vs = append(vs, ra.Runs[i].Rate()/rb.Runs[i].Rate())
+	for i := range min(len(a), len(b)) {
+		vs = append(vs, a[i].Rate()/b[i].Rate())
 	}
 	return spreadOf(vs)
 }

@@ -71,11 +71,7 @@ func (s *SettleResults) Ratio(a, b string) Spread {
 	if ra == nil || rb == nil {
 		return spreadOf(nil)
 	}
-	var vs []float64
-	for i := range min(len(ra.Runs), len(rb.Runs)) {
-		vs = append(vs, ra.Runs[i].Rate()/rb.Runs[i].Rate())
-	}
-	return spreadOf(vs)
+	return runRatio(ra.Runs, rb.Runs)
 }
 
 // RunSettle measures each variant reps times, back to back in each
