@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,168 +16,6 @@ import (
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/redistest"
 )
-
-// cutProxy is an in-process TCP proxy between go-redis and Redis that
-// cuts a connection in the middle of a request batch: after forwarding a
-// chunk of requests but before their replies (Redis ran the commands; the
-// client reads EOF, and go-redis sends the whole batch again), or before
-// forwarding it (Redis ran nothing). It cuts only while armed.
-type cutProxy struct {
-	target        string
-	ln            net.Listener
-	armed         atomic.Bool
-	after, before atomic.Uint64 // math.Float64bits of the share of request chunks cut
-	cutAfter      atomic.Int64  // cut after Redis replied to the chunk
-	cutBefore     atomic.Int64
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *cutProxy) Addr() string { return p.ln.Addr().String() }
-
-// arm cuts a share after of the request chunks after forwarding them and
-// a share before of them before.
-func (p *cutProxy) arm(after, before float64) {
-	p.after.Store(math.Float64bits(after))
-	p.before.Store(math.Float64bits(before))
-	p.armed.Store(true)
-}
-
-func (p *cutProxy) disarm() { p.armed.Store(false) }
-
-func (p *cutProxy) close() {
-	p.mu.Lock()
-	p.closed = true
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.ln.Close()
-	p.wg.Wait()
-}
-
-func (p *cutProxy) track(cs ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return false
-	}
-	for _, c := range cs {
-		p.conns[c] = struct{}{}
-	}
-	p.wg.Add(2)
-	return true
-}
-
-func (p *cutProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.DialTimeout("tcp", p.target, time.Second)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		if !p.track(c, s) {
-			c.Close()
-			s.Close()
-			return
-		}
-		l := &cutLink{client: c, server: s, replied: make(chan struct{}, 1)}
-		go p.requests(l)
-		go p.replies(l)
-	}
-}
-
-// cutLink is one proxied connection. While muted, replies are read from
-// Redis and dropped, and each drop is signalled on replied.
-type cutLink struct {
-	client, server net.Conn
-	muted          atomic.Bool
-	replied        chan struct{}
-	once           sync.Once
-}
-
-func (l *cutLink) cut() {
-	l.once.Do(func() {
-		l.client.Close()
-		l.server.Close()
-	})
-}
-
-func (p *cutProxy) requests(l *cutLink) {
-	defer p.wg.Done()
-	defer l.cut()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := l.client.Read(buf)
-		if err != nil {
-			return
-		}
-		r := rand.Float64()
-		after, before := math.Float64frombits(p.after.Load()), math.Float64frombits(p.before.Load())
-		switch {
-		case p.armed.Load() && r < after:
-			l.muted.Store(true)
-			if _, err := l.server.Write(buf[:n]); err != nil {
-				return
-			}
-			// Wait for Redis's reply, so it has run the commands, then cut.
-			select {
-			case <-l.replied:
-				p.cutAfter.Add(1)
-			case <-time.After(time.Second):
-			}
-			return
-		case p.armed.Load() && r < after+before:
-			p.cutBefore.Add(1)
-			return
-		}
-		if _, err := l.server.Write(buf[:n]); err != nil {
-			return
-		}
-	}
-}
-
-func (p *cutProxy) replies(l *cutLink) {
-	defer p.wg.Done()
-	defer l.cut()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := l.server.Read(buf)
-		if err != nil {
-			return
-		}
-		if l.muted.Load() {
-			select {
-			case l.replied <- struct{}{}:
-			default:
-			}
-			continue
-		}
-		if _, err := l.client.Write(buf[:n]); err != nil {
-			return
-		}
-	}
-}
 
 // pipeTally counts what the traffic saw, and every violation.
 type pipeTally struct {
@@ -267,7 +103,7 @@ func TestAutoPipelineCutMidBatch(t *testing.T) {
 
 func runCutTraffic(t *testing.T, after, before float64, d time.Duration) {
 	srv := redistest.Start(t, nil)
-	px := newCutProxy(t, srv.Addr())
+	px := newProxy(t, srv.Addr())
 	const shards = 2
 	open := func(addr string, pipe bool) *store.Store {
 		st, err := store.Open(t.Context(), store.Config{Addrs: []string{addr}, KeyPrefix: "ap", Shards: shards,

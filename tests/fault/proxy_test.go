@@ -15,7 +15,11 @@ import (
 // cut every connection at once, drop everything for a while (a
 // partition), and delay what Redis answers, so replies arrive after the
 // client's read timeout while Redis has executed the command. Requests
-// are never delayed.
+// are never delayed. Armed (arm), it also cuts a connection in the middle
+// of a request batch: after forwarding a chunk of requests and Redis's
+// reply to it, which it drops (Redis ran the commands; the client reads
+// EOF, and go-redis sends the whole batch again), or before forwarding it
+// (Redis ran nothing).
 type proxy struct {
 	target string
 	ln     net.Listener
@@ -24,6 +28,10 @@ type proxy struct {
 	cuts   atomic.Int64           // connections cut so far
 	drop   atomic.Bool            // partitioned: everything is dropped
 	marker atomic.Pointer[[]byte] // delay the reply to requests containing it
+
+	armed               atomic.Bool
+	after, before       atomic.Uint64 // math.Float64bits of the share of request chunks cut
+	cutAfter, cutBefore atomic.Int64  // cuts after Redis replied to the chunk, and before forwarding it
 
 	mu     sync.Mutex
 	links  map[*link]struct{}
@@ -37,6 +45,8 @@ type link struct {
 	once           sync.Once
 	dead           chan struct{}
 	marked         atomic.Int64 // replies still to delay for marked requests
+	muted          atomic.Bool  // replies are read and dropped, each signalled on replied
+	replied        chan struct{}
 }
 
 func (l *link) close() {
@@ -85,6 +95,16 @@ func (p *proxy) delayRepliesTo(marker []byte, d time.Duration) {
 	}
 	p.marker.Store(&marker)
 }
+
+// arm cuts a share after of the request chunks after forwarding them
+// (and dropping the reply) and a share before of them before forwarding.
+func (p *proxy) arm(after, before float64) {
+	p.after.Store(math.Float64bits(after))
+	p.before.Store(math.Float64bits(before))
+	p.armed.Store(true)
+}
+
+func (p *proxy) disarm() { p.armed.Store(false) }
 
 // cutAll closes every open connection in both directions, dropping what
 // is queued, as a reset or a dead middlebox would. It returns how many.
@@ -137,7 +157,7 @@ func (p *proxy) accept() {
 			c.Close()
 			continue
 		}
-		l := &link{client: c, server: s, dead: make(chan struct{})}
+		l := &link{client: c, server: s, dead: make(chan struct{}), replied: make(chan struct{}, 1)}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -152,6 +172,40 @@ func (p *proxy) accept() {
 	}
 }
 
+// chunk is what one read got, to be written at at.
+type chunk struct {
+	b  []byte
+	at time.Time
+}
+
+// cutMidBatch cuts l around the request chunk b, as arm says, and reports
+// whether it did: after queueing b for Redis and waiting (up to a second)
+// for Redis's reply, which the reply pump drops, or before forwarding it.
+func (p *proxy) cutMidBatch(l *link, q chan<- chunk, b []byte) bool {
+	r := rand.Float64()
+	after, before := math.Float64frombits(p.after.Load()), math.Float64frombits(p.before.Load())
+	switch {
+	case r < after:
+		l.muted.Store(true)
+		select {
+		case q <- chunk{b: append([]byte(nil), b...), at: time.Now()}:
+		case <-l.dead:
+			return true
+		}
+		select {
+		case <-l.replied:
+			p.cutAfter.Add(1)
+		case <-time.After(time.Second):
+		}
+	case r < after+before:
+		p.cutBefore.Add(1)
+	default:
+		return false
+	}
+	l.close()
+	return true
+}
+
 // pump copies src to dst; with delayed, each chunk is written delay after
 // it was read. When either side ends, the whole link is closed.
 func (p *proxy) pump(l *link, dst, src net.Conn, delayed bool) {
@@ -162,10 +216,6 @@ func (p *proxy) pump(l *link, dst, src net.Conn, delayed bool) {
 		delete(p.links, l)
 		p.mu.Unlock()
 	}()
-	type chunk struct {
-		b  []byte
-		at time.Time
-	}
 	q := make(chan chunk, 256)
 	written := make(chan struct{})
 	go func() {
@@ -189,7 +239,16 @@ func (p *proxy) pump(l *link, dst, src net.Conn, delayed bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !p.drop.Load() {
+		switch {
+		case n == 0 || p.drop.Load():
+		case delayed && l.muted.Load(): // a cut after this reply is pending
+			select {
+			case l.replied <- struct{}{}:
+			default:
+			}
+		case !delayed && p.armed.Load() && p.cutMidBatch(l, q, buf[:n]):
+			err = net.ErrClosed
+		default:
 			ch := chunk{b: append([]byte(nil), buf[:n]...), at: time.Now()}
 			switch {
 			case !delayed:
