@@ -11,21 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/testutil"
 )
-
-// dueIn is how long until id is due, on Redis's clock.
-func dueIn(t *testing.T, st *store.Store, id string) time.Duration {
-	t.Helper()
-	now, err := st.Now(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := st.Client().ZScore(t.Context(), st.Keys().Due(st.Keys().Shard(id)), id).Result()
-	if err != nil {
-		t.Fatalf("ZSCORE %s: %v", id, err)
-	}
-	return time.Duration(int64(v)-now) * time.Millisecond
-}
 
 // redisZ is id due at Redis's now + offset.
 func redisZ(t *testing.T, st *store.Store, offset time.Duration, id string) redis.Z {
@@ -59,7 +46,7 @@ func TestTriggerCommand(t *testing.T) {
 	if diff := cmp.Diff(errb, want); diff != "" {
 		t.Errorf("stderr (-got +want):\n%s", diff)
 	}
-	if d := dueIn(t, st, "a"); d > 0 {
+	if d := testutil.DueIn(t, st, "a"); d > 0 {
 		t.Errorf("a due in %v after the trigger", d)
 	}
 	if note, ok, err := st.LastTrigger(ctx, "a"); !ok || err != nil || note.Reason != "ticket 42" {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 const testToken = "t0ken-that-must-never-be-logged"
@@ -151,7 +152,7 @@ func TestAPITriggers(t *testing.T) {
 		})
 	}
 	for _, id := range []string{"a", "b/c d", "k", "new1", "new2"} {
-		if d := dueIn(t, st, id); d > 0 {
+		if d := testutil.DueIn(t, st, id); d > 0 {
 			t.Errorf("%s due in %v after its trigger", id, d)
 		}
 	}

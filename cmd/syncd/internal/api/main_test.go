@@ -63,19 +63,6 @@ func apiServer(t *testing.T, st *store.Store, token string, opts ...Option) (*ht
 	return srv, logs
 }
 
-func dueIn(t *testing.T, st *store.Store, id string) time.Duration {
-	t.Helper()
-	now, err := st.Now(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := st.Client().ZScore(t.Context(), st.Keys().Due(st.Keys().Shard(id)), id).Result()
-	if err != nil {
-		t.Fatalf("ZSCORE %s: %v", id, err)
-	}
-	return time.Duration(int64(v)-now) * time.Millisecond
-}
-
 // setDue sets id's due time to now + offset, or quarantines it (inf).
 func setDue(t *testing.T, st *store.Store, id string, offset time.Duration, inf bool) {
 	t.Helper()

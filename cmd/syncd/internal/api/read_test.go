@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 // get fetches url and decodes its JSON into out, returning the status.
@@ -185,7 +186,7 @@ func TestAPIRequeueRelease(t *testing.T) {
 	if r.code != 200 || r.body["requeued"] != float64(1) || !cmp.Equal(r.body["unknown"], []any{"nope"}) {
 		t.Errorf("requeue: %d %v", r.code, r.body)
 	}
-	if d := dueIn(t, st, "q"); d > 0 {
+	if d := testutil.DueIn(t, st, "q"); d > 0 {
 		t.Errorf("q due in %v after requeue", d)
 	}
 	sh := st.Keys().Shard("held")
