@@ -118,8 +118,8 @@ func escapeByte(c byte) bool {
 //	                          first: "<ms> <fence> <error>" (release.lua)
 //	<prefix>:{s<k>}:claim:<t> STRING ids a pick claim with token <t> took
 //	                          (newline-separated; PX ttl)
-//	<prefix>:{s<k>}:released  ZSET  token+id -> ms, the last claims
-//	                          released (release.lua)
+//	<prefix>:{s<k>}:rel:<t>:<id> STRING what a release whose first item
+//	                          is <id> with token <t> replied (PX 1 min)
 //	<prefix>:{daemons}        ZSET  daemon id -> last write (ms, Redis clock)
 //	<prefix>:{daemons}:<id>   STRING a daemon's DaemonInfo (JSON), PX 3 periods
 //	<prefix>:lock:{<id>}      STRING standalone lock record
@@ -220,11 +220,12 @@ func (k Keys) Triggers(shard int) string { return k.tags[shard] + "trig" }
 // makes due again at once (see Store.Trigger).
 func (k Keys) Again(shard int) string { return k.tags[shard] + "again" }
 
-// Released is the sorted set of the shard's last claims released, each
-// its token followed by its item id, scored by the time of release: a
-// release re-sent after a dropped connection finds its own there
+// ReleaseReceipt is where a release call whose first item is id, held
+// with tok, keeps its reply for a re-send after a dropped connection
 // (release.lua).
-func (k Keys) Released(shard int) string { return k.tags[shard] + "released" }
+func (k Keys) ReleaseReceipt(shard int, tok Token, id string) string {
+	return k.tags[shard] + "rel:" + hex.EncodeToString(tok[:]) + ":" + EncodeID(id)
+}
 
 // Lock is the record key of a standalone lock.
 func (k Keys) Lock(name string) string { return k.prefix + ":lock:{" + EncodeID(name) + "}" }

@@ -95,6 +95,23 @@ func TestResentRelease(t *testing.T) {
 		if r, _ := s.Release(ctx, 0, []store.ReleaseRequest{{ID: "y", Token: a.Token, Kind: store.ReleaseSynced}}); r[0].Code != store.NotHeld {
 			t.Errorf("release of y with x's token = %+v, want not held", r)
 		}
+		// A call of two, one released and one not: the re-send replies
+		// both codes and the first send's time, and records nothing more.
+		d := record("d")
+		claim(t, s, d, time.Minute, "y")
+		two := []store.ReleaseRequest{{ID: "y", Token: d.Token, Kind: store.ReleaseFailed, Error: "again"}, {ID: "x", Token: a.Token, Kind: store.ReleaseSynced}}
+		first, err := s.Release(ctx, 0, two)
+		if err != nil || first[0].Code != store.Released || first[1].Code != store.HeldByOther {
+			t.Fatalf("release of two = %+v, %v", first, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+		again, err := s.Release(ctx, 0, two)
+		if err != nil || !cmp.Equal(again, first) {
+			t.Errorf("re-sent release of two = %+v, %v, want %+v", again, err, first)
+		}
+		if st, err := s.Item(ctx, "y"); err != nil || st.Attempts != 1 || len(st.Errors) != 1 {
+			t.Errorf("y after the re-send = %+v, %v, want 1 attempt", st, err)
+		}
 	})
 }
 

@@ -4,13 +4,12 @@
 -- KEYS[2]    meta HASH of the shard
 -- KEYS[3]    err HASH of the shard
 -- KEYS[4]    again HASH of the shard (trigger.lua): id -> boost ms
--- KEYS[5]    released ZSET of the shard: token .. id -> ms released, of
---            the claims released in the last ARGV[1] ms, at most ARGV[2]
+-- KEYS[5]    receipt of this call (Keys.ReleaseReceipt of its first item):
+--            the codes it replied, kept ARGV[1] ms when it released any
 -- KEYS[5+i]  record key of item i (n items: i = 1..n)
 -- KEYS[5+n+i] error log LIST of item i (Keys.ErrLog)
--- ARGV[1]    how long KEYS[5] keeps a released claim, ms
--- ARGV[2]    how many released claims KEYS[5] keeps at most
--- ARGV       then 5 per item i, from ARGV[5i-2]: id, token, kind, value, error
+-- ARGV[1]    how long KEYS[5] is kept, ms
+-- ARGV       then 5 per item i, from ARGV[5i-3]: id, token, kind, value, error
 --   kind "ok"          synced: lastSync = now, attempts = 0, due at now + value ms
 --   kind "fail"        attempts + 1, due at now + value ms, error kept
 --   kind "quarantine"  attempts + 1, score +inf (not claimed until requeued)
@@ -25,44 +24,37 @@
 -- Result: 2 integers per item: code (1 released, 0 not held: no record,
 -- -1 held by another owner), now in ms.
 -- A call re-sent after a dropped connection (go-redis re-sends a whole
--- pipeline) finds the records its first send released gone, or claimed
--- again: it finds token .. id in KEYS[5] and reports 1 again, recording
--- nothing more. Only a release carrying the token deleted a record holding
--- it, so an owner whose claim expired is never told it released.
+-- pipeline) finds its receipt and replies what its first send replied,
+-- changing nothing: the receipt is the first send's own reply, so an
+-- owner whose claim expired is never told it released. One SET per call
+-- that released anything, not per item.
 
--- remember adds the released claims rel (token .. id each) to the ZSET
--- key at nowms and drops those older than keep ms, then the oldest past
--- cap. A key of another type (made by hand) is replaced: it only
--- remembers.
-local function remember(key, rel, nowms, keep, cap)
-  local args = {}
-  for k = 1, #rel do
-    args[2 * k - 1], args[2 * k] = nowms, rel[k]
+local n = (#KEYS - 5) / 2
+local prior = wrongtype(redis.pcall('GET', KEYS[5]))
+if prior and prior ~= '' then
+  local out, at = {}, nil
+  for code in string.gmatch(prior, '-?%d+') do
+    if at == nil then
+      at = tonumber(code)
+    else
+      out[#out + 1] = tonumber(code)
+      out[#out + 1] = at
+    end
   end
-  if type(redis.pcall('ZADD', key, unpack(args))) ~= 'number' then
-    redis.call('DEL', key)
-    redis.call('ZADD', key, unpack(args))
-  end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', nowms - keep)
-  local n = redis.call('ZCARD', key)
-  if n > cap then
-    local cut = redis.call('ZRANGE', key, n - cap - 1, n - cap - 1, 'WITHSCORES')
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', cut[2])
-  end
+  if #out == 2 * n then return out end
 end
 
 local nowms = now()
-local out, rel = {}, {}
-local n = (#KEYS - 5) / 2
+local out, any = {}, false
 for i = 1, n do
-  local j = 5 * i - 2
+  local j = 5 * i - 3
   local id, tok, kind, value, msg = ARGV[j], ARGV[j + 1], ARGV[j + 2], tonumber(ARGV[j + 3]), ARGV[j + 4]
   local rk = KEYS[5 + i]
   local cur = get_rec(rk)
   local code = 0
   if cur and token_of(cur) == tok then
     code = 1
-    rel[#rel + 1] = tok .. id
+    any = true
     redis.call('DEL', rk)
     -- again: the boost of a trigger while in flight, nil if none (or the
     -- key is of another type); a value trigger.lua did not write reads
@@ -111,13 +103,17 @@ for i = 1, n do
         redis.call('ZADD', KEYS[1], value, id)
       end
     end
-  elseif (wrongtype(redis.pcall('ZSCORE', KEYS[5], tok .. id)) or '') ~= '' then
-    code = 1 -- released by this call's first send
   elseif cur then
     code = -1
   end
   out[#out + 1] = code
   out[#out + 1] = nowms
 end
-if #rel > 0 then remember(KEYS[5], rel, nowms, tonumber(ARGV[1]), tonumber(ARGV[2])) end
+if any then
+  -- The receipt: now, then each item's code. A key of another type
+  -- (made by hand) is replaced: it only remembers.
+  local codes = {num(nowms)}
+  for i = 1, n do codes[i + 1] = out[2 * i - 1] end
+  redis.call('SET', KEYS[5], table.concat(codes, ' '), 'PX', ARGV[1])
+end
 return out
