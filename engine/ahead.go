@@ -14,9 +14,10 @@ import (
 )
 
 // ahead claims ahead of free workers (Config.ClaimAhead), so that a
-// settle delay costs the workers nothing: the scheduler's claims take
-// slots of a budget of their own, not workers, and wait out their settle
-// window and confirm read while earlier syncs still run. A confirmed
+// claim's round trips and its settle delay cost the workers nothing: the
+// scheduler's claims take slots of a budget of their own, not workers,
+// and wait out their round trips, settle window and confirm read while
+// earlier syncs still run. A confirmed
 // lease joins a queue, longest waiting first (the pick's order), and the
 // dispatcher starts it on
 // the next free worker. While it waits it is a lease like any other:
@@ -24,18 +25,20 @@ import (
 // checked before its sync starts.
 //
 // How many claims it makes is adapted to how fast the workers free up:
-// those that will free during one settle window (workers x settle /
-// mean sync), plus two per worker (slack for the claims' own round
-// trips), at most Config.ClaimAhead. A lease so waits one or two syncs
-// for its worker; one that waits longer than
-// settle + mean sync (the workers slowed down) is handed back, in
-// its place in line, instead of being held from peers with free
-// workers. At Stop the queue is handed back.
+// those that will free while one claim is under way (workers x claim
+// lag / mean sync, the lag being the claim's round trips and settle
+// window, measured), plus two per worker, at most Config.ClaimAhead. A
+// lease so waits one or two syncs for its worker; one that waits longer
+// than claim lag + mean sync, what a worker's own claim would have taken
+// to start and end it (the workers slowed down), is handed back, in its
+// place in line, instead of being held from peers with free workers. At
+// Stop the queue is handed back.
 type ahead struct {
 	e      *Engine
 	max    int           // Config.ClaimAhead
 	settle time.Duration // the ownership settle delay
 	meanNs atomic.Int64  // mean sync duration (moving average), ns; 0: none seen yet
+	lagNs  atomic.Int64  // mean claim lag (moving average), ns; 0: none seen yet
 	// late and lost count the leases handed back for waiting past the
 	// bound, and for losing their trust window while they waited.
 	late, lost atomic.Int64
@@ -68,12 +71,12 @@ type pending struct {
 	span   trace.SpanContext
 }
 
-// newAhead returns e's claim-ahead, nil when it is off (no settle delay,
-// or ClaimAhead is ClaimAheadOff). It adds a worker number for each
-// claim it may hold: a lease keeps its number from claim to release.
+// newAhead returns e's claim-ahead, nil when it is off (ClaimAhead is
+// ClaimAheadOff). It adds a worker number for each claim it may hold: a
+// lease keeps its number from claim to release.
 func newAhead(e *Engine) *ahead {
 	settle := e.own.Config().Settle
-	if settle <= 0 || e.cfg.ClaimAhead <= 0 {
+	if e.cfg.ClaimAhead <= 0 {
 		return nil
 	}
 	ids := make([]int, 0, e.cfg.ClaimAhead+len(e.ids))
@@ -85,8 +88,8 @@ func newAhead(e *Engine) *ahead {
 }
 
 // mean returns the mean sync duration; until a sync has ended, a guess
-// of 1/32 of the settle delay: too short a guess claims leases that
-// wait past the bound and are handed back, once, at the start; too long
+// of 1/32 of the claim lag: too short a guess claims leases that wait
+// past the bound and are handed back, once, at the start; too long
 // leaves the workers idle after the first syncs until the claims made
 // on the measured mean are through their settle window (a 1/16 guess
 // cost the fairness bench's settle scenario 0.03x of its ideal).
@@ -94,7 +97,27 @@ func (a *ahead) mean() time.Duration {
 	if m := a.meanNs.Load(); m > 0 {
 		return time.Duration(m)
 	}
-	return max(a.settle/32, time.Microsecond)
+	return max(a.lag()/32, time.Microsecond)
+}
+
+// lag returns the mean time a claim takes from its send to its leases
+// being ready: its round trips, and its settle window and confirm read;
+// at least the settle delay plus lagMin.
+func (a *ahead) lag() time.Duration {
+	return max(time.Duration(a.lagNs.Load()), a.settle+lagMin)
+}
+
+// lagMin is the least claim lag assumed, and the guess before one is
+// measured: a pick claim's round trip under load, so that a lease
+// claimed ahead may wait at least that for its worker.
+const lagMin = time.Millisecond
+
+// observeLag folds a claim's lag into the mean (weight 1/16).
+func (a *ahead) observeLag(took time.Duration) {
+	if a == nil {
+		return
+	}
+	fold(&a.lagNs, took)
 }
 
 // observe folds a sync's duration into the mean (weight 1/16).
@@ -102,17 +125,23 @@ func (a *ahead) observe(took time.Duration) {
 	if a == nil {
 		return
 	}
-	took = max(took, time.Microsecond)
-	m := a.meanNs.Load()
+	fold(&a.meanNs, took)
+}
+
+// fold folds d into the moving average at v (weight 1/16; the first
+// value as it is).
+func fold(v *atomic.Int64, d time.Duration) {
+	d = max(d, time.Microsecond)
+	m := v.Load()
 	if m == 0 {
-		a.meanNs.Store(int64(took))
+		v.Store(int64(d))
 		return
 	}
-	a.meanNs.Store(m + (int64(took)-m)/16)
+	v.Store(m + (int64(d)-m)/16)
 }
 
 // limit is how many claims may be held now: the workers that free up
-// during one settle window, plus two per worker, at most max; one while
+// during one claim's lag, plus two per worker, at most max; one while
 // the workers are stuck (a lease waited past the bound and no sync
 // started since), so that the next worker to free up finds a lease
 // soon, without a stream of claims made only to be handed back. Call it
@@ -122,15 +151,23 @@ func (a *ahead) limit() int {
 		return 1
 	}
 	w := a.e.cfg.Workers
-	need := int(min(int64(a.max), int64(w)*int64(a.settle)/int64(a.mean()))) + 2*w
+	need := int(min(int64(a.max), int64(w)*int64(a.lag())/int64(a.mean()))) + 2*w
 	return min(need, a.max)
 }
 
-// bound is how long a confirmed lease may wait for a worker: a settle
-// window and one sync, what a worker's own claim would have taken to
-// start and end it (the claims of one settle window come out of it
-// together, and the workers take one window to work through them).
-func (a *ahead) bound() time.Duration { return a.settle + a.mean() }
+// bound is how long a confirmed lease may wait for a worker: a claim's
+// lag and one sync, what a worker's own claim would have taken to start
+// and end it (the claims of one lag come out of it together, and the
+// workers take one lag to work through them). Until a sync has ended
+// there is no telling how long one takes: a lease then waits as long as
+// its trust window lets it, rather than being handed back and claimed
+// again every lag while the first syncs run.
+func (a *ahead) bound() time.Duration {
+	if a.meanNs.Load() == 0 {
+		return a.e.own.Config().TTL
+	}
+	return a.lag() + a.mean()
+}
 
 // take takes up to n of the budget, at least one, waiting until there is
 // some; it fails only when ctx ends.

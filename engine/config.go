@@ -62,19 +62,20 @@ type Config struct {
 	// Poll is how long the scheduler waits before looking again when
 	// nothing is due. Default PollDefault (250ms); at least 1ms.
 	Poll time.Duration
-	// ClaimAhead bounds the claims made ahead of free workers when
-	// Ownership.Settle > 0: claims whose settle window and confirm read
-	// run while earlier syncs still occupy the workers, so that the
-	// settle delay costs a worker nothing. It counts claims in their
-	// settle window and confirmed leases waiting for a worker; how many
-	// are made is adapted to how fast the workers free up, so that one
-	// waits a sync or two for its worker, and a lease that waits longer
-	// than settle + mean sync is handed back. It is a bound, not a
-	// target: 16 workers with 100ms syncs and a 500ms settle hold about
-	// 100. Default ClaimAheadPerWorker (8) x Workers, at least
-	// ClaimAheadMin (1024), at most ClaimAheadMax; ClaimAheadOff (-1)
-	// turns it off (a claim then holds its worker through its settle
-	// window). Without a settle delay it does nothing. The bound is what
+	// ClaimAhead bounds the claims made ahead of free workers: claims
+	// whose round trips, settle window (Ownership.Settle) and confirm
+	// read run while earlier syncs still occupy the workers, so that
+	// neither costs a worker anything. It counts claims under way and
+	// confirmed leases waiting for a worker; how many are made is
+	// adapted to how fast the workers free up, so that one waits a sync
+	// or two for its worker, and a lease that waits longer than a
+	// claim's lag (measured: round trips and settle) + mean sync is
+	// handed back. It is a bound, not a target: 16 workers with 100ms
+	// syncs and a 500ms settle hold about 100. Default
+	// ClaimAheadPerWorker (8) x Workers, at least ClaimAheadMin (1024),
+	// at most ClaimAheadMax; ClaimAheadOff (-1) turns it off (a claim
+	// then holds its worker through its round trips and settle
+	// window). The bound is what
 	// holds when syncs take microseconds and the engine, not the
 	// workers, limits the rate: too large, it claims more than can start
 	// within the wait bound (64 workers, a no-op sink and a 50ms settle

@@ -252,8 +252,11 @@ func TestLeaseLossCancelsSyncWithoutLastSync(t *testing.T) {
 	}}
 	// The item is due again at once after the force release, so the
 	// engine starts it again; a short drain keeps Stop from waiting on it.
+	// Claim-ahead is off: it would claim the item again while the first
+	// sync still runs, and that sync would then see its lease taken by
+	// that claim, not deleted.
 	e := newEngine(t, st, rec, engine.Config{Workers: 1, Poll: 10 * time.Millisecond, DrainTimeout: 100 * time.Millisecond,
-		Ownership: ownership.Config{TTL: time.Second}})
+		ClaimAhead: engine.ClaimAheadOff, Ownership: ownership.Config{TTL: time.Second}})
 	e.Start(ctx)
 	waitFor(t, 5*time.Second, "the sync to start", func() bool { return e.Metrics().InFlight.Load() == 1 })
 	if _, _, err := st.ForceRelease(ctx, "x"); err != nil { // an admin takes it away

@@ -243,7 +243,11 @@ func (e *Engine) round(ctx context.Context, src source, n int, b budget) (int, t
 func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int, g *grant, seq uint64) (int, error) {
 	workers := e.takeIDs(slots)
 	ct := e.startClaim(req, slots)
+	sent := time.Now()
 	leases, err := src.claim(ctx, req, workers)
+	if err == nil && len(leases) > 0 {
+		e.ahead.observeLag(time.Since(sent))
+	}
 	claimSpan := e.endClaim(ct, len(leases), err)
 	used := map[int]bool{}
 	for _, l := range leases {
@@ -292,6 +296,12 @@ type dueSource struct {
 	mu    sync.Mutex
 	heads []int64   // lowest due score per shard, ms; store.NoDue = nothing
 	read  time.Time // when heads were last read whole
+	// busy counts the pick claims in flight per shard: until one comes
+	// back with the shard's new head, its cached head is the item that
+	// claim is taking, and another loop's claim (claim-ahead lets the
+	// two loops claim at once) would take the shard's next item ahead
+	// of older items elsewhere.
+	busy []int
 }
 
 // headsMaxAge bounds how stale the head of a shard nobody here claimed
@@ -319,6 +329,8 @@ func (s *dueSource) requests(ctx context.Context, n int) ([]claimReq, error) {
 // claim picks the shard's longest-waiting due items, one per worker, and
 // keeps the shard's new head, which the reply carries, in the cache.
 func (s *dueSource) claim(ctx context.Context, req claimReq, workers []int) ([]*ownership.Lease, error) {
+	s.setBusy(req.shard, 1)
+	defer s.setBusy(req.shard, -1)
 	res, err := s.e.own.ClaimPick(ctx, ownership.ClaimPickParams{Shard: req.shard, Workers: workers})
 	if res == nil {
 		return nil, err
@@ -327,6 +339,15 @@ func (s *dueSource) claim(ctx context.Context, req claimReq, workers []int) ([]*
 		s.setHead(req.shard, res.Head)
 	}
 	return res.Leases, err
+}
+
+func (s *dueSource) setBusy(shard, d int) {
+	s.mu.Lock()
+	if s.busy == nil {
+		s.busy = make([]int, s.e.idx.Keys().Shards())
+	}
+	s.busy[shard] += d
+	s.mu.Unlock()
 }
 
 func (s *dueSource) setHead(shard int, ms int64) {
@@ -339,7 +360,7 @@ func (s *dueSource) setHead(shard int, ms int64) {
 
 // order returns the shards that have due items, the one with the
 // longest-waiting item first (none with a single shard, which the claim
-// itself checks). Shards held off are left out, and so are damaged ones
+// itself checks); shards with a claim in flight come after the others. Shards held off are left out, and so are damaged ones
 // but for a probe every damageProbe, which comes last.
 func (s *dueSource) order(ctx context.Context) ([]int, error) {
 	shards := s.e.idx.Keys().Shards()
@@ -349,7 +370,7 @@ func (s *dueSource) order(ctx context.Context) ([]int, error) {
 		}
 		return []int{0}, nil
 	}
-	heads, err := s.cachedHeads(ctx)
+	heads, busy, err := s.cachedHeads(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -363,16 +384,17 @@ func (s *dueSource) order(ctx context.Context) ([]int, error) {
 			order = append(order, sh)
 		}
 	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(heads[a], heads[b]) })
+	slices.SortFunc(order, func(a, b int) int { return cmp.Or(cmp.Compare(busy[a], busy[b]), cmp.Compare(heads[a], heads[b])) })
 	return order, nil
 }
 
-// cachedHeads returns the heads, read whole when the cache is stale. The
+// cachedHeads returns the heads, read whole when the cache is stale,
+// and whether each shard has a claim in flight (1) or not (0). The
 // loop that finds them stale reads them; the other goes on with the
 // cache meanwhile instead of reading them a second time (until there is
 // a cache, both read). A shard whose due index is damaged is marked so,
 // and has no head.
-func (s *dueSource) cachedHeads(ctx context.Context) ([]int64, error) {
+func (s *dueSource) cachedHeads(ctx context.Context) ([]int64, []int, error) {
 	s.mu.Lock()
 	stale := s.heads == nil || time.Since(s.read) > headsMaxAge
 	if stale {
@@ -385,7 +407,7 @@ func (s *dueSource) cachedHeads(ctx context.Context) ([]int64, error) {
 			s.mu.Lock()
 			s.read = time.Time{} // the next round reads them again
 			s.mu.Unlock()
-			return nil, err
+			return nil, nil, err
 		}
 		heads := make([]int64, len(read))
 		for sh, h := range read {
@@ -400,5 +422,11 @@ func (s *dueSource) cachedHeads(ctx context.Context) ([]int64, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.heads), nil
+	busy := make([]int, len(s.heads))
+	for sh := range busy {
+		if sh < len(s.busy) && s.busy[sh] > 0 {
+			busy[sh] = 1
+		}
+	}
+	return slices.Clone(s.heads), busy, nil
 }
