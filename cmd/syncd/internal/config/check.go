@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -258,6 +259,17 @@ func (p *parser) grace() {
 		!p.skip("sink.exec.grace", "ownership.ttl", "ownership.margin") {
 		p.report(nil, "sink.exec.grace", nil, "%s must be below ownership.margin (%s): a command is sent SIGTERM when "+
 			"its lease's trust window closes and SIGKILL grace later, and must be dead before the claim can expire, "+
-			"margin later, and another worker take the item", formatDuration(g), formatDuration(m))
+			"margin later, and another worker take the item", yamlstrict.FormatDuration(g), yamlstrict.FormatDuration(m))
 	}
+}
+
+// valueText is a scalar field's value as the file would write it.
+func valueText(v reflect.Value) string {
+	switch {
+	case v.Type() == reflect.TypeFor[time.Duration]():
+		return yamlstrict.FormatDuration(time.Duration(v.Int()))
+	case v.Kind() == reflect.String:
+		return show(v.String())
+	}
+	return fmt.Sprint(v.Interface())
 }
