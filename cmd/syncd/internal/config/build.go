@@ -51,10 +51,14 @@ func copyFields(dst, src any) {
 }
 
 // storeBase is the store configuration without what Store reads: the
-// passwords and the TLS configuration.
+// passwords and the TLS files. InsecureSkipVerify is copied for Validate,
+// which refuses it.
 func (f *File) storeBase() store.Config {
 	var c store.Config
 	copyFields(&c, f.s.Redis)
+	if t := f.s.Redis.TLS; t.Enabled || t.InsecureSkipVerify {
+		c.TLS = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+	}
 	return c
 }
 
@@ -126,7 +130,6 @@ func (f *File) Store(env func(string) (string, bool), readFile func(string) ([]b
 	c.Password = rd.secret("redis.password_env", r.PasswordEnv, "redis.password_file", r.PasswordFile)
 	c.SentinelPassword = rd.secret("redis.sentinel_password_env", r.SentinelPasswordEnv, "", "")
 	if t := r.TLS; t.Enabled {
-		c.TLS = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 		if pem := rd.file("redis.tls.ca_file", t.CAFile); pem != nil {
 			c.TLS.RootCAs = x509.NewCertPool()
 			if !c.TLS.RootCAs.AppendCertsFromPEM(pem) {

@@ -2,7 +2,6 @@ package config
 
 import (
 	"cmp"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -61,9 +60,6 @@ func (p *parser) validate() {
 		}
 	}
 	st := p.f.storeBase()
-	if t.Enabled || t.InsecureSkipVerify {
-		st.TLS = &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify} // all that Validate looks at
-	}
 	p.libErrors(st.Validate(), p.f.Engine().Validate(), p.sink())
 	p.RefuseZeros(p.f.effective())
 	p.grace()
