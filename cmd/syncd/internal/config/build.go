@@ -274,16 +274,6 @@ func (f *File) SinkType() string { return cmp.Or(f.s.Sink.Type, SinkLog) }
 // set, is the less of execsink.GraceDefault and half the lease margin:
 // see the sink.exec.grace rule.
 func (f *File) Sink() SinkConfig {
-	c := f.sinkConfig()
-	if c.Type == SinkExec && c.Exec.Grace == 0 {
-		margin, _ := f.margin()
-		c.Exec.Grace = min(execsink.GraceDefault, margin/2)
-	}
-	return c
-}
-
-// sinkConfig is the sink's configuration as the file sets it.
-func (f *File) sinkConfig() SinkConfig {
 	c := SinkConfig{Type: f.SinkType()}
 	copyFields(&c.Exec, f.s.Sink.Exec)
 	for status, class := range f.s.Sink.Exec.ExitCodes {
@@ -298,6 +288,9 @@ func (f *File) sinkConfig() SinkConfig {
 	copyFields(&c.HTTP, f.s.Sink.HTTP)
 	copyFields(&c.File, f.s.Sink.File)
 	copyFields(&c.Log, f.s.Sink.Log)
+	if margin, err := f.margin(); c.Type == SinkExec && c.Exec.Grace == 0 && err == nil { // a bad ttl or margin is reported at its key
+		c.Exec.Grace = min(execsink.GraceDefault, margin/2)
+	}
 	return c
 }
 

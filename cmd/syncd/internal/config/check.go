@@ -177,7 +177,7 @@ func unjoin(err error) []error {
 // sink checks sink.type, the sub-sections and exit codes, and returns the
 // sink's Validate error.
 func (p *parser) sink() error {
-	s, typ, c := p.f.s.Sink, p.f.SinkType(), p.f.sinkConfig()
+	s, typ, c := p.f.s.Sink, p.f.SinkType(), p.f.Sink()
 	validate := map[string]func() error{SinkExec: c.Exec.Validate, SinkHTTP: c.HTTP.Validate, SinkFile: c.File.Validate, SinkLog: c.Log.Validate}[typ]
 	if !p.oneOf("sink.type", "sink type", typ, sinkTypes) {
 		return nil
