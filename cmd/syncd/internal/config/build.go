@@ -51,10 +51,14 @@ func copyFields(dst, src any) {
 }
 
 // storeBase is the store configuration without what Store reads: the
-// passwords and the TLS configuration.
+// passwords and the TLS files. InsecureSkipVerify is copied for Validate,
+// which refuses it.
 func (f *File) storeBase() store.Config {
 	var c store.Config
 	copyFields(&c, f.s.Redis)
+	if t := f.s.Redis.TLS; t.Enabled || t.InsecureSkipVerify {
+		c.TLS = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+	}
 	return c
 }
 
@@ -126,7 +130,6 @@ func (f *File) Store(env func(string) (string, bool), readFile func(string) ([]b
 	c.Password = rd.secret("redis.password_env", r.PasswordEnv, "redis.password_file", r.PasswordFile)
 	c.SentinelPassword = rd.secret("redis.sentinel_password_env", r.SentinelPasswordEnv, "", "")
 	if t := r.TLS; t.Enabled {
-		c.TLS = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 		if pem := rd.file("redis.tls.ca_file", t.CAFile); pem != nil {
 			c.TLS.RootCAs = x509.NewCertPool()
 			if !c.TLS.RootCAs.AppendCertsFromPEM(pem) {
@@ -271,16 +274,6 @@ func (f *File) SinkType() string { return cmp.Or(f.s.Sink.Type, SinkLog) }
 // set, is the less of execsink.GraceDefault and half the lease margin:
 // see the sink.exec.grace rule.
 func (f *File) Sink() SinkConfig {
-	c := f.sinkConfig()
-	if c.Type == SinkExec && c.Exec.Grace == 0 {
-		margin, _ := f.margin()
-		c.Exec.Grace = min(execsink.GraceDefault, margin/2)
-	}
-	return c
-}
-
-// sinkConfig is the sink's configuration as the file sets it.
-func (f *File) sinkConfig() SinkConfig {
 	c := SinkConfig{Type: f.SinkType()}
 	copyFields(&c.Exec, f.s.Sink.Exec)
 	for status, class := range f.s.Sink.Exec.ExitCodes {
@@ -295,6 +288,9 @@ func (f *File) sinkConfig() SinkConfig {
 	copyFields(&c.HTTP, f.s.Sink.HTTP)
 	copyFields(&c.File, f.s.Sink.File)
 	copyFields(&c.Log, f.s.Sink.Log)
+	if margin, err := f.margin(); c.Type == SinkExec && c.Exec.Grace == 0 && err == nil { // a bad ttl or margin is reported at its key
+		c.Exec.Grace = min(execsink.GraceDefault, margin/2)
+	}
 	return c
 }
 

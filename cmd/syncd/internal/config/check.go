@@ -2,11 +2,9 @@ package config
 
 import (
 	"cmp"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,11 +32,11 @@ func (p *parser) validate() {
 	}
 	onlyOne("redis.password_env", "redis.password_file", r.PasswordEnv != "" && r.PasswordFile != "")
 	onlyOne("http.api_token_env", "http.api_token_file", s.HTTP.APITokenEnv != "" && s.HTTP.APITokenFile != "")
-	if r.SentinelPasswordEnv != "" && r.MasterName == "" && !p.skip("redis.master_name") {
+	if r.SentinelPasswordEnv != "" && r.MasterName == "" && !p.Failed("redis.master_name") {
 		p.report(nil, "redis.sentinel_password_env", nil, "set but redis.master_name is empty: there are no Sentinels")
 	}
 	for _, kv := range [][2]string{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"key_file", t.KeyFile}, {"server_name", t.ServerName}} {
-		if kv[1] != "" && !t.Enabled && !p.skip("redis.tls.enabled") {
+		if kv[1] != "" && !t.Enabled && !p.Failed("redis.tls.enabled") {
 			p.report(nil, "redis.tls."+kv[0], nil, "set but redis.tls.enabled is false")
 		}
 	}
@@ -49,24 +47,21 @@ func (p *parser) validate() {
 		}
 		p.report(nil, "redis.tls."+missing, []string{"redis.tls." + other}, "required with redis.tls.%s", other)
 	}
-	if s.Ownership.MinReplicas > 0 && len(r.Addrs) == 0 && !p.skip("redis.addrs") {
+	if s.Ownership.MinReplicas > 0 && len(r.Addrs) == 0 && !p.Failed("redis.addrs") {
 		p.report(nil, "ownership.min_replicas", nil, "needs redis.addrs: the embedded store has no replicas")
 	}
-	if _, err := engine.ParseRate(s.Target.Rate); err != nil && !p.skip("target.rate") {
+	if _, err := engine.ParseRate(s.Target.Rate); err != nil && !p.Failed("target.rate") {
 		p.report(err, "target.rate", nil, "%v", err)
 	}
 	for i, id := range s.Items.IDs {
 		field, err := fmt.Sprintf("items.ids[%d]", i), store.ValidateID(id)
-		if err != nil && !p.skip(field) {
+		if err != nil && !p.Failed(field) {
 			p.report(err, field, nil, "%s", idlines.Reason(err))
 		}
 	}
 	st := p.f.storeBase()
-	if t.Enabled || t.InsecureSkipVerify {
-		st.TLS = &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify} // all that Validate looks at
-	}
 	p.libErrors(st.Validate(), p.f.Engine().Validate(), p.sink())
-	p.explicitZeros(reflect.ValueOf(p.f.s), reflect.ValueOf(p.f.effective()), "")
+	p.RefuseZeros(p.f.effective())
 	p.grace()
 	p.oneOf("log.level", "level", s.Log.Level, []string{"debug", "info", "warn", "error"})
 	p.oneOf("log.format", "format", s.Log.Format, []string{FormatAuto, FormatJSON, FormatConsole})
@@ -87,32 +82,7 @@ func (p *parser) report(err error, field string, alt []string, format string, ar
 // errorAt is a problem with field, at the line of the first of field and
 // alt that is set, else of the nearest enclosing section that is set.
 func (f *File) errorAt(err error, field string, alt []string, msg string) *FieldError {
-	keys := append([]string{field}, alt...)
-	for k := field; k != ""; {
-		k = k[:max(strings.LastIndexAny(k, ".["), 0)]
-		keys = append(keys, k)
-	}
-	fe := &FieldError{File: f.name, Field: field, Msg: msg, Err: err}
-	for _, k := range keys {
-		if k, ok := f.keys[k]; ok {
-			fe.Line = k.Line
-			break
-		}
-	}
-	return fe
-}
-
-// skip reports whether any of fields, or anything inside, failed to
-// decode: rules about its value (the default) would mislead.
-func (p *parser) skip(fields ...string) bool {
-	for b := range p.Bad {
-		for _, f := range fields {
-			if b == "" || b == f || strings.HasPrefix(b, f+".") || strings.HasPrefix(b, f+"[") {
-				return true
-			}
-		}
-	}
-	return false
+	return &FieldError{File: f.name, Line: f.keys.Line(field, alt...), Field: field, Msg: msg, Err: err}
 }
 
 // isSet reports whether field is set to a non-null value.
@@ -136,7 +106,7 @@ func (p *parser) oneOf(field, what, v string, valid []string) bool {
 	if v == "" || slices.Contains(valid, v) {
 		return true
 	}
-	if !p.skip(field) {
+	if !p.Failed(field) {
 		p.report(nil, field, nil, "unknown %s %s (one of: %s)", what, show(v), strings.Join(valid, ", "))
 	}
 	return false
@@ -148,7 +118,7 @@ func (p *parser) libErrors(errs ...error) {
 	for _, err := range unjoin(errors.Join(errs...)) {
 		field, reason := libField(err)
 		switch {
-		case p.skip(field):
+		case p.Failed(field):
 		case strings.HasPrefix(field, "sink.") && reason == "must not be empty" && !p.f.isSet(field):
 			p.report(err, field, []string{"sink." + typ, "sink.type"}, "required when sink.type is %s", typ)
 		default:
@@ -207,7 +177,7 @@ func unjoin(err error) []error {
 // sink checks sink.type, the sub-sections and exit codes, and returns the
 // sink's Validate error.
 func (p *parser) sink() error {
-	s, typ, c := p.f.s.Sink, p.f.SinkType(), p.f.sinkConfig()
+	s, typ, c := p.f.s.Sink, p.f.SinkType(), p.f.Sink()
 	validate := map[string]func() error{SinkExec: c.Exec.Validate, SinkHTTP: c.HTTP.Validate, SinkFile: c.File.Validate, SinkLog: c.Log.Validate}[typ]
 	if !p.oneOf("sink.type", "sink type", typ, sinkTypes) {
 		return nil
@@ -224,29 +194,13 @@ func (p *parser) sink() error {
 	}
 	for status, class := range s.Exec.ExitCodes {
 		field := "sink.exec.exit_codes." + status
-		if _, err := strconv.Atoi(status); err != nil && !p.skip(field) {
+		if _, err := strconv.Atoi(status); err != nil && !p.Failed(field) {
 			p.report(err, field, nil, "%s is not an exit status: want a number from 1 to 255", show(status))
-		} else if _, err := sinks.ParseClass(class); err != nil && !p.skip(field) {
+		} else if _, err := sinks.ParseClass(class); err != nil && !p.Failed(field) {
 			p.report(err, field, nil, "%v", err)
 		}
 	}
 	return validate()
-}
-
-// explicitZeros reports keys set to zero where the effective value eff is
-// not: the libraries read zero as "the default", and `workers: 0` must
-// not quietly run 4 workers.
-func (p *parser) explicitZeros(file, eff reflect.Value, path string) {
-	for i := range file.NumField() {
-		field := yamlstrict.Join(path, file.Type().Field(i).Tag.Get("yaml"))
-		fv, ev := file.Field(i), eff.Field(i)
-		switch {
-		case fv.Kind() == reflect.Struct:
-			p.explicitZeros(fv, ev, field)
-		case p.f.isSet(field) && fv.IsZero() && !ev.IsZero() && !p.skip(field):
-			p.report(nil, field, nil, "%s is not allowed: leave the key out for the default (%s)", valueText(fv), valueText(ev))
-		}
-	}
 }
 
 // grace checks sink.exec.grace against the lease margin: when the trust
@@ -255,9 +209,9 @@ func (p *parser) explicitZeros(file, eff reflect.Value, path string) {
 func (p *parser) grace() {
 	m, err := p.f.margin()
 	if g := p.f.s.Sink.Exec.Grace; p.f.SinkType() == SinkExec && p.f.isSet("sink.exec.grace") && err == nil && g >= m &&
-		!p.skip("sink.exec.grace", "ownership.ttl", "ownership.margin") {
+		!p.Failed("sink.exec.grace", "ownership.ttl", "ownership.margin") {
 		p.report(nil, "sink.exec.grace", nil, "%s must be below ownership.margin (%s): a command is sent SIGTERM when "+
 			"its lease's trust window closes and SIGKILL grace later, and must be dead before the claim can expire, "+
-			"margin later, and another worker take the item", formatDuration(g), formatDuration(m))
+			"margin later, and another worker take the item", yamlstrict.FormatDuration(g), yamlstrict.FormatDuration(m))
 	}
 }

@@ -23,7 +23,7 @@ type Errors = yamlstrict.Errors
 type File struct {
 	name string
 	s    schema
-	keys map[string]yamlstrict.Key // dotted field -> where it is set, for fields set to a non-null value
+	keys yamlstrict.Keys // dotted field -> where it is set, for fields set to a non-null value
 }
 
 // Load reads and parses the file at path, named as given in errors.

@@ -1,18 +1,11 @@
 package config
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"maps"
-	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/syncd/syncd/cmd/syncd/internal/yamlstrict"
 )
@@ -26,15 +19,19 @@ import (
 // ...); every other value has redactValue's credentials hidden. The
 // output parses back to the same configuration, but for redacted values.
 func (f *File) Redacted() ([]byte, error) {
-	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{f.node(reflect.ValueOf(f.effective()), "")},
-		HeadComment: fmt.Sprintf("Effective configuration of %s: defaults filled in, secrets redacted.", f.name)}
-	var b bytes.Buffer
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := errors.Join(enc.Encode(doc), enc.Close()); err != nil {
+	out, err := yamlstrict.Encode(f.effective(), yamlstrict.EncodeOptions{
+		Comment: fmt.Sprintf("Effective configuration of %s: defaults filled in, secrets redacted.", f.name),
+		Omit: func(path string) bool { // the other sink types' sub-sections
+			typ, ok := strings.CutPrefix(path, "sink.")
+			return ok && typ != f.SinkType() && slices.Contains(sinkTypes, typ)
+		},
+		String: redactField,
+		Notes:  zeroNotes,
+	})
+	if err != nil {
 		return nil, fmt.Errorf("config: redacted: %w", err)
 	}
-	return b.Bytes(), nil
+	return out, nil
 }
 
 // effective returns the schema with the defaults filled in: the
@@ -71,70 +68,6 @@ var zeroNotes = map[string]string{
 	"sink.exec.timeout":      "0: no timeout beyond the lease",
 	"sink.log.fail_every":    "0: never fail",
 	"http.listen":            "empty: no HTTP server",
-}
-
-// node renders v, the value of the field at path, as a YAML node, with
-// secrets redacted.
-func (f *File) node(v reflect.Value, path string) *yaml.Node {
-	n := &yaml.Node{Kind: yaml.MappingNode}
-	switch v.Kind() {
-	case reflect.Struct:
-		for i := range v.NumField() {
-			key := v.Type().Field(i).Tag.Get("yaml")
-			if path != "sink" || key == "type" || key == f.SinkType() { // not another sink type's sub-section
-				n.Content = append(n.Content, str(key), f.node(v.Field(i), yamlstrict.Join(path, key)))
-			}
-		}
-		return n
-	case reflect.Map:
-		m := v.Interface().(map[string]string)
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			n.Content = append(n.Content, str(k), str(redactField(yamlstrict.Join(path, k), m[k])))
-		}
-	case reflect.Slice:
-		n.Kind = yaml.SequenceNode
-		for i := range v.Len() {
-			n.Content = append(n.Content, str(redactField(path, v.Index(i).String())))
-		}
-	case reflect.String:
-		n = str(redactField(path, v.String()))
-	default: // a bool, a number or a duration, which yaml.v3 tags itself
-		n = &yaml.Node{Kind: yaml.ScalarNode, Value: valueText(v)}
-	}
-	if n.Kind != yaml.ScalarNode && len(n.Content) == 0 {
-		n.Style = yaml.FlowStyle
-	}
-	if v.IsZero() || n.Style == yaml.FlowStyle {
-		n.LineComment = zeroNotes[path]
-	}
-	return n
-}
-
-// str is a string's node, quoted where it would read as another type.
-func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
-
-// valueText is a scalar field's value as the file would write it.
-func valueText(v reflect.Value) string {
-	switch {
-	case v.Type() == reflect.TypeFor[time.Duration]():
-		return formatDuration(time.Duration(v.Int()))
-	case v.Kind() == reflect.String:
-		return show(v.String())
-	}
-	return fmt.Sprint(v.Interface())
-}
-
-// formatDuration is time.Duration.String without the zero tails that make
-// "1m0s" out of a minute.
-func formatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // safeHeaders are the http sink headers whose values are shown.

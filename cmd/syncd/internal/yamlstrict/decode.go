@@ -37,16 +37,51 @@ type Key struct {
 	Val  *yaml.Node
 }
 
+// Keys maps dotted fields to where they are set.
+type Keys map[string]Key
+
+// Line returns the line of field, else of the first of alt that is set,
+// else of the nearest section around field that is set; 0 if none is: a
+// problem with a field left out is shown where its section is.
+func (k Keys) Line(field string, alt ...string) int {
+	for _, f := range append([]string{field}, alt...) {
+		if key, ok := k[f]; ok {
+			return key.Line
+		}
+	}
+	for f := field; f != ""; {
+		f = f[:max(strings.LastIndexAny(f, ".["), 0)]
+		if key, ok := k[f]; ok {
+			return key.Line
+		}
+	}
+	return 0
+}
+
 // Decoder holds what Decode found: where each field is set, and the
 // problems. A caller that validates further adds its own with Add.
 type Decoder struct {
 	Name    string
-	Keys    map[string]Key  // dotted field -> where it is set, for fields set to a non-null value
+	Keys    Keys            // dotted field -> where it is set, for fields set to a non-null value
 	Bad     map[string]bool // fields that did not decode: rules about them are best skipped
 	errs    []*FieldError   // the first maxKept problems
 	dropped int             // and how many more
 	opt     Options
-	top     reflect.Type
+	val     reflect.Value // the struct decoded into
+}
+
+// Failed reports whether any of fields, anything inside one, or the whole
+// file failed to decode: rules about its value (the zero left in its
+// place) would mislead.
+func (d *Decoder) Failed(fields ...string) bool {
+	for b := range d.Bad {
+		for _, f := range fields {
+			if b == "" || b == f || strings.HasPrefix(b, f+".") || strings.HasPrefix(b, f+"[") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Add keeps fe, or counts it past maxKept: a hostile file can have
@@ -79,7 +114,7 @@ var (
 // into zero. Every problem is in the Decoder (Err).
 func Decode(name string, data []byte, into any, opt Options) (d *Decoder, ok bool) {
 	v := reflect.ValueOf(into).Elem()
-	d = &Decoder{Name: name, Keys: map[string]Key{}, Bad: map[string]bool{}, opt: opt, top: v.Type()}
+	d = &Decoder{Name: name, Keys: Keys{}, Bad: map[string]bool{}, opt: opt, val: v}
 	if d.opt.Show == nil {
 		d.opt.Show = func(s string) string { return strconv.Quote(Clip(s)) }
 	}

@@ -9,6 +9,10 @@
 // truncates 1.5 into an int, takes an empty list element as "" and follows
 // merge keys; the walk names the field and refuses those. Hostile input is
 // bounded: the file's size, the nodes aliases add, the problems kept.
+//
+// Encode writes such a struct back as YAML (an effective configuration,
+// defaults filled in), with a hook for each string, so that a caller can
+// hide secrets, and line comments for zero values; Decode reads it back.
 package yamlstrict
 
 import (

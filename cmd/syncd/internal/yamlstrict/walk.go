@@ -135,7 +135,7 @@ func (d *Decoder) typeMessage(n *yaml.Node, t reflect.Type) string {
 		reflect.Slice: "a list of strings", reflect.Map: "a mapping of names to strings", reflect.Struct: "a section (a mapping of keys)"}[t.Kind()]
 	got := describe(n)
 	switch {
-	case t == d.top && d.opt.TopLevel != "":
+	case t == d.val.Type() && d.opt.TopLevel != "":
 		return d.opt.TopLevel + ", got " + got
 	case t == durationType && n.Kind == yaml.ScalarNode:
 		return d.opt.Show(n.Value) + " is not a duration (examples: 30s, 500ms, 2m)"
@@ -153,6 +153,38 @@ func describe(n *yaml.Node) string {
 		return cmp.Or(map[string]string{"!!null": "nothing", "!!bool": "a boolean", "!!int": "a whole number", "!!float": "a number"}[n.ShortTag()], "a string")
 	}
 	return cmp.Or(map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.MappingNode: "a mapping"}[n.Kind], "something else")
+}
+
+// RefuseZeros reports each field set to its type's zero where effective,
+// the decoded struct with its defaults applied, is not zero: where a zero
+// means "the default", `workers: 0` must not quietly run 4 workers. A
+// field that failed to decode is left to its own problem.
+func (d *Decoder) RefuseZeros(effective any) {
+	d.refuseZeros(d.val, reflect.ValueOf(effective), "")
+}
+
+func (d *Decoder) refuseZeros(file, eff reflect.Value, path string) {
+	for i := range file.NumField() {
+		field := Join(path, file.Type().Field(i).Tag.Get("yaml"))
+		fv, ev := file.Field(i), eff.Field(i)
+		_, set := d.Keys[field]
+		switch {
+		case fv.Kind() == reflect.Struct:
+			d.refuseZeros(fv, ev, field)
+		case set && fv.IsZero() && !ev.IsZero() && !d.Failed(field):
+			d.Add(&FieldError{File: d.Name, Line: d.Keys[field].Line, Field: field,
+				Msg: d.text(fv) + " is not allowed: leave the key out for the default (" + d.text(ev) + ")"})
+		}
+	}
+}
+
+// text is a scalar as a message shows it: a string by Show, a duration
+// as FormatDuration writes it.
+func (d *Decoder) text(v reflect.Value) string {
+	if v.Kind() == reflect.String {
+		return d.opt.Show(v.String())
+	}
+	return scalarText(v)
 }
 
 // resolve follows aliases (bounded, though aliasNodes refuses cycles).

@@ -80,6 +80,64 @@ func TestDecodeWholeFileProblems(t *testing.T) {
 	}
 }
 
+// Line finds a field's line, else an alternative's, else its section's.
+func TestKeysLine(t *testing.T) {
+	dec, _, errs := decodeText(t, "sec:\n  name: a\n  tags: [x,\n    y]\n")
+	if errs != "" {
+		t.Fatal(errs)
+	}
+	for _, tt := range []struct {
+		field string
+		alt   []string
+		want  int
+	}{
+		{"sec.name", nil, 2}, {"sec.tags[1]", nil, 4}, {"sec.count", nil, 1},
+		{"sec.count", []string{"sec.wait", "sec.tags"}, 3}, {"other.x", nil, 0},
+	} {
+		if got := dec.Keys.Line(tt.field, tt.alt...); got != tt.want {
+			t.Errorf("Line(%q, %q) = %d; want %d", tt.field, tt.alt, got, tt.want)
+		}
+	}
+}
+
+// Failed covers a field, what is inside it, and a file that failed whole.
+func TestFailed(t *testing.T) {
+	dec, _, _ := decodeText(t, "sec:\n  count: x\n  tags: [a, ~]\n")
+	for field, want := range map[string]bool{"sec.count": true, "sec": true, "sec.tags": true, "sec.name": false, "sec.ta": false} {
+		if got := dec.Failed(field); got != want {
+			t.Errorf("Failed(%q) = %v; want %v", field, got, want)
+		}
+	}
+	if dec, _, _ := decodeText(t, "sec: [\n"); !dec.Failed("sec.name") {
+		t.Error("Failed is false after a syntax error")
+	}
+}
+
+// A zero written out, where the default is not zero, is a problem; a key
+// left out, null, or already bad, is not.
+func TestRefuseZeros(t *testing.T) {
+	for _, tt := range []struct{ src, want string }{
+		{"sec:\n  name: ''\n  count: 0\n  wait: 0s\n  tags: []\n", strings.Join([]string{
+			`t.yaml:2: sec.name: "" is not allowed: leave the key out for the default ("dflt")`,
+			"t.yaml:3: sec.count: 0 is not allowed: leave the key out for the default (4)",
+			"t.yaml:4: sec.wait: 0s is not allowed: leave the key out for the default (1m)",
+		}, "\n")},
+		{"sec:\n  name: ~\n  wait: 1s\n", ""},
+		{"sec:\n  count: 0x\n", `t.yaml:2: sec.count: expected a whole number, got "0x"`},
+	} {
+		var d doc
+		dec, _ := Decode("t.yaml", []byte(tt.src), &d, Options{})
+		dec.RefuseZeros(doc{Sec: section{Name: "dflt", Count: 4, Wait: time.Minute, Tags: []string{"x"}}})
+		got := ""
+		if err := dec.Err(); err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("%q: got\n%s\nwant\n%s", tt.src, got, tt.want)
+		}
+	}
+}
+
 func TestClip(t *testing.T) {
 	if got := Clip(strings.Repeat("é", 50)); len(got) > MaxShown+3 || !strings.HasSuffix(got, "...") {
 		t.Errorf("Clip = %q", got)
