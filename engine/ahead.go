@@ -87,17 +87,19 @@ func newAhead(e *Engine) *ahead {
 	return &ahead{e: e, max: e.cfg.ClaimAhead, settle: settle, freed: make(chan struct{}), wake: make(chan struct{}, 1)}
 }
 
-// mean returns the mean sync duration; until a sync has ended, a guess
-// of 1/32 of the claim lag: too short a guess claims leases that wait
-// past the bound and are handed back, once, at the start; too long
-// leaves the workers idle after the first syncs until the claims made
-// on the measured mean are through their settle window (a 1/16 guess
-// cost the fairness bench's settle scenario 0.03x of its ideal).
+// mean returns the mean sync duration; until a sync has ended, with a
+// settle delay, a guess of 1/32 of it: too short a guess claims leases
+// that wait past the bound and are handed back, once, at the start; too
+// long leaves the workers idle after the first syncs until the claims
+// made on the measured mean are through their settle window (a 1/16
+// guess cost the fairness bench's settle scenario 0.03x of its ideal).
+// Without one, 0: nothing is claimed ahead of the workers until the
+// first sync shows how long syncs take.
 func (a *ahead) mean() time.Duration {
 	if m := a.meanNs.Load(); m > 0 {
 		return time.Duration(m)
 	}
-	return max(a.lag()/32, time.Microsecond)
+	return a.settle / 32
 }
 
 // lag returns the mean time a claim takes from its send to its leases
@@ -120,12 +122,14 @@ func (a *ahead) observeLag(took time.Duration) {
 	fold(&a.lagNs, took)
 }
 
-// observe folds a sync's duration into the mean (weight 1/16).
+// observe folds a sync's duration into the mean (weight 1/16), and
+// wakes a claim loop waiting for budget: a worker is free.
 func (a *ahead) observe(took time.Duration) {
 	if a == nil {
 		return
 	}
 	fold(&a.meanNs, took)
+	a.give(0)
 }
 
 // fold folds d into the moving average at v (weight 1/16; the first
@@ -141,18 +145,28 @@ func fold(v *atomic.Int64, d time.Duration) {
 }
 
 // limit is how many claims may be held now: the workers that free up
-// during one claim's lag, plus two per worker, at most max; one while
-// the workers are stuck (a lease waited past the bound and no sync
-// started since), so that the next worker to free up finds a lease
-// soon, without a stream of claims made only to be handed back. Call it
-// with a.mu held.
+// during one claim's lag (workers x lag / mean sync), plus up to two per
+// worker of slack, fewer as syncs take longer than a claim's lag (with
+// 30s syncs and a 1ms lag a lease claimed ahead would hold its item from
+// peers for a sync, to save its worker a millisecond), at least one per
+// free worker, at most max. Until the first sync ends without a settle
+// delay (no mean to go by), only the free workers; one while the workers
+// are stuck (a lease waited past the bound and no sync started since),
+// so that the next worker to free up finds a lease soon, without a
+// stream of claims made only to be handed back. Call it with a.mu held.
 func (a *ahead) limit() int {
-	if a.lateAt.After(a.startedAt) {
-		return 1
-	}
 	w := a.e.cfg.Workers
-	need := int(min(int64(a.max), int64(w)*int64(a.lag())/int64(a.mean()))) + 2*w
-	return min(need, a.max)
+	free := max(w-int(a.e.m.InFlight.Load()), 0)
+	mean := a.mean()
+	switch {
+	case a.lateAt.After(a.startedAt):
+		return 1
+	case mean <= 0:
+		return free
+	}
+	r := float64(a.lag()) / float64(mean)
+	need := min(float64(w)*r+2*float64(w)*min(r, 1), float64(a.max))
+	return min(max(free, int(need)), a.max)
 }
 
 // bound is how long a confirmed lease may wait for a worker: a claim's
@@ -190,11 +204,9 @@ func (a *ahead) take(ctx context.Context, n int) (int, error) {
 	}
 }
 
-// give gives n of the budget back.
+// give gives n of the budget back (0: none, but the limit may have
+// changed) and wakes the claim loops waiting for it.
 func (a *ahead) give(n int) {
-	if n == 0 {
-		return
-	}
 	a.mu.Lock()
 	a.held -= n
 	close(a.freed)
