@@ -15,7 +15,7 @@ import (
 )
 
 // Sections, in run order.
-var Sections = []string{"redis", "locks", "batch", "e2e", "settle", "scale", "fairness", "scripts", "profile", "reconcile", "api"}
+var Sections = []string{"redis", "locks", "batch", "e2e", "cluster", "settle", "scale", "fairness", "scripts", "profile", "reconcile", "api"}
 
 // Options configure a run.
 type Options struct {
@@ -107,6 +107,7 @@ type Results struct {
 	Locks    *LockResults
 	Batches  *BatchResults
 	E2E      *E2EResults
+	Cluster  *ClusterResults
 	Settle   *SettleResults
 	Scale    *ScaleResults
 	Fairness *FairResults
@@ -173,6 +174,11 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	if want("e2e") {
 		if res.E2E, err = RunE2E(ctx, srv, set.reps, set.enginePool, set.settlePool, set.asynqPool, set.e2eWarm, set.e2eDur, logf); err != nil {
+			return nil, err
+		}
+	}
+	if want("cluster") {
+		if res.Cluster, err = RunCluster(ctx, srv, set.reps, set.enginePool, set.e2eWarm, set.e2eDur, logf); err != nil {
 			return nil, err
 		}
 	}
