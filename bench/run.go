@@ -67,7 +67,7 @@ func (o Options) settings() settings {
 		batchPerShard: 4096, batchWarm: 200 * time.Millisecond, batchDur: time.Second,
 		e2eWarm: 500 * time.Millisecond, e2eDur: 1500 * time.Millisecond,
 		enginePool: 150_000, settlePool: 150_000, asynqPool: 40_000,
-		settleItems: 4_000, settleWarm: 2 * time.Second, settleDur: 15 * time.Second,
+		settleItems: 4_000, settleWarm: 1500 * time.Millisecond, settleDur: 5 * time.Second,
 		scaleSizes: []int{10_000, 100_000, 1_000_000}, scaleReps: 3, scaleDur: time.Second,
 		fairScenarios: FairScenarios, fairReps: 3,
 		profDur: 3 * time.Second, allocCycles: 3000, scriptCalls: 5000,
