@@ -62,15 +62,15 @@ type settings struct {
 
 func (o Options) settings() settings {
 	s := settings{
-		reps: 3, limitScale: 1,
-		lockWarm: 200 * time.Millisecond, lockDur: 1200 * time.Millisecond,
-		batchPerShard: 4096, batchWarm: 200 * time.Millisecond, batchDur: time.Second,
-		e2eWarm: 500 * time.Millisecond, e2eDur: 1500 * time.Millisecond,
-		enginePool: 150_000, settlePool: 150_000, asynqPool: 40_000,
+		reps: 3, limitScale: 0.6,
+		lockWarm: 200 * time.Millisecond, lockDur: 900 * time.Millisecond,
+		batchPerShard: 4096, batchWarm: 200 * time.Millisecond, batchDur: 600 * time.Millisecond,
+		e2eWarm: 500 * time.Millisecond, e2eDur: time.Second,
+		enginePool: 150_000, settlePool: 150_000, asynqPool: 25_000,
 		settleItems: 4_000, settleWarm: 1500 * time.Millisecond, settleDur: 5 * time.Second,
 		scaleSizes: []int{10_000, 100_000, 1_000_000}, scaleReps: 3, scaleDur: time.Second,
 		fairScenarios: FairScenarios, fairReps: 3,
-		profDur: 3 * time.Second, allocCycles: 3000, scriptCalls: 5000,
+		profDur: 2 * time.Second, allocCycles: 3000, scriptCalls: 5000,
 		reconcileIDs: 1_000_000,
 		apiItems:     1_000_000, apiCalls: 200,
 	}
