@@ -109,26 +109,30 @@ func (c *Cluster) StoreConfig() store.Config {
 }
 
 // slotRanges returns, per node (in nodes' order), the slot ranges it
-// serves, from CLUSTER SLOTS.
+// serves as master, from CLUSTER SHARDS.
 func (c *Cluster) slotRanges(ctx context.Context) ([][][2]int, error) {
-	slots, err := c.admins[0].ClusterSlots(ctx).Result()
+	shards, err := c.admins[0].ClusterShards(ctx).Result()
 	if err != nil {
-		return nil, fmt.Errorf("bench: CLUSTER SLOTS: %w", err)
+		return nil, fmt.Errorf("bench: CLUSTER SHARDS: %w", err)
 	}
-	idx := map[string]int{}
+	idx := map[int]int{}
 	for i, n := range c.nodes {
-		idx[n.Addr()] = i
+		idx[n.Port()] = i
 	}
 	out := make([][][2]int, len(c.nodes))
-	for _, s := range slots {
-		if len(s.Nodes) == 0 {
-			continue
+	for _, sh := range shards {
+		for _, n := range sh.Nodes {
+			if n.Role != "master" {
+				continue
+			}
+			i, ok := idx[int(n.Port)]
+			if !ok {
+				return nil, fmt.Errorf("bench: CLUSTER SHARDS: master on port %d is not a node of ours", n.Port)
+			}
+			for _, r := range sh.Slots {
+				out[i] = append(out[i], [2]int{int(r.Start), int(r.End)})
+			}
 		}
-		i, ok := idx[s.Nodes[0].Addr]
-		if !ok {
-			return nil, fmt.Errorf("bench: CLUSTER SLOTS: %d-%d served by %s, not a node of ours", s.Start, s.End, s.Nodes[0].Addr)
-		}
-		out[i] = append(out[i], [2]int{int(s.Start), int(s.End)})
 	}
 	return out, nil
 }
@@ -168,7 +172,7 @@ type ClusterResults struct {
 	Workers, Shards int
 	Pool            int
 	Warm, Dur       time.Duration
-	// Ranges are the slot ranges each master served (CLUSTER SLOTS), in
+	// Ranges are the slot ranges each master served (CLUSTER SHARDS), in
 	// the order of the runs' RedisCPUs.
 	Ranges [][][2]int
 	// TagSlots[k] is the key slot of the hash tag {s<k>}, for every k

@@ -33,15 +33,6 @@ func (c *ClusterResults) med(name string, f func(E2ERun) float64) float64 {
 	return spreadOf(mapRuns(row.Runs, f)).Med
 }
 
-// spread is f over a row's runs.
-func (c *ClusterResults) spread(name string, f func(E2ERun) float64) Spread {
-	row := c.row(name)
-	if row == nil {
-		return spreadOf(nil)
-	}
-	return spreadOf(mapRuns(row.Runs, f))
-}
-
 // ratio is the Cluster's rate over the one server's, per repetition.
 func (c *ClusterResults) ratio() Spread {
 	a, b := c.row("single"), c.row("cluster")
