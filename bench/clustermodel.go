@@ -194,11 +194,11 @@ func clusterModel(b *md, c *ClusterResults, ncpu int) {
 	b.nl()
 	b.p("- **Per master.** One item synced cost %.1f µs of Redis CPU on (a). Redis runs commands on one thread, so one master tops out near 1 core / %.1f µs = **%s items/s**. On (b) the masters together spent %.1f µs per item (%.2fx of (a)); what can add to it there: the cluster client splits each pipeline by node, so each master gets smaller batches, and %d masters and the client take turns on %d cores.",
 		r1, r1, fmtRate(c1), rc, rc/r1, len(c.Ranges), ncpu)
-	split := "the split `redis-cli --cluster create` makes (even contiguous ranges; the local Cluster's ranges are exactly that split)"
+	split := "even contiguous ranges, as `redis-cli --cluster create` splits the slots (the local Cluster's ranges are exactly that split)"
 	if !c.createdAsModelled() {
-		split = "even contiguous ranges, as `redis-cli --cluster create` makes them (the local Cluster's ranges differ from that split: see the table above)"
+		split = "even contiguous ranges, as `redis-cli --cluster create` splits the slots (the local Cluster's ranges differ from that split: see the table above)"
 	}
-	b.p("- **Per shard.** Every key of shard k carries the hash tag `{s<k>}`, so all of a shard's work goes to the one master that serves that slot, and items spread evenly over the shards (FNV-1a of the id). The busiest master saturates first: the fleet's Redis ceiling is %s × shards / (shards on the busiest master). More masters than shards add nothing: the masters beyond the shards get no items. The table spreads the real slots of `{s0}`…`{s1023}` over masters split as %s, at (a)'s cost per item. In brackets: shards on the busiest master / shards, and masters that hold any.", fmtRate(c1), split)
+	b.p("- **Per shard.** Every key of shard k carries the hash tag `{s<k>}`, so all of a shard's work goes to the one master that serves that slot, and items spread evenly over the shards (FNV-1a of the id). The busiest master saturates first: the fleet's Redis ceiling is %s × shards / (shards on the busiest master). More masters than shards add nothing: the masters beyond the shards get no items. The table spreads the real slots of `{s0}`…`{s1023}` over masters holding %s, at (a)'s cost per item. In brackets: shards on the busiest master / shards, and masters that hold any.", fmtRate(c1), split)
 	b.nl()
 	head := []string{"masters"}
 	for _, s := range ModelShards {
@@ -244,18 +244,25 @@ func clusterModel(b *md, c *ClusterResults, ncpu int) {
 		reads, perShard, zr, ModelShards[len(ModelShards)-1], ModelMasters[len(ModelMasters)-1], ModelDaemons, top.busiest, headCores, global)
 	client := c.med("single", func(x E2ERun) float64 { return perItem(x.W.CPU, x) })
 	def := c.model(r1, ModelMasters[len(ModelMasters)-1], c.Shards)
-	b.p("- **The client side.** The daemon spent %.1f µs of CPU per item in (a) (engine, go-redis, the no-op sink; %s items/s with %d workers on this machine). Daemons share nothing but Redis, so they scale out horizontally: a fleet at the Redis ceiling needs ceiling × %.1f µs of client CPU per second, e.g. %.0f cores of daemons for the %s items/s of %d masters with %d shards, %.0f cores for the %s items/s of the default %d shards.",
-		client, fmtRate(c.med("single", E2ERun.Rate)), c.Workers, client, top.ceiling*client/1e6, fmtRate(top.ceiling),
-		ModelMasters[len(ModelMasters)-1], ModelShards[len(ModelShards)-1], def.ceiling*client/1e6, fmtRate(def.ceiling), c.Shards)
+	rate := c.med("single", E2ERun.Rate)
+	b.p("- **The client side.** The daemon spent %.1f µs of CPU per item in (a) (engine, go-redis, the no-op sink) and synced %s items/s with %d workers. Daemons share nothing but Redis, so they scale out horizontally: a fleet at the Redis ceiling needs ceiling × %.1f µs of client CPU per second, e.g. %.0f cores of daemons (or %.0f daemons at (a)'s rate) for the %s items/s of %d masters with %d shards, %.0f cores (%.0f daemons) for the %s items/s of the default %d shards.",
+		client, fmtRate(rate), c.Workers, client, top.ceiling*client/1e6, top.ceiling/rate, fmtRate(top.ceiling),
+		ModelMasters[len(ModelMasters)-1], ModelShards[len(ModelShards)-1], def.ceiling*client/1e6, def.ceiling/rate, fmtRate(def.ceiling), c.Shards)
 	use := func(f func(E2ERun) float64) float64 { return spreadOf(mapRuns(a.Runs, f)).Med }
+	cl, rd := use(func(x E2ERun) float64 { return cores(x.W.CPU, x.W) }), use(func(x E2ERun) float64 { return cores(x.W.RedisCPU, x.W) })
 	idle := use(func(x E2ERun) float64 { return cores(x.W.HostIdle, x.W) })
-	full := "one server and one daemon already keep the machine busy"
-	if idle >= 0.1*float64(ncpu) {
-		full = fmt.Sprintf("the idle time is less than the %d cores that %d masters at full speed would need, with the client beside them", masters, masters)
+	var bound []string
+	if rd < 0.9 {
+		bound = append(bound, fmt.Sprintf("Redis used %.2f of its one core, so one daemon did not saturate one Redis: a Cluster cannot speed this daemon up, whatever the cores", rd))
 	}
-	b.p("- **What this machine can show.** It has %d cores. In (a) the client took %.2f cores, Redis %.2f, other processes %.2f, and %.2f were idle: %s. In (b) the %d masters and the client share the same %d cores, so (b)/(a) = %s measures what the Cluster costs (client and Redis CPU per item, round trips) and how evenly the shards spread (the per-master table), not the speed-up. A speed-up needs each master on a core of its own and the daemons on others; the ceilings above for more than one master are the model's extrapolation from (a)'s cost per item and the measured spread of the shards' slots, not measurements.",
-		ncpu, use(func(x E2ERun) float64 { return cores(x.W.CPU, x.W) }), use(func(x E2ERun) float64 { return cores(x.W.RedisCPU, x.W) }),
-		use(func(x E2ERun) float64 { return cores(x.W.Foreign(), x.W) }), idle, full,
+	if idle < 0.1*float64(ncpu) {
+		bound = append(bound, "no core was idle")
+	}
+	if len(bound) == 0 {
+		bound = append(bound, "the one Redis was near its core")
+	}
+	b.p("- **What this machine can show.** It has %d cores. In (a) the client took %.2f cores, Redis %.2f, other processes %.2f, and %.2f were idle: %s. In (b) the %d masters and the client share the same %d cores, so (b)/(a) = %s measures what the Cluster costs (client and Redis CPU per item, round trips) and how evenly the shards spread (the per-master table), not the speed-up. A speed-up needs a load that saturates one master, each master on a core of its own and the daemons on others; the ceilings above for more than one master are the model's extrapolation from (a)'s cost per item and the measured spread of the shards' slots, not measurements.",
+		ncpu, cl, rd, use(func(x E2ERun) float64 { return cores(x.W.Foreign(), x.W) }), idle, strings.Join(bound, "; "),
 		masters, ncpu, ratioSpread(c.ratio()))
 	b.nl()
 }
