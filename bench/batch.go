@@ -101,6 +101,12 @@ func addWindows(a *Window, b Window) {
 	a.Wall += b.Wall
 	a.CPU += b.CPU
 	a.RedisCPU += b.RedisCPU
+	for i, c := range b.RedisCPUs {
+		if i == len(a.RedisCPUs) {
+			a.RedisCPUs = append(a.RedisCPUs, 0)
+		}
+		a.RedisCPUs[i] += c
+	}
 	a.HostBusy += b.HostBusy
 	a.HostIdle += b.HostIdle
 	a.HostSteal += b.HostSteal

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -189,6 +190,67 @@ func TestReconcileSection(t *testing.T) {
 	for _, ph := range RecPhases {
 		if !strings.Contains(out, "| "+ph+" |") {
 			t.Errorf("report has no %q row:\n%s", ph, out)
+		}
+	}
+}
+
+// createRanges is redis-cli's split: 3 masters get 0-5460, 5461-10922
+// and 10923-16383, and any count covers every slot once, in order.
+func TestCreateRanges(t *testing.T) {
+	if got, want := createRanges(3), []int{0, 5461, 10923, ClusterSlots}; !slices.Equal(got, want) {
+		t.Errorf("createRanges(3) = %v, want %v", got, want)
+	}
+	for _, m := range ModelMasters {
+		first := createRanges(m)
+		if len(first) != m+1 || first[0] != 0 || first[m] != ClusterSlots {
+			t.Fatalf("createRanges(%d) = %v", m, first)
+		}
+		for i := range m {
+			if first[i+1] <= first[i] {
+				t.Fatalf("createRanges(%d): master %d gets no slots: %v", m, i, first)
+			}
+		}
+	}
+}
+
+// TestClusterSection runs the cluster section small against a real
+// 3-master Cluster: both rows measured, every master's CPU read, every
+// shard placed on a master, and the model in the report.
+func TestClusterSection(t *testing.T) {
+	needRedis(t)
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Skip("redis-cli not installed (make deps)")
+	}
+	setScriptNames()
+	c, err := RunCluster(t.Context(), srv, 1, 5000, 100*time.Millisecond, 300*time.Millisecond, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range c.Rows {
+		if len(row.Runs) != 1 || row.Runs[0].Done == 0 {
+			t.Fatalf("%s: runs %+v, want one that synced items", row.Name, row.Runs)
+		}
+		if got := len(row.Runs[0].W.RedisCPUs); got != row.Masters {
+			t.Errorf("%s: CPU of %d processes, want %d", row.Name, got, row.Masters)
+		}
+	}
+	n := 0
+	for _, s := range c.shardsOn() {
+		n += len(s)
+	}
+	if n != c.Shards {
+		t.Errorf("%d shards placed on masters, want %d", n, c.Shards)
+	}
+	if !c.createdAsModelled() {
+		t.Errorf("the Cluster's slot ranges %v are not createRanges's", c.Ranges)
+	}
+	if got := shardsPerMaster(c.TagSlots, c.Shards, len(c.Ranges)); len(got) != ClusterMasters {
+		t.Errorf("shardsPerMaster: %v", got)
+	}
+	out := Report(&Results{Cluster: c, Env: Env{NumCPU: 2}})
+	for _, want := range []string{"## 4c. Scale-out", "### A model", "| 100 |", "(b) Redis Cluster, 3 masters"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
 }

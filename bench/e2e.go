@@ -13,6 +13,7 @@ import (
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
+	"github.com/syncd/syncd/store"
 )
 
 // E2EWorkers are the concurrencies measured end to end.
@@ -127,19 +128,28 @@ func engineConfig(workers int, settle time.Duration, tc engine.TargetConfig) eng
 		Ownership: ownership.Config{TTL: LockTTL, Settle: settle}}
 }
 
+// engineTarget is a Redis an engine runs against end to end: the Server,
+// or a local Cluster.
+type engineTarget interface {
+	redisTarget
+	FlushAll(ctx context.Context) error
+	// StoreConfig says how to reach it: Addrs, and Cluster.
+	StoreConfig() store.Config
+}
+
 // runEngine adds pool items to a fresh deployment, starts an engine with
 // a no-op sink and the target configuration tc, and counts SyncsOK over a
 // window after warm.
-func runEngine(ctx context.Context, srv *Server, workers int, settle time.Duration, tc engine.TargetConfig, pool int, warm, dur time.Duration) (E2ERun, error) {
+func runEngine(ctx context.Context, srv engineTarget, workers int, settle time.Duration, tc engine.TargetConfig, pool int, warm, dur time.Duration) (E2ERun, error) {
 	sink := sinks.Func(func(ctx context.Context, it sinks.Item) error { return nil })
 	return runEngineWith(ctx, srv, engineConfig(workers, settle, tc), sink, pool, warm, dur)
 }
 
 // runEngineWith adds pool items to a fresh deployment, starts an engine
 // with cfg and sink, and counts SyncsOK over a window after warm.
-func runEngineWith(ctx context.Context, srv *Server, cfg engine.Config, sink sinks.Sink, pool int, warm, dur time.Duration) (E2ERun, error) {
+func runEngineWith(ctx context.Context, srv engineTarget, cfg engine.Config, sink sinks.Sink, pool int, warm, dur time.Duration) (E2ERun, error) {
 	srv.FlushAll(ctx)
-	st, cnt, err := openStore(ctx, srv.Addr(), "e2e", nil)
+	st, cnt, err := openStoreConfig(ctx, srv.StoreConfig(), "e2e")
 	if err != nil {
 		return E2ERun{}, err
 	}

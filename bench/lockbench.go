@@ -88,6 +88,10 @@ func (r *LoopResult) merge(b LoopResult) {
 // measured within the same few hundred milliseconds.
 const LockRounds = 6
 
+// lockRewarm is the warm-up before each round after the first: the
+// implementation is set up and warm already, only its goroutines are new.
+const lockRewarm = 25 * time.Millisecond
+
 // RunLocks runs every implementation in every scenario, reps times. In a
 // repetition all implementations are set up, then measured in
 // LockRounds interleaved windows of dur/LockRounds each (the order
@@ -116,7 +120,7 @@ func RunLocks(ctx context.Context, srv *Server, reps int, warm, dur time.Duratio
 			}
 			acc := make([]LoopResult, len(lockKinds))
 			for round := range LockRounds {
-				w := 50 * time.Millisecond
+				w := lockRewarm
 				if round == 0 {
 					w = warm
 				}

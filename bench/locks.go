@@ -70,7 +70,13 @@ func openStore(ctx context.Context, addr, prefix string, cfg *store.Config) (*st
 	if cfg != nil {
 		c = *cfg
 	}
-	c.Addrs, c.KeyPrefix = []string{addr}, prefix
+	c.Addrs = []string{addr}
+	return openStoreConfig(ctx, c, prefix)
+}
+
+// openStoreConfig is openStore with the addresses (and Cluster) in c.
+func openStoreConfig(ctx context.Context, c store.Config, prefix string) (*store.Store, *Counter, error) {
+	c.KeyPrefix = prefix
 	st, err := store.Open(ctx, c)
 	if err != nil {
 		return nil, nil, err

@@ -144,8 +144,9 @@ type Window struct {
 	Mallocs    uint64 // heap objects allocated by this process
 	Bytes      uint64 // heap bytes allocated by this process
 	CPU        time.Duration
-	RedisCPU   time.Duration
-	RoundTrips int64 // client side, summed over the attached counters
+	RedisCPU   time.Duration   // summed over the Redis processes
+	RedisCPUs  []time.Duration // per process (a Cluster's masters, in order)
+	RoundTrips int64           // client side, summed over the attached counters
 	Commands   int64
 	ByName     map[string]int64   // client-side commands by name
 	Redis      map[string]CmdStat // INFO commandstats over the window
@@ -157,26 +158,35 @@ type Window struct {
 // Foreign is CPU the machine spent on other processes during the window.
 func (w Window) Foreign() time.Duration { return max(w.HostBusy-w.CPU-w.RedisCPU, 0) }
 
+// redisTarget is what a measurement window needs of the Redis it
+// measures: the one Server, or a local Cluster's masters. Stats and CPU
+// are summed over the processes; CPUs has them one by one.
+type redisTarget interface {
+	ResetStats(ctx context.Context) error
+	CommandStats(ctx context.Context) (map[string]CmdStat, error)
+	CPUs() []time.Duration
+}
+
 type window struct {
-	srv      *Server
+	srv      redisTarget
 	counters []*Counter
 	t0       time.Time
 	m0       runtime.MemStats
 	cpu0     time.Duration
-	rcpu0    time.Duration
+	rcpu0    []time.Duration
 	c0       []counts
 	h0       hostCPU
 }
 
 // beginWindow resets Redis's command stats and snapshots the counters.
-func beginWindow(ctx context.Context, srv *Server, counters ...*Counter) *window {
+func beginWindow(ctx context.Context, srv redisTarget, counters ...*Counter) *window {
 	w := &window{srv: srv, counters: counters}
 	srv.ResetStats(ctx)
 	for _, c := range counters {
 		w.c0 = append(w.c0, c.snapshot())
 	}
 	runtime.ReadMemStats(&w.m0)
-	w.cpu0, w.rcpu0, w.h0 = selfCPU(), srv.CPU(), readHostCPU()
+	w.cpu0, w.rcpu0, w.h0 = selfCPU(), srv.CPUs(), readHostCPU()
 	w.t0 = time.Now()
 	return w
 }
@@ -185,7 +195,12 @@ func beginWindow(ctx context.Context, srv *Server, counters ...*Counter) *window
 func (w *window) stop() Window {
 	var r Window
 	r.Wall = time.Since(w.t0)
-	r.CPU, r.RedisCPU = selfCPU()-w.cpu0, w.srv.CPU()-w.rcpu0
+	r.CPU = selfCPU() - w.cpu0
+	for i, c := range w.srv.CPUs() {
+		d := c - w.rcpu0[i]
+		r.RedisCPUs = append(r.RedisCPUs, d)
+		r.RedisCPU += d
+	}
 	h := readHostCPU()
 	r.HostBusy, r.HostIdle, r.HostSteal = h.busy-w.h0.busy, h.idle-w.h0.idle, h.steal-w.h0.steal
 	var m1 runtime.MemStats

@@ -38,7 +38,8 @@ type LimitResults struct {
 const trivialScript = "return 1"
 
 // LimitCases are the redis-benchmark cases; requests are sized for about
-// two seconds each on the reference machine (scale multiplies them).
+// two seconds each on the reference machine (scale multiplies them; the
+// full run uses 0.6: a rate needs no more).
 func LimitCases(scale float64) []LimitCase {
 	n := func(v int) int { return max(int(float64(v)*scale), 1000) }
 	set := func(string) []string { return []string{"-t", "set"} }

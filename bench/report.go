@@ -217,6 +217,9 @@ func Report(r *Results) string {
 	if r.Settle != nil {
 		settleSection(&b, r.Settle)
 	}
+	if r.Cluster != nil {
+		clusterSection(&b, r.Cluster, r.Env.NumCPU)
+	}
 	if r.Scale != nil {
 		scale(&b, r.Scale)
 		memAlts(&b, r.Scale)
@@ -280,6 +283,9 @@ func headline(b *md, r *Results) {
 			b.p("- The target's limiter and breaker at %d workers, items/s: default %s, breaker off %s, limits far above the fleet's rate %s ((c)/(b) %s).",
 				E2ETargetWorkers, fmtRate(fa.rate), fmtRate(fb.rate), fmtRate(fc.rate), ratioSpread(e.targetRatio("limits", "breaker-off")))
 		}
+	}
+	if c := r.Cluster; c != nil {
+		clusterHeadline(b, c)
 	}
 	if s := r.Scale; s != nil {
 		for _, n := range s.Sizes {
@@ -377,6 +383,13 @@ func otherLoad(r *Results) [][]string {
 			vs = append(vs, mapRuns(row.Runs, func(x E2ERun) float64 { return cores(x.W.Foreign(), x.W) })...)
 		}
 		add("4. end to end", vs)
+	}
+	if c := r.Cluster; c != nil {
+		var vs []float64
+		for _, row := range c.Rows {
+			vs = append(vs, mapRuns(row.Runs, func(x E2ERun) float64 { return cores(x.W.Foreign(), x.W) })...)
+		}
+		add("4c. scale-out", vs)
 	}
 	if sc := r.Scale; sc != nil {
 		var vs []float64

@@ -15,7 +15,7 @@ import (
 )
 
 // Sections, in run order.
-var Sections = []string{"redis", "locks", "batch", "e2e", "settle", "scale", "fairness", "scripts", "profile", "reconcile", "api"}
+var Sections = []string{"redis", "locks", "batch", "e2e", "cluster", "settle", "scale", "fairness", "scripts", "profile", "reconcile", "api"}
 
 // Options configure a run.
 type Options struct {
@@ -62,15 +62,15 @@ type settings struct {
 
 func (o Options) settings() settings {
 	s := settings{
-		reps: 3, limitScale: 1,
-		lockWarm: 200 * time.Millisecond, lockDur: 1200 * time.Millisecond,
-		batchPerShard: 4096, batchWarm: 200 * time.Millisecond, batchDur: time.Second,
-		e2eWarm: 500 * time.Millisecond, e2eDur: 1500 * time.Millisecond,
-		enginePool: 150_000, settlePool: 150_000, asynqPool: 40_000,
-		settleItems: 4_000, settleWarm: 2 * time.Second, settleDur: 15 * time.Second,
+		reps: 3, limitScale: 0.6,
+		lockWarm: 200 * time.Millisecond, lockDur: 900 * time.Millisecond,
+		batchPerShard: 4096, batchWarm: 200 * time.Millisecond, batchDur: 600 * time.Millisecond,
+		e2eWarm: 500 * time.Millisecond, e2eDur: time.Second,
+		enginePool: 150_000, settlePool: 150_000, asynqPool: 25_000,
+		settleItems: 4_000, settleWarm: 1500 * time.Millisecond, settleDur: 5 * time.Second,
 		scaleSizes: []int{10_000, 100_000, 1_000_000}, scaleReps: 3, scaleDur: time.Second,
 		fairScenarios: FairScenarios, fairReps: 3,
-		profDur: 3 * time.Second, allocCycles: 3000, scriptCalls: 5000,
+		profDur: 2 * time.Second, allocCycles: 3000, scriptCalls: 5000,
 		reconcileIDs: 1_000_000,
 		apiItems:     1_000_000, apiCalls: 200,
 	}
@@ -107,6 +107,7 @@ type Results struct {
 	Locks    *LockResults
 	Batches  *BatchResults
 	E2E      *E2EResults
+	Cluster  *ClusterResults
 	Settle   *SettleResults
 	Scale    *ScaleResults
 	Fairness *FairResults
@@ -173,6 +174,11 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	if want("e2e") {
 		if res.E2E, err = RunE2E(ctx, srv, set.reps, set.enginePool, set.settlePool, set.asynqPool, set.e2eWarm, set.e2eDur, logf); err != nil {
+			return nil, err
+		}
+	}
+	if want("cluster") {
+		if res.Cluster, err = RunCluster(ctx, srv, set.reps, set.enginePool, set.e2eWarm, set.e2eDur, logf); err != nil {
 			return nil, err
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/syncd/syncd/store"
 )
 
 // Server is a redis-server this program started on a free loopback port,
@@ -114,6 +116,9 @@ func tail(s string, n int) string {
 // Addr is host:port.
 func (s *Server) Addr() string { return s.addr }
 
+// StoreConfig is how a store reaches the server.
+func (s *Server) StoreConfig() store.Config { return store.Config{Addrs: []string{s.addr}} }
+
 // Port is the server's port.
 func (s *Server) Port() string { _, p, _ := net.SplitHostPort(s.addr); return p }
 
@@ -132,7 +137,12 @@ func (s *Server) Close() error {
 
 // Info returns one INFO section as a map.
 func (s *Server) Info(ctx context.Context, section string) (map[string]string, error) {
-	text, err := s.admin.Info(ctx, section).Result()
+	return redisInfo(ctx, s.admin, section)
+}
+
+// redisInfo returns one INFO section of rdb's server as a map.
+func redisInfo(ctx context.Context, rdb *redis.Client, section string) (map[string]string, error) {
+	text, err := rdb.Info(ctx, section).Result()
 	if err != nil {
 		return nil, fmt.Errorf("bench: INFO %s: %w", section, err)
 	}
@@ -164,7 +174,12 @@ type CmdStat struct {
 // scripts run are counted too (and their time is also inside the
 // EVALSHA's usec).
 func (s *Server) CommandStats(ctx context.Context) (map[string]CmdStat, error) {
-	m, err := s.Info(ctx, "commandstats")
+	return commandStats(ctx, s.admin)
+}
+
+// commandStats is INFO commandstats of rdb's server by command name.
+func commandStats(ctx context.Context, rdb *redis.Client) (map[string]CmdStat, error) {
+	m, err := redisInfo(ctx, rdb, "commandstats")
 	if err != nil {
 		return nil, err
 	}
@@ -205,6 +220,9 @@ func (s *Server) Client() *redis.Client { return s.admin }
 // CPU returns the server's user+system CPU time so far, from /proc. The
 // kernel counts in clock ticks (100 Hz on Linux), so it is exact to 10ms.
 func (s *Server) CPU() time.Duration { return procCPU(s.cmd.Process.Pid) }
+
+// CPUs is CPU as a list of one, for measurement windows.
+func (s *Server) CPUs() []time.Duration { return []time.Duration{s.CPU()} }
 
 func procCPU(pid int) time.Duration {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")

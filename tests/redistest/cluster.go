@@ -37,6 +37,12 @@ type Cluster struct {
 // to its master is up. redis-cli needs at least 3 masters.
 func StartCluster(t testing.TB, masters, replicasPerMaster int) *Cluster {
 	t.Helper()
+	return startCluster(t, masters, replicasPerMaster)
+}
+
+// startCluster is StartCluster for any tb.
+func startCluster(t tb, masters, replicasPerMaster int) *Cluster {
+	t.Helper()
 	if masters < 3 || replicasPerMaster < 0 {
 		t.Fatalf("redistest: StartCluster(%d, %d): need at least 3 masters and no negative replicas", masters, replicasPerMaster)
 	}
@@ -46,7 +52,7 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int) *Cluster {
 	}
 	c := &Cluster{replicas: replicasPerMaster}
 	for range masters * (1 + replicasPerMaster) {
-		c.nodes = append(c.nodes, Start(t, &Options{Cluster: true}))
+		c.nodes = append(c.nodes, startServer(t, Options{Cluster: true}))
 	}
 
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)

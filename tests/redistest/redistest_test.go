@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -366,5 +367,58 @@ func TestClusterFailover(t *testing.T) {
 		if m == victim {
 			t.Errorf("restarted node %s is a master again", victim.Addr())
 		}
+	}
+}
+
+func TestLaunchCluster(t *testing.T) {
+	t.Parallel()
+	cluster, stop, err := redistest.LaunchCluster(3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = stop()
+		}
+	})
+	nodes := cluster.Nodes()
+	if len(nodes) != 3 {
+		t.Fatalf("%d nodes, want 3", len(nodes))
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+	defer rdb.Close()
+	if err := rdb.Set(t.Context(), "launched", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, n := range nodes {
+		if n.Pid() <= 0 {
+			t.Errorf("node %s: Pid() = %d", n.Addr(), n.Pid())
+		}
+		pids = append(pids, n.Pid())
+	}
+	stopped = true
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range nodes {
+		if n.Running() {
+			t.Errorf("node %s (pid %d) still running after stop", n.Addr(), pids[i])
+		}
+		if _, err := os.Stat(n.Dir()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("node %s: data directory %s: %v, want it removed", n.Addr(), n.Dir(), err)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Errorf("second stop: %v", err)
+	}
+}
+
+func TestLaunchClusterRefusesTwoMasters(t *testing.T) {
+	t.Parallel()
+	_, _, err := redistest.LaunchCluster(2, 0)
+	if err == nil || !strings.Contains(err.Error(), "at least 3 masters") {
+		t.Fatalf("LaunchCluster(2, 0) = %v, want an error about at least 3 masters", err)
 	}
 }

@@ -93,6 +93,12 @@ func Start(t testing.TB, opt *Options) *Server {
 	if opt != nil {
 		o = *opt
 	}
+	return startServer(t, o)
+}
+
+// startServer is Start for any tb.
+func startServer(t tb, o Options) *Server {
+	t.Helper()
 	s := start(t, o, nil)
 	if o.ReplicaOf != nil {
 		err := poll(readyTimeout, func() (bool, string) {
@@ -112,7 +118,7 @@ func Start(t testing.TB, opt *Options) *Server {
 // start launches a server, retrying with a new port when another process
 // took the chosen one. sentinelConf, when not nil, makes it a sentinel
 // with those extra config lines.
-func start(t testing.TB, o Options, sentinelConf []string) *Server {
+func start(t tb, o Options, sentinelConf []string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -333,6 +339,17 @@ func (s *Server) stop() error {
 
 // Addr returns the server's address, "127.0.0.1:port".
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// Pid returns the process id of the server's current or last run, for
+// reading its CPU time from /proc/<pid>/stat.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.Pid()
+}
 
 // Port returns the server's port. It stays the same across Restart.
 func (s *Server) Port() int { return s.port }

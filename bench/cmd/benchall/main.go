@@ -2,7 +2,7 @@
 // and the Redis limit, on redis-servers it starts itself, and writes
 // BENCHMARKS.md.
 //
-//	cd bench && go run ./cmd/benchall -out ../BENCHMARKS.md   # full, 8-10 min
+//	cd bench && go run ./cmd/benchall -out ../BENCHMARKS.md   # full, about 10 min
 //	cd bench && go run ./cmd/benchall -quick -out /tmp/b.md   # smoke, ~1 min
 package main
 
