@@ -97,6 +97,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/syncd/syncd/internal/redact"
 	"github.com/syncd/syncd/sinks"
 )
 
@@ -205,7 +206,7 @@ func validateURL(raw string) error {
 		// url.Parse quotes the whole URL, password and all.
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			err = &url.Error{Op: ue.Op, URL: configURL(raw), Err: ue.Err}
+			err = &url.Error{Op: ue.Op, URL: redact.URL(raw, redact.Password), Err: ue.Err}
 		}
 		return sinks.ConfigErrorf("http", "url", "%w", err)
 	}
@@ -213,7 +214,7 @@ func validateURL(raw string) error {
 		return sinks.ConfigErrorf("http", "url", "scheme must be http or https, got %q", u.Scheme)
 	}
 	if u.Hostname() == "" {
-		return sinks.ConfigErrorf("http", "url", "host must not be empty in %q", configURL(raw))
+		return sinks.ConfigErrorf("http", "url", "host must not be empty in %q", redact.URL(raw, redact.Password))
 	}
 	return nil
 }
@@ -315,7 +316,7 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 		timeout:   cfg.Timeout,
 		redirects: cfg.Redirects,
 		red:       newRedactor(cfg.URL, cfg.Headers),
-		logger:    logger.With().Str(fieldComponent, "sink.http").Str(fieldURL, displayURL(cfg.URL)).Logger(),
+		logger:    logger.With().Str(fieldComponent, "sink.http").Str(fieldURL, redact.URL(cfg.URL, redact.Display)).Logger(),
 	}
 	s.header.Set("User-Agent", "syncd")
 	for name, value := range cfg.Headers {

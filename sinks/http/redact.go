@@ -4,9 +4,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/syncd/syncd/internal/redact"
 )
 
 // What the sink shows of its secrets: nothing. Its errors are logged and
@@ -14,7 +15,7 @@ import (
 // response, echoing a header or a URL, is quoted in them. So:
 //
 //   - a URL in an error or a log has no userinfo, and the value of each
-//     query parameter is xxxxx (displayURL);
+//     query parameter is xxxxx (redact.Display);
 //   - every text the sink puts into an error, a response body or a
 //     transport error, has each configured header value, the credentials
 //     in it, and the URL's userinfo and query values replaced with
@@ -23,93 +24,9 @@ import (
 // Values shorter than minSecret are left alone: replacing "1" or "ok"
 // everywhere would garble the text and hide nothing worth hiding.
 const (
-	masked    = "xxxxx"
 	redacted  = "[redacted]"
 	minSecret = 4
 )
-
-// displayURL returns raw without userinfo and fragment, each query value
-// replaced with xxxxx. A query item without "=" may be a token itself, and
-// is replaced whole.
-func displayURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return displayUnparsed(raw)
-	}
-	u.User = nil
-	u.Fragment, u.RawFragment = "", ""
-	u.ForceQuery = false
-	u.RawQuery = maskQuery(u.RawQuery)
-	return u.String()
-}
-
-// displayUnparsed does what displayURL does, on text that is not a URL
-// url.Parse accepts.
-func displayUnparsed(raw string) string {
-	raw, _, _ = strings.Cut(raw, "#")
-	return redactUnparsed(raw, func(auth string) string {
-		if at := strings.LastIndexByte(auth, '@'); at >= 0 {
-			return auth[at+1:]
-		}
-		return auth
-	})
-}
-
-// redactUnparsed redacts text that url.Parse refuses: its authority goes
-// through auth, and each query value is masked.
-func redactUnparsed(raw string, auth func(string) string) string {
-	raw, query, hasQuery := strings.Cut(raw, "?")
-	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
-		a, path, hasPath := strings.Cut(rest, "/")
-		raw = scheme + "://" + auth(a)
-		if hasPath {
-			raw += "/" + path
-		}
-	}
-	if hasQuery && query != "" {
-		raw += "?" + maskQuery(query)
-	}
-	return raw
-}
-
-// configURL returns raw as a configuration error may quote it: like
-// url.URL.Redacted, the user name kept and the password xxxxx, and query
-// values xxxxx.
-func configURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		// As displayUnparsed, but keep the user name.
-		return redactUnparsed(raw, func(auth string) string {
-			at := strings.LastIndexByte(auth, '@')
-			if colon := strings.IndexByte(auth, ':'); at >= 0 && colon >= 0 && colon < at {
-				return auth[:colon+1] + masked + auth[at:]
-			}
-			return auth
-		})
-	}
-	u.RawQuery = maskQuery(u.RawQuery)
-	return u.Redacted()
-}
-
-// maskQuery replaces each value of a raw query with xxxxx.
-func maskQuery(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	parts := strings.Split(raw, "&")
-	for i, p := range parts {
-		if k, _, ok := strings.Cut(p, "="); ok {
-			parts[i] = k + "=" + masked
-		} else if p != "" {
-			parts[i] = masked
-		}
-	}
-	return strings.Join(parts, "&")
-}
-
-// urlPattern finds URLs in free text, such as the error of a transport or
-// a Location header net/http could not parse.
-var urlPattern = regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.-]*://[^\s"'<>\x60]+`)
 
 // redactor hides the secrets of one sink configuration in text.
 type redactor struct {
@@ -193,10 +110,9 @@ func (r *redactor) longest() int {
 }
 
 // clean returns text with every secret replaced and every URL shown as
-// displayURL shows it.
+// redact.Display shows it.
 func (r *redactor) clean(text string) string {
-	text = r.r.Replace(text)
-	return urlPattern.ReplaceAllStringFunc(text, displayURL)
+	return redact.URLs(r.r.Replace(text), redact.Display)
 }
 
 // extend returns end moved forward past any secret in b that starts
@@ -225,7 +141,7 @@ func (r *redactor) extend(b []byte, end int) int {
 func (r *redactor) cleanError(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		ue.URL = displayURL(ue.URL)
+		ue.URL = redact.URL(ue.URL, redact.Display)
 	}
 	msg := err.Error()
 	if clean := r.clean(msg); clean != msg {

@@ -21,6 +21,7 @@ import (
 	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
 	"github.com/syncd/syncd/cmd/syncd/internal/yamlstrict"
 	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/internal/redact"
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
 	execsink "github.com/syncd/syncd/sinks/exec"
@@ -320,7 +321,7 @@ func (f *File) BuildSink(logger zerolog.Logger) (sinks.Sink, error) {
 	if field == "" {
 		field, msg = "sink."+c.Type, strings.TrimPrefix(msg, c.Type+": ")
 	}
-	return nil, yamlstrict.One(f.errorAt(err, field, []string{"sink.type"}, redactURLs(f.scrub(field, msg))))
+	return nil, yamlstrict.One(f.errorAt(err, field, []string{"sink.type"}, redact.URLs(f.scrub(field, msg), redact.Mask)))
 }
 
 // asSink returns s, or a nil sinks.Sink (not a nil *exec.Sink) on error.

@@ -14,6 +14,7 @@ import (
 	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
 	"github.com/syncd/syncd/cmd/syncd/internal/yamlstrict"
 	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/internal/redact"
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
 	"github.com/syncd/syncd/store"
@@ -123,7 +124,7 @@ func (p *parser) libErrors(errs ...error) {
 			p.report(err, field, []string{"sink." + typ, "sink.type"}, "required when sink.type is %s", typ)
 		default:
 			alt := map[string][]string{"redis.addrs": {"redis.cluster", "redis.master_name"}}[field]
-			p.report(err, field, alt, "%s", redactURLs(reason))
+			p.report(err, field, alt, "%s", redact.URLs(reason, redact.Mask))
 		}
 	}
 }

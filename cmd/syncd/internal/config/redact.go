@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/syncd/syncd/cmd/syncd/internal/yamlstrict"
+	"github.com/syncd/syncd/internal/redact"
 )
 
 // Redacted returns the effective configuration as YAML: every key, with
@@ -95,8 +96,6 @@ func redactField(path, v string) string {
 const redacted = "[redacted]"
 
 var (
-	urlRE    = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)([^/?#\s]*@)?([^?#\s]*)(\?[^#\s]*)?`)
-	queryRE  = regexp.MustCompile(`([?&](?:[^=&]*=)?)[^&]*`)
 	pairRE   = regexp.MustCompile(`(?i)([\w.-]*(?:token|secret|passw(?:or)?d|pwd|key|auth)[\w.-]*=)[^\s&;,'"\[][^\s&;,'"]*`)
 	bearerRE = regexp.MustCompile(`(?i)\b(bearer|basic)(\s+)[^\s,;'"\[]+`)
 )
@@ -105,20 +104,8 @@ var (
 // and query values of URLs, token=, key=, secret= and password= pairs,
 // bearer and basic credentials. Applied twice, it changes nothing more.
 func redactValue(s string) string {
-	s = pairRE.ReplaceAllString(redactURLs(s), "${1}xxxxx")
-	return bearerRE.ReplaceAllString(s, "${1}${2}xxxxx")
-}
-
-// redactURLs hides the user information (user name and password) and the
-// query values of every URL in s.
-func redactURLs(s string) string {
-	return urlRE.ReplaceAllStringFunc(s, func(u string) string {
-		m := urlRE.FindStringSubmatch(u)
-		if m[2] != "" {
-			m[2] = "xxxxx@"
-		}
-		return m[1] + m[2] + m[3] + queryRE.ReplaceAllString(m[4], "${1}xxxxx")
-	})
+	s = pairRE.ReplaceAllString(redact.URLs(s, redact.Mask), "${1}"+redact.Masked)
+	return bearerRE.ReplaceAllString(s, "${1}${2}"+redact.Masked)
 }
 
 // show quotes a value for a message, redacted and cut.

@@ -74,6 +74,12 @@ log:
 	if diff := cmp.Diff(errLines(err), want); diff != "" {
 		t.Errorf("errors (-got +want):\n%s", diff)
 	}
+	// The URL in quotes ends at the closing quote.
+	_, err = Parse("c.yaml", []byte("sink:\n  type: http\n  http:\n    url: http://u:hunter5@h/%zz?token=hunter6\n"))
+	want = []string{`c.yaml:4: sink.http.url: parse "http://xxxxx@h/%zz?token=xxxxx": invalid URL escape "%zz"`}
+	if diff := cmp.Diff(errLines(err), want); diff != "" {
+		t.Errorf("errors (-got +want):\n%s", diff)
+	}
 }
 
 func TestRedactValue(t *testing.T) {

@@ -1,0 +1,12 @@
+// Package redact owns how syncd shows a URL that may carry credentials:
+// its user information hidden and each query value replaced with xxxxx,
+// in one URL (URL) or in every URL of a free text (URLs), such as an
+// error message that quotes one.
+//
+// The config package shows URLs in its messages and in the effective
+// configuration with Mask; the http sink shows its target's URL in logs
+// and errors with Display, and in configuration errors with Password.
+// What else counts as a secret stays with each caller: config hides
+// token=, password= pairs and bearer credentials by pattern, the http
+// sink the values of its configured headers and URL wherever they appear.
+package redact
