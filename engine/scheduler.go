@@ -308,7 +308,9 @@ type dueSource struct {
 // from may be.
 const headsMaxAge = 20 * time.Millisecond
 
-func (e *Engine) dueSource() *dueSource { return &dueSource{e: e} }
+func (e *Engine) dueSource() *dueSource {
+	return &dueSource{e: e, busy: make([]int, e.idx.Keys().Shards())}
+}
 
 func (s *dueSource) finished() bool { return false }
 
@@ -343,9 +345,6 @@ func (s *dueSource) claim(ctx context.Context, req claimReq, workers []int) ([]*
 
 func (s *dueSource) setBusy(shard, d int) {
 	s.mu.Lock()
-	if s.busy == nil {
-		s.busy = make([]int, s.e.idx.Keys().Shards())
-	}
 	s.busy[shard] += d
 	s.mu.Unlock()
 }
@@ -360,8 +359,9 @@ func (s *dueSource) setHead(shard int, ms int64) {
 
 // order returns the shards that have due items, the one with the
 // longest-waiting item first (none with a single shard, which the claim
-// itself checks); shards with a claim in flight come after the others. Shards held off are left out, and so are damaged ones
-// but for a probe every damageProbe, which comes last.
+// itself checks); shards with a claim in flight come after the others.
+// Shards held off are left out, and so are damaged ones but for a probe
+// every damageProbe, which comes last.
 func (s *dueSource) order(ctx context.Context) ([]int, error) {
 	shards := s.e.idx.Keys().Shards()
 	if shards == 1 {
@@ -384,12 +384,14 @@ func (s *dueSource) order(ctx context.Context) ([]int, error) {
 			order = append(order, sh)
 		}
 	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Or(cmp.Compare(busy[a], busy[b]), cmp.Compare(heads[a], heads[b])) })
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(min(busy[a], 1), min(busy[b], 1)), cmp.Compare(heads[a], heads[b]))
+	})
 	return order, nil
 }
 
 // cachedHeads returns the heads, read whole when the cache is stale,
-// and whether each shard has a claim in flight (1) or not (0). The
+// and the claims in flight per shard. The
 // loop that finds them stale reads them; the other goes on with the
 // cache meanwhile instead of reading them a second time (until there is
 // a cache, both read). A shard whose due index is damaged is marked so,
@@ -422,11 +424,5 @@ func (s *dueSource) cachedHeads(ctx context.Context) ([]int64, []int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	busy := make([]int, len(s.heads))
-	for sh := range busy {
-		if sh < len(s.busy) && s.busy[sh] > 0 {
-			busy[sh] = 1
-		}
-	}
-	return slices.Clone(s.heads), busy, nil
+	return slices.Clone(s.heads), slices.Clone(s.busy), nil
 }

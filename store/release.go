@@ -74,11 +74,11 @@ const receiptKeep = time.Minute
 // found by its first request's token and id: a caller releases a claim
 // once.
 func (s *Store) Release(ctx context.Context, shard int, reqs []ReleaseRequest) ([]ReleaseResult, error) {
-	k := s.keys
-	keys := make([]string, 5+2*len(reqs))
 	if len(reqs) == 0 {
 		return nil, nil
 	}
+	k := s.keys
+	keys := make([]string, 5+2*len(reqs))
 	copy(keys, []string{k.Due(shard), k.Meta(shard), k.Errors(shard), k.Again(shard), k.ReleaseReceipt(shard, reqs[0].Token, reqs[0].ID)})
 	args := make([]any, 0, 1+5*len(reqs))
 	args = append(args, receiptKeep.Milliseconds())
