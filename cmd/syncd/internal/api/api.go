@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/rs/zerolog"
 
@@ -29,6 +30,24 @@ const (
 
 // OffText is the answer to a POST while no token is configured.
 const OffText = "the API is off: set http.api_token_env or http.api_token_file to turn it on"
+
+// MinTokenLen is the shortest bearer token accepted, in bytes: a shorter
+// one could be guessed.
+const MinTokenLen = 16
+
+// CheckToken says why token cannot be the bearer token: shorter than
+// MinTokenLen, or with white space, a control character or a non-ASCII
+// byte, which no Authorization header could carry. The error never
+// quotes the token.
+func CheckToken(token string) error {
+	if len(token) < MinTokenLen {
+		return fmt.Errorf("the token is %d bytes long, the shortest accepted is %d", len(token), MinTokenLen)
+	}
+	if i := strings.IndexFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r > unicode.MaxASCII }); i >= 0 {
+		return fmt.Errorf("the token has white space, a control character or a non-ASCII byte at byte %d", i)
+	}
+	return nil
+}
 
 // errorBody is every error answer: {"error": "text"}.
 type errorBody struct {
@@ -53,7 +72,7 @@ type Option func(*api)
 func WithTarget(limit int) Option { return func(a *api) { a.target = &limit } }
 
 // New returns the handler of /api/: reads for anyone, writes for holders
-// of token ("" turns writes off: they get 403 saying how to turn them
+// of token, which CheckToken accepts ("" turns writes off: they get 403 saying how to turn them
 // on). hist, when not nil, gives the summary its history.
 func New(st *store.Store, token string, log zerolog.Logger, hist *History, opts ...Option) http.Handler {
 	a := &api{st: st, token: sha256.Sum256([]byte(token)), writable: token != "", hist: hist,

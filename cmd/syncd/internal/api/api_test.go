@@ -205,3 +205,27 @@ func FuzzParseSyncRequest(f *testing.F) {
 		_ = store.TriggerParams{IDs: req.IDs, Reason: req.Reason, Add: req.AutoAdd}.Validate()
 	})
 }
+
+func TestCheckToken(t *testing.T) {
+	tests := []struct {
+		token, wantErr string
+	}{
+		{"s3cret-API-token-never-shown", ""},
+		{strings.Repeat("x", MinTokenLen), ""},
+		{strings.Repeat("x", MinTokenLen-1), "15 bytes long, the shortest accepted is 16"},
+		{"s3cret token with spaces", "white space, a control character or a non-ASCII byte at byte 6"},
+		{"s3cret-token-with-\x7f-del", "at byte 18"},
+		{"s3cret-token-with-é-accent", "at byte 18"},
+	}
+	for _, tt := range tests {
+		err := CheckToken(tt.token)
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("CheckToken(%q) = %v, want nil", tt.token, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("CheckToken(%q) = %v, want %q", tt.token, err, tt.wantErr)
+		case err != nil && strings.Contains(err.Error(), tt.token):
+			t.Errorf("CheckToken(%q) quotes the token: %v", tt.token, err)
+		}
+	}
+}

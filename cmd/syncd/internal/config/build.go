@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -14,10 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/rs/zerolog"
 
+	"github.com/syncd/syncd/cmd/syncd/internal/api"
 	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
 	"github.com/syncd/syncd/cmd/syncd/internal/yamlstrict"
 	"github.com/syncd/syncd/engine"
@@ -152,29 +151,18 @@ func (f *File) Store(env func(string) (string, bool), readFile func(string) ([]b
 	return c, nil
 }
 
-// MinAPITokenLen is the shortest API token accepted, in bytes: a shorter
-// one could be guessed.
-const MinAPITokenLen = 16
-
 // APIToken returns the HTTP API's bearer token from http.api_token_env or
 // api_token_file, read as Store reads passwords; "" when neither is set:
-// the API is off. A token shorter than MinAPITokenLen, or with white
-// space or control characters (no Authorization header could carry it),
-// is an error.
+// the API is off. A token api.CheckToken refuses is an error.
 func (f *File) APIToken(env func(string) (string, bool), readFile func(string) ([]byte, error)) (string, error) {
 	rd, h := f.reader(env, readFile), f.s.HTTP
 	token := rd.secret("http.api_token_env", h.APITokenEnv, "http.api_token_file", h.APITokenFile)
-	field := "http.api_token_file"
-	if h.APITokenEnv != "" {
-		field = "http.api_token_env"
+	field := "http.api_token_env"
+	if h.APITokenEnv == "" {
+		field = "http.api_token_file"
 	}
-	i := strings.IndexFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r > unicode.MaxASCII })
-	switch {
-	case len(rd.errs) > 0 || token == "":
-	case len(token) < MinAPITokenLen:
-		rd.bad(nil, field, "the token is %d bytes long, the shortest accepted is %d", len(token), MinAPITokenLen)
-	case i >= 0:
-		rd.bad(nil, field, "the token has white space, a control character or a non-ASCII byte at byte %d", i)
+	if err := api.CheckToken(token); err != nil && len(rd.errs) == 0 && token != "" {
+		rd.bad(err, field, "%v", err)
 	}
 	if err := yamlstrict.List(rd.errs, 0); err != nil {
 		return "", err
@@ -211,7 +199,8 @@ func (f *File) Engine() engine.Config {
 
 // Items returns items.ids, then the lines of items.file read through
 // readFile (nil for os.ReadFile) as `syncd items --file` reads them
-// (package idlines), each ID once. Every bad line is reported.
+// (package idlines), each ID once. Bad lines are reported as idlines
+// reports them, in an *idlines.Error: "path:line: reason" each.
 func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
 	rd, ids := f.reader(nil, readFile), slices.Clone(f.s.Items.IDs)
 	if path := f.s.Items.File; path != "" {
@@ -221,7 +210,7 @@ func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
 		}
 		more, err := idlines.Parse(path, bytes.NewReader(data), store.ValidateID)
 		if err != nil {
-			return nil, lineErrors(err)
+			return nil, err
 		}
 		ids = append(ids, more...)
 	}
@@ -231,22 +220,6 @@ func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
 		seen[id] = true
 		return dup
 	}), nil
-}
-
-// lineErrors turns the error of idlines.Parse over bytes into an *Errors.
-func lineErrors(err error) error {
-	var e *idlines.Error
-	if !errors.As(err, &e) {
-		return yamlstrict.One(&FieldError{Msg: err.Error(), Err: err}) // no reader error from bytes
-	}
-	list := make([]*FieldError, 0, len(e.Lines)+1)
-	for _, l := range e.Lines {
-		list = append(list, &FieldError{File: l.Name, Line: l.Line, Msg: l.Reason, Err: l.Err})
-	}
-	if e.More > 0 {
-		list = append(list, &FieldError{File: e.Name, Msg: fmt.Sprintf("and %d more invalid lines", e.More)})
-	}
-	return &Errors{List: list}
 }
 
 // ItemsCommand returns items.command and its timeout (default 1m); nil
@@ -337,10 +310,8 @@ func (f *File) Listen() string { return f.s.HTTP.Listen }
 
 // LogLevel returns log.level, zerolog.InfoLevel when it is not set.
 func (f *File) LogLevel() zerolog.Level {
-	if l, err := zerolog.ParseLevel(f.s.Log.Level); err == nil && f.s.Log.Level != "" {
-		return l
-	}
-	return zerolog.InfoLevel
+	l, _ := zerolog.ParseLevel(cmp.Or(f.s.Log.Level, "info")) // Parse refused another
+	return l
 }
 
 // LogFormat returns log.format, FormatAuto when it is not set.

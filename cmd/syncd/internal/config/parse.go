@@ -15,7 +15,8 @@ import (
 type FieldError = yamlstrict.FieldError
 
 // Errors is every problem found, in line order, one per line of its
-// text. Every function of this package that fails returns one.
+// text. Every function of this package that fails returns one, but
+// Items for bad lines in items.file (an *idlines.Error).
 type Errors = yamlstrict.Errors
 
 // File is a loaded, valid configuration file. Its methods turn it into the
@@ -54,9 +55,6 @@ func Parse(name string, data []byte) (*File, error) {
 	}
 	return f, nil
 }
-
-// Name returns the file's name as it was given to Load or Parse.
-func (f *File) Name() string { return f.name }
 
 // parser validates a decoded file, adding its problems to the decoder's.
 type parser struct {
