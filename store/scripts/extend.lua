@@ -8,12 +8,12 @@
 local nowms = now()
 local ttl = ARGV[1]
 local state = tonumber(ARGV[2])
-local out = {}
+local out, hb = {}, be8(nowms)
 for i = 1, #KEYS do
   local cur = get_rec(KEYS[i])
   local code, fence = 0, 0
   if cur and #cur >= 53 and token_of(cur) == ARGV[2 + i] then
-    local rec = patch(cur, 40, be8(nowms))
+    local rec = patch(cur, 40, hb)
     if state > 0 then rec = patch(rec, 48, string.char(state)) end
     redis.call('SET', KEYS[i], rec, 'PX', ttl)
     code, fence = 1, fence_of(cur)

@@ -18,7 +18,8 @@
 -- put back into the due index. An item triggered while in flight (in
 -- the again HASH) is due at now - its boost after "ok" and "handback",
 -- and keeps its backoff or quarantine otherwise; the flag is cleared.
--- That costs one HGET per item released; an HDEL only when set.
+-- That costs one EXISTS per call, and an HGET per item released only
+-- when the HASH exists; an HDEL only when set.
 -- A failure ("fail", "quarantine") is also pushed onto the item's error
 -- log, "<ms> <fence> <error cut to 512 bytes>", kept to its 10 newest.
 -- Result: 2 integers per item: code (1 released, 0 not held: no record,
@@ -46,6 +47,9 @@ end
 
 local nowms = now()
 local out, any = {}, false
+-- Most calls find no trigger in flight: one EXISTS then spares an HGET
+-- per item.
+local triggered = redis.call('EXISTS', KEYS[4]) == 1
 for i = 1, n do
   local j = 5 * i - 3
   local id, tok, kind, value, msg = ARGV[j], ARGV[j + 1], ARGV[j + 2], tonumber(ARGV[j + 3]), ARGV[j + 4]
@@ -59,8 +63,8 @@ for i = 1, n do
     -- again: the boost of a trigger while in flight, nil if none (or the
     -- key is of another type); a value trigger.lua did not write reads
     -- as 0, at most MaxTriggerBoost.
-    local again = wrongtype(redis.pcall('HGET', KEYS[4], id))
-    if again == '' then
+    local again = triggered and wrongtype(redis.pcall('HGET', KEYS[4], id))
+    if again == '' or not again then
       again = nil
     elseif again then
       redis.call('HDEL', KEYS[4], id)
