@@ -18,7 +18,7 @@ import (
 // arguments. Numbers come back as decimal strings, exactly.
 var codecProbe = func() string {
 	var src strings.Builder
-	src.WriteString(store.PreludeHelpers("be4", "be8", "unbe", "stamp", "fence_of", "attempt_of", "num", "meta_value", "enc"))
+	src.WriteString(store.PreludeHelpers("be4", "be8", "unbe", "times", "stamp", "fence_of", "attempt_of", "num", "meta_value", "enc"))
 	src.WriteString(`
 local op, a, b, c = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 if op == 'be4' then return be4(tonumber(a)) end
@@ -27,7 +27,7 @@ if op == 'meta' then return meta_value(tonumber(a), tonumber(b), tonumber(c)) en
 if op == 'fence' then return num(fence_of(a)) end
 if op == 'attempt' then return num(attempt_of(a)) end
 if op == 'enc' then return enc(a) end
-if op == 'stamp' then return stamp(a, tonumber(b), be8(tonumber(c)), 7) end
+if op == 'stamp' then return stamp(a, tonumber(b), times(tonumber(c)), 7) end
 return redis.error_reply('unknown op ' .. op)
 `)
 	return src.String()

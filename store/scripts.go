@@ -96,15 +96,15 @@ func splitPrelude(text string) []helper {
 // The scripts, each documented in its .lua file, with the prelude helpers
 // each calls.
 var (
-	scriptClaimPick = loadScript("claim_pick", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "get_rec", "is_record",
+	scriptClaimPick = loadScript("claim_pick", "now", "be4", "be8", "unbe", "times", "stamp", "wrongtype", "get_rec", "is_record",
 		"token_of", "fence_of", "attempt_of", "num", "meta_get", "meta_value", "enc", "is_inf", "due_ms", "epoch_at",
-		"claim_gate", "held", "fence_refused", "take", "pick_head")
-	scriptClaimIDs = loadScript("claim_ids", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "get_rec",
+		"claim_gate", "held", "fence_refused", "claim_clock", "take", "pick_head")
+	scriptClaimIDs = loadScript("claim_ids", "now", "be4", "be8", "unbe", "times", "stamp", "wrongtype", "get_rec",
 		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_get", "meta_value", "is_inf", "due_ms",
-		"epoch_at", "claim_gate", "held", "fence_refused", "take", "claim_named")
-	scriptClaimBatch = loadScript("claim_batch", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "get_rec",
+		"epoch_at", "claim_gate", "held", "fence_refused", "claim_clock", "take", "claim_named")
+	scriptClaimBatch = loadScript("claim_batch", "now", "be4", "be8", "unbe", "times", "stamp", "wrongtype", "get_rec",
 		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_get", "meta_value", "is_inf", "due_ms",
-		"epoch_at", "claim_gate", "held", "fence_refused", "take", "claim_named")
+		"epoch_at", "claim_gate", "held", "fence_refused", "claim_clock", "take", "claim_named")
 	scriptExtend = loadScript("extend", "now", "be8", "unbe", "patch", "wrongtype", "get_rec",
 		"token_of", "fence_of")
 	scriptRelease = loadScript("release", "now", "be4", "unbe", "wrongtype", "get_rec", "token_of", "fence_of",
@@ -114,7 +114,7 @@ var (
 	scriptRequeue = loadScript("requeue", "now", "be4", "unbe", "meta_get", "meta_value", "meta_set", "is_inf", "due_ms")
 	scriptTrigger = loadScript("trigger", "now", "wrongtype", "num", "is_inf", "due_ms")
 	scriptForce   = loadScript("force", "now", "be4", "unbe", "meta_get", "meta_value", "meta_set")
-	scriptLock    = loadScript("lock", "now", "be4", "be8", "unbe", "stamp", "wrongtype", "token_of", "fence_of", "attempt_of", "num")
+	scriptLock    = loadScript("lock", "now", "be4", "be8", "unbe", "times", "stamp", "wrongtype", "token_of", "fence_of", "attempt_of", "num")
 	scriptUnlock  = loadScript("unlock", "wrongtype", "get_rec", "token_of")
 	scriptEpoch   = loadScript("epoch", "now", "wrongtype", "num", "epoch_at")
 	scriptPending = loadScript("pending", "now", "unbe", "meta_get", "is_inf", "due_ms")

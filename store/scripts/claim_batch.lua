@@ -15,8 +15,8 @@
 -- Result: as claim_ids.lua; code 0 also means synced in this run, or
 -- failing and not due.
 local nowms, nowus = now()
-local nowb = be8(nowms) -- stamped into every record
 local ttl = tonumber(ARGV[2])
+local c = claim_clock(nowms, ttl)
 local gate = claim_gate(KEYS[3], nowms, ttl)
 if gate then return gate end
 local since = tonumber(ARGV[3])
@@ -29,6 +29,6 @@ for i = 1, #KEYS - 4 do
     local _, l, a = meta_get(KEYS[2], id)
     ok = l < since and (a == 0 or due_ms(score) <= nowms)
   end
-  claim_named(out, ok, KEYS[1], KEYS[2], KEYS[4], KEYS[4 + i], id, ARGV[3 + 2 * i], ok and due_ms(score), ttl, nowms, nowus, nowb)
+  claim_named(out, ok, KEYS[1], KEYS[2], KEYS[4], KEYS[4 + i], id, ARGV[3 + 2 * i], ok and due_ms(score), ttl, nowms, nowus, c)
 end
 return out

@@ -19,8 +19,8 @@
 -- raised, see fence_refused), fence, attempt, lastSyncMs, score before
 -- the claim.
 local nowms, nowus = now()
-local nowb = be8(nowms) -- stamped into every record
 local ttl = tonumber(ARGV[2])
+local c = claim_clock(nowms, ttl)
 local gate = claim_gate(KEYS[3], nowms, ttl)
 if gate then return gate end
 local out = {}
@@ -28,6 +28,6 @@ for i = 1, #KEYS - 4 do
   local id = ARGV[1 + 2 * i]
   local score = redis.call('ZSCORE', KEYS[1], id)
   local ok = score and not is_inf(score)
-  claim_named(out, ok, KEYS[1], KEYS[2], KEYS[4], KEYS[4 + i], id, ARGV[2 + 2 * i], ok and due_ms(score), ttl, nowms, nowus, nowb)
+  claim_named(out, ok, KEYS[1], KEYS[2], KEYS[4], KEYS[4 + i], id, ARGV[2 + 2 * i], ok and due_ms(score), ttl, nowms, nowus, c)
 end
 return out

@@ -26,8 +26,8 @@
 -- values end the reply: 1 and the lowest due score left in the shard
 -- (ms, due_ms), or 0, 0 when there is none (only quarantined items).
 local nowms, nowus = now()
-local nowb = be8(nowms) -- stamped into every record
 local ttl = tonumber(ARGV[2])
+local c = claim_clock(nowms, ttl)
 local gate = claim_gate(KEYS[3], nowms, ttl)
 if gate then return gate end
 local recs = string.sub(KEYS[1], 1, -4) .. 'rec:' -- "<prefix>:{s<k>}:rec:"
@@ -55,7 +55,7 @@ local cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', nowms, 'WITHSCORES', '
 for i = 1, #cand, 2 do
   local id = cand[i]
   local rk = recs .. enc(id)
-  local fence, attempt, last, cur = take(KEYS[1], KEYS[2], KEYS[5], rk, id, ARGV[3 + #got], ttl, nowms, nowus, nowb)
+  local fence, attempt, last, cur = take(KEYS[1], KEYS[2], KEYS[5], rk, id, ARGV[3 + #got], nowus, c)
   local code -- of an item not claimed that is reported: -1 foreign, -2 quarantined
   if fence then
     got[#got + 1] = id

@@ -45,7 +45,7 @@ end
 -- The counter outlives the lock for a week; past that the time floor
 -- alone keeps fences rising.
 local fence = nowus
-local prev = redis.call('SET', KEYS[2], num(nowus), 'PX', 604800000, 'GET')
+local prev = redis.call('SET', KEYS[2], num(nowus), 'PX', '604800000', 'GET')
 if not prev then
   local hold = hold_off()
   if hold > 0 then
@@ -64,10 +64,10 @@ end
 prev = tonumber(prev)
 if prev and prev >= nowus then
   fence = prev + 1
-  redis.call('SET', KEYS[2], num(fence), 'PX', 604800000)
+  redis.call('SET', KEYS[2], num(fence), 'PX', '604800000')
 end
 local tmpl = ARGV[2]
-local cur = wrongtype(redis.pcall('SET', KEYS[1], stamp(tmpl, fence, be8(nowms), attempt_of(tmpl)), 'NX', 'PX', ARGV[1], 'GET'))
+local cur = wrongtype(redis.pcall('SET', KEYS[1], stamp(tmpl, fence, times(nowms), attempt_of(tmpl)), 'NX', 'PX', ARGV[1], 'GET'))
 if not cur then return {1, fence} end
 if token_of(cur) == token_of(tmpl) then return {1, fence_of(cur)} end
 local pttl = redis.call('PTTL', KEYS[1])

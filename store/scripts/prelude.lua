@@ -48,12 +48,17 @@ end
 local function patch(rec, at, bytes)
   return string.sub(rec, 1, at - 1) .. bytes .. string.sub(rec, at + #bytes)
 end
--- stamp writes a claim's fence, claimed-at, heartbeat-at and attempt
--- into a record template in one concatenation (layout in record.go); t
--- is be8 of the time, the same for every item of a call.
+-- times: bytes 30..47 of a record stamped at nowms (ms): claimed-at and
+-- heartbeat-at, each after msgpack's uint64 marker (0xcf).
+local function times(nowms)
+  local t = be8(nowms)
+  return '\207' .. t .. '\207' .. t
+end
+-- stamp writes a claim's fence, times (times(), the same for every item
+-- of a call) and attempt into a record template in one concatenation
+-- (layout in record.go: the markers are msgpack's uint64 and uint32).
 local function stamp(tmpl, fence, t, attempt)
-  return string.sub(tmpl, 1, 21) .. be8(fence) .. string.sub(tmpl, 30, 30) .. t ..
-    string.sub(tmpl, 39, 39) .. t .. string.sub(tmpl, 48, 49) .. be4(attempt) .. string.sub(tmpl, 54)
+  return string.sub(tmpl, 1, 21) .. be8(fence) .. t .. string.sub(tmpl, 48, 48) .. '\206' .. be4(attempt) .. string.sub(tmpl, 54)
 end
 -- wrongtype: the reply of a redis.pcall on a record key, with a key of
 -- another type (made by hand) read as '', a record nobody can match. Any
@@ -223,6 +228,13 @@ local function fence_refused(due, meta, errs, id, f)
     'Fix: HDEL ' .. meta .. ' <id> (fences start again from Redis TIME in microseconds; reset a fenced ' ..
     'target that stored a higher fence for the item), then syncd requeue <id>'))
 end
+-- claim_clock: what every item of one claim call stamps and sends,
+-- made once per call: the record's times for stamp, and as strings the
+-- ttl and the score an item is held at (now + ttl): a number argument
+-- of redis.call costs Redis a printf each.
+local function claim_clock(nowms, ttl)
+  return {times = times(nowms), ttl = num(ttl), held = num(nowms + ttl)}
+end
 -- take: SET NX at rk the template stamped with a fresh fence; on success
 -- the fence is remembered in the meta HASH and the item leaves the due
 -- range for ttl. Returns fence, attempt, lastSync; or, when the item is
@@ -230,17 +242,18 @@ end
 -- cannot be raised (fence_refused: quarantined). The fence is
 -- max(last fence + 1, now in us): it keeps rising even when Redis forgot
 -- the counter, as long as Redis's clock does not go back.
-local function take(due, meta, errs, rk, id, tmpl, ttl, nowms, nowus, nowb)
+-- c is the call's claim_clock.
+local function take(due, meta, errs, rk, id, tmpl, nowus, c)
   local f, l, a = meta_get(meta, id)
   if f >= 9007199254740991 then
     fence_refused(due, meta, errs, id, f)
     return nil
   end
   local fence = math.max(f + 1, nowus)
-  local cur = wrongtype(redis.pcall('SET', rk, stamp(tmpl, fence, nowb, a + 1), 'NX', 'PX', ttl, 'GET'))
+  local cur = wrongtype(redis.pcall('SET', rk, stamp(tmpl, fence, c.times, a + 1), 'NX', 'PX', c.ttl, 'GET'))
   if cur then return nil, nil, nil, cur end
   redis.call('HSET', meta, id, meta_value(fence, l, a))
-  redis.call('ZADD', due, 'XX', nowms + ttl, id)
+  redis.call('ZADD', due, 'XX', c.held, id)
   return fence, a + 1, l
 end
 -- pick_head: a pick claim's reply out, ended with the shard's lowest
@@ -264,7 +277,7 @@ end
 -- reply was lost; 0 not claimable; -1 held by another owner; -2 held by
 -- a foreign record; -3 quarantined, its fence cannot be raised), fence,
 -- attempt, lastSyncMs, prev (0 when not claimable).
-local function claim_named(out, ok, due, meta, errs, rk, id, tmpl, prev, ttl, nowms, nowus, nowb)
+local function claim_named(out, ok, due, meta, errs, rk, id, tmpl, prev, ttl, nowms, nowus, c)
   local code, fence, attempt, last = 0, 0, 0, 0
   if not ok then
     local n = #out
@@ -279,7 +292,7 @@ local function claim_named(out, ok, due, meta, errs, rk, id, tmpl, prev, ttl, no
     code = held(due, rk, id, cur, ttl, nowms) and -2 or -1
   else
     -- No record: the SET NX cannot fail, so no fence means quarantined.
-    fence, attempt, last = take(due, meta, errs, rk, id, tmpl, ttl, nowms, nowus, nowb)
+    fence, attempt, last = take(due, meta, errs, rk, id, tmpl, nowus, c)
     if fence then
       code = 1
     else

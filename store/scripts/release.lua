@@ -47,12 +47,16 @@ end
 
 local nowms = now()
 local out, any = {}, false
+-- okraw, okdue: the last delay of a synced item and its due score as a
+-- string (a number argument costs Redis a printf per call; a call's
+-- items mostly share one delay).
+local okraw, okdue
 -- Most calls find no trigger in flight: one EXISTS then spares an HGET
 -- per item.
 local triggered = redis.call('EXISTS', KEYS[4]) == 1
 for i = 1, n do
   local j = 5 * i - 3
-  local id, tok, kind, value, msg = ARGV[j], ARGV[j + 1], ARGV[j + 2], tonumber(ARGV[j + 3]), ARGV[j + 4]
+  local id, tok, kind, msg = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 4]
   local rk = KEYS[5 + i]
   local cur = get_rec(rk)
   local code = 0
@@ -79,13 +83,19 @@ for i = 1, n do
       -- The fence is the record's: the claim wrote the same to meta, and
       -- anything that raised it since (force) deleted the record. The
       -- record's attempt is the failures before it + 1.
-      local due = nowms + value
-      if again then due = nowms - again end
+      local due
+      if again then
+        due = nowms - again
+      else
+        if ARGV[j + 3] ~= okraw then okraw, okdue = ARGV[j + 3], num(nowms + tonumber(ARGV[j + 3])) end
+        due = okdue
+      end
       if redis.call('ZADD', KEYS[1], 'XX', 'CH', due, id) == 1 or redis.call('ZSCORE', KEYS[1], id) then
         redis.call('HSET', KEYS[2], id, meta_value(fence_of(cur), nowms, 0))
         if attempt_of(cur) > 1 then wrongtype(redis.pcall('HDEL', KEYS[3], id)) end
       end
     elseif redis.call('ZSCORE', KEYS[1], id) then
+      local value = tonumber(ARGV[j + 3])
       local f, l, a = meta_get(KEYS[2], id)
       if kind == 'fail' or kind == 'quarantine' then
         meta_set(KEYS[2], id, f, l, a + 1)
@@ -117,7 +127,8 @@ if any then
   -- The receipt: now, then each item's code. A key of another type
   -- (made by hand) is replaced: it only remembers.
   local codes = {num(nowms)}
-  for i = 1, n do codes[i + 1] = out[2 * i - 1] end
+  local text = {[1] = '1', [0] = '0', [-1] = '-1'} -- table.concat would printf each number
+  for i = 1, n do codes[i + 1] = text[out[2 * i - 1]] end
   redis.call('SET', KEYS[5], table.concat(codes, ' '), 'PX', ARGV[1])
 end
 return out
