@@ -27,7 +27,7 @@ if op == 'meta' then return meta_value(tonumber(a), tonumber(b), tonumber(c)) en
 if op == 'fence' then return num(fence_of(a)) end
 if op == 'attempt' then return num(attempt_of(a)) end
 if op == 'enc' then return enc(a) end
-if op == 'stamp' then return stamp(a, tonumber(b), times(tonumber(c)), 7) end
+if op == 'stamp' then return stamp(a, be8(tonumber(b)), times(tonumber(c)), 7) end
 return redis.error_reply('unknown op ' .. op)
 `)
 	return src.String()

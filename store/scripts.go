@@ -97,17 +97,17 @@ func splitPrelude(text string) []helper {
 // each calls.
 var (
 	scriptClaimPick = loadScript("claim_pick", "now", "be4", "be8", "unbe", "times", "stamp", "wrongtype", "get_rec", "is_record",
-		"token_of", "fence_of", "attempt_of", "num", "meta_get", "meta_value", "enc", "is_inf", "due_ms", "epoch_at",
+		"token_of", "fence_of", "attempt_of", "num", "meta_get", "enc", "is_inf", "due_ms", "epoch_at",
 		"claim_gate", "held", "fence_refused", "claim_clock", "take", "pick_head")
 	scriptClaimIDs = loadScript("claim_ids", "now", "be4", "be8", "unbe", "times", "stamp", "wrongtype", "get_rec",
-		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_get", "meta_value", "is_inf", "due_ms",
+		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_get", "is_inf", "due_ms",
 		"epoch_at", "claim_gate", "held", "fence_refused", "claim_clock", "take", "claim_named")
 	scriptClaimBatch = loadScript("claim_batch", "now", "be4", "be8", "unbe", "times", "stamp", "wrongtype", "get_rec",
-		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_get", "meta_value", "is_inf", "due_ms",
+		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_get", "is_inf", "due_ms",
 		"epoch_at", "claim_gate", "held", "fence_refused", "claim_clock", "take", "claim_named")
 	scriptExtend = loadScript("extend", "now", "be8", "unbe", "patch", "wrongtype", "get_rec",
 		"token_of", "fence_of")
-	scriptRelease = loadScript("release", "now", "be4", "unbe", "wrongtype", "get_rec", "token_of", "fence_of",
+	scriptRelease = loadScript("release", "now", "be8", "be4", "unbe", "wrongtype", "get_rec", "token_of", "fence_of",
 		"attempt_of", "num", "meta_get", "meta_value", "meta_set")
 	scriptAdd     = loadScript("add", "now")
 	scriptRemove  = loadScript("remove", "wrongtype")

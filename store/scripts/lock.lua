@@ -67,7 +67,7 @@ if prev and prev >= nowus then
   redis.call('SET', KEYS[2], num(fence), 'PX', '604800000')
 end
 local tmpl = ARGV[2]
-local cur = wrongtype(redis.pcall('SET', KEYS[1], stamp(tmpl, fence, times(nowms), attempt_of(tmpl)), 'NX', 'PX', ARGV[1], 'GET'))
+local cur = wrongtype(redis.pcall('SET', KEYS[1], stamp(tmpl, be8(fence), times(nowms), attempt_of(tmpl)), 'NX', 'PX', ARGV[1], 'GET'))
 if not cur then return {1, fence} end
 if token_of(cur) == token_of(tmpl) then return {1, fence_of(cur)} end
 local pttl = redis.call('PTTL', KEYS[1])

@@ -54,11 +54,12 @@ local function times(nowms)
   local t = be8(nowms)
   return '\207' .. t .. '\207' .. t
 end
--- stamp writes a claim's fence, times (times(), the same for every item
--- of a call) and attempt into a record template in one concatenation
--- (layout in record.go: the markers are msgpack's uint64 and uint32).
-local function stamp(tmpl, fence, t, attempt)
-  return string.sub(tmpl, 1, 21) .. be8(fence) .. t .. string.sub(tmpl, 48, 48) .. '\206' .. be4(attempt) .. string.sub(tmpl, 54)
+-- stamp writes a claim's fence (its 8 bytes, be8), times (times(), the
+-- same for every item of a call) and attempt into a record template in
+-- one concatenation (layout in record.go: the markers are msgpack's
+-- uint64 and uint32).
+local function stamp(tmpl, fence8, t, attempt)
+  return string.sub(tmpl, 1, 21) .. fence8 .. t .. string.sub(tmpl, 48, 48) .. '\206' .. be4(attempt) .. string.sub(tmpl, 54)
 end
 -- wrongtype: the reply of a redis.pcall on a record key, with a key of
 -- another type (made by hand) read as '', a record nobody can match. Any
@@ -99,7 +100,8 @@ local function num(n) return string.format('%.0f', n) end
 -- "fence:lastSync:attempts" it replaced. Absent or foreign (any other
 -- length: never walked, a planted 20 MB value cost 0.93 s here) means
 -- zeros, as after Redis lost data: the fence floor of take keeps fences
--- rising, and the next claim writes a valid value.
+-- rising, and the next claim writes a valid value. The fourth value is
+-- the meta value itself when valid, nil otherwise.
 local function meta_get(key, id)
   local v = redis.call('HGET', key, id)
   if not v or #v ~= 14 and #v ~= 17 then return 0, 0, 0 end
@@ -108,7 +110,7 @@ local function meta_get(key, id)
   local att = string.byte(v, 14)
   if #v == 17 then att = unbe(string.sub(v, 14)) end
   return ((((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g),
-    (((((h * 256 + i) * 256 + j) * 256 + k) * 256 + l) * 256 + m), att
+    (((((h * 256 + i) * 256 + j) * 256 + k) * 256 + l) * 256 + m), att, v
 end
 local function meta_value(f, l, a)
   -- One string.char of 14 bytes: fence f7..f1, lastSync l6..l1, attempts.
@@ -244,15 +246,18 @@ end
 -- the counter, as long as Redis's clock does not go back.
 -- c is the call's claim_clock.
 local function take(due, meta, errs, rk, id, tmpl, nowus, c)
-  local f, l, a = meta_get(meta, id)
+  local f, l, a, v = meta_get(meta, id)
   if f >= 9007199254740991 then
     fence_refused(due, meta, errs, id, f)
     return nil
   end
   local fence = math.max(f + 1, nowus)
-  local cur = wrongtype(redis.pcall('SET', rk, stamp(tmpl, fence, c.times, a + 1), 'NX', 'PX', c.ttl, 'GET'))
+  local fence8 = be8(fence)
+  local cur = wrongtype(redis.pcall('SET', rk, stamp(tmpl, fence8, c.times, a + 1), 'NX', 'PX', c.ttl, 'GET'))
   if cur then return nil, nil, nil, cur end
-  redis.call('HSET', meta, id, meta_value(fence, l, a))
+  -- The new fence's 7 bytes before the value's lastSync and attempts,
+  -- as meta_value(fence, l, a) would write them.
+  redis.call('HSET', meta, id, string.sub(fence8, 2) .. (v and string.sub(v, 8) or '\0\0\0\0\0\0\0'))
   redis.call('ZADD', due, 'XX', c.held, id)
   return fence, a + 1, l
 end

@@ -51,6 +51,9 @@ local out, any = {}, false
 -- string (a number argument costs Redis a printf per call; a call's
 -- items mostly share one delay).
 local okraw, okdue
+-- synced: a synced item's meta value after its fence: lastSync = now (6
+-- bytes) and no attempts, as meta_value writes them.
+local synced = string.sub(be8(nowms), 3) .. '\0'
 -- Most calls find no trigger in flight: one EXISTS then spares an HGET
 -- per item.
 local triggered = redis.call('EXISTS', KEYS[4]) == 1
@@ -91,7 +94,8 @@ for i = 1, n do
         due = okdue
       end
       if redis.call('ZADD', KEYS[1], 'XX', 'CH', due, id) == 1 or redis.call('ZSCORE', KEYS[1], id) then
-        redis.call('HSET', KEYS[2], id, meta_value(fence_of(cur), nowms, 0))
+        -- The record's fence (its low 7 bytes) is the meta's.
+        redis.call('HSET', KEYS[2], id, string.sub(cur, 23, 29) .. synced)
         if attempt_of(cur) > 1 then wrongtype(redis.pcall('HDEL', KEYS[3], id)) end
       end
     elseif redis.call('ZSCORE', KEYS[1], id) then
