@@ -78,27 +78,35 @@ func (e *Engine) work(l *ownership.Lease, permit string, probe bool, claim trace
 // and what its release wrote (res).
 func (e *Engine) account(ctx context.Context, l *ownership.Lease, what outcomeKind, out ownership.Outcome,
 	res ownership.ReleaseResult, err error, took time.Duration) {
-	log := e.log.With().Str("id", l.ID()).Uint64("fence", l.Fence()).Int("attempt", l.Attempt()).
-		Int("worker", l.Owner().Worker).Float64("took_ms", ms(took)).Logger()
+	if what == outcomeSynced && res.Recorded && res.Err == nil {
+		// The common case logs at debug level only: the item's fields
+		// cost allocations and a float's formatting, per sync.
+		e.m.SyncsOK.Add(1)
+		if e.log.Debug().Enabled() {
+			log := e.itemLog(l, took)
+			log.Debug().Msg("synced")
+		}
+		return
+	}
+	log := e.itemLog(l, took)
 	if res.Err != nil {
 		log.Warn().Err(res.Err).Msg("release failed; the claim expires by itself")
 	}
 	recorded := res.Recorded
 	switch what {
 	case outcomeSynced:
-		if recorded {
+		if recorded { // with a release error (not seen so far)
 			e.m.SyncsOK.Add(1)
-			log.Debug().Msg("synced")
+			break
+		}
+		// The sink finished, but ownership could not be trusted any more,
+		// or the outcome could not be written: that attempt is not
+		// recorded and the item syncs again.
+		e.m.SyncsUnrecorded.Add(1)
+		if res.Err != nil {
+			log.Warn().Msg("synced, but the outcome could not be written: not recorded; the item syncs again once its claim expires")
 		} else {
-			// The sink finished, but ownership could not be trusted any
-			// more, or the outcome could not be written: that attempt is
-			// not recorded and the item syncs again.
-			e.m.SyncsUnrecorded.Add(1)
-			if res.Err != nil {
-				log.Warn().Msg("synced, but the outcome could not be written: not recorded; the item syncs again once its claim expires")
-			} else {
-				log.Warn().Str("release", res.Code.String()).Msg("synced, but the lease ended first: not recorded")
-			}
+			log.Warn().Str("release", res.Code.String()).Msg("synced, but the lease ended first: not recorded")
 		}
 	case outcomeFailed, outcomeQuarantined:
 		e.failed(log, what, out, res, err)
@@ -123,6 +131,12 @@ func (e *Engine) account(ctx context.Context, l *ownership.Lease, what outcomeKi
 		e.m.SyncsUnavailable.Add(1)
 		log.Debug().Err(err).Int64("back_in_ms", out.Delay.Milliseconds()).Msg("target unavailable: handed back, not counted against the item")
 	}
+}
+
+// itemLog is the engine's logger with the fields of one sync.
+func (e *Engine) itemLog(l *ownership.Lease, took time.Duration) zerolog.Logger {
+	return e.log.With().Str("id", l.ID()).Uint64("fence", l.Fence()).Int("attempt", l.Attempt()).
+		Int("worker", l.Owner().Worker).Float64("took_ms", ms(took)).Logger()
 }
 
 type outcomeKind int
