@@ -208,6 +208,16 @@ func TestItemErrorLog(t *testing.T) {
 		if _, err := s.Item(ctx, "nope"); !errors.Is(err, store.ErrUnknownItem) {
 			t.Errorf("Item(nope) = %v", err)
 		}
+		// release.lua names the error log of an id that needs encoding
+		// as Keys.ErrLog does.
+		odd := "odd id:{1} 50%"
+		s.Add(ctx, odd)
+		ro := record("w")
+		claim(t, s, ro, time.Minute, odd)
+		s.Release(ctx, s.Keys().Shard(odd), []store.ReleaseRequest{{ID: odd, Token: ro.Token, Kind: store.ReleaseFailed, Error: "odd boom"}})
+		if d, err := s.Item(ctx, odd); err != nil || len(d.Errors) != 1 || d.Errors[0].Error != "odd boom" {
+			t.Errorf("Item(%q) = %+v, %v; want its one error", odd, d, err)
+		}
 		s.Remove(ctx, "p")
 		if n := s.Client().Exists(ctx, s.Keys().ErrLog(sh, "p")).Val(); n != 0 {
 			t.Errorf("error log kept after Remove")

@@ -195,7 +195,8 @@ func (k Keys) Record(shard int, id string) string {
 }
 
 // ErrLog is the list of an item's last failures (see Store.Item). It
-// shares the shard's slot, so release.lua writes it.
+// shares the shard's slot, so release.lua writes it (making its name as
+// this does, from Due's).
 func (k Keys) ErrLog(shard int, id string) string {
 	return k.tags[shard] + "errlog:" + EncodeID(id)
 }

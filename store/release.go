@@ -78,13 +78,12 @@ func (s *Store) Release(ctx context.Context, shard int, reqs []ReleaseRequest) (
 		return nil, nil
 	}
 	k := s.keys
-	keys := make([]string, 5+2*len(reqs))
+	keys := make([]string, 5+len(reqs))
 	copy(keys, []string{k.Due(shard), k.Meta(shard), k.Errors(shard), k.Again(shard), k.ReleaseReceipt(shard, reqs[0].Token, reqs[0].ID)})
 	args := make([]any, 0, 1+5*len(reqs))
 	args = append(args, receiptKeep.Milliseconds())
 	for i, r := range reqs {
 		keys[5+i] = k.Record(shard, r.ID)
-		keys[5+len(reqs)+i] = k.ErrLog(shard, r.ID)
 		msg := r.Error
 		if len(msg) > 1024 {
 			msg = msg[:1024]

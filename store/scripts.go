@@ -107,7 +107,7 @@ var (
 		"epoch_at", "claim_gate", "held", "fence_refused", "claim_clock", "take", "claim_named")
 	scriptExtend = loadScript("extend", "now", "be8", "unbe", "patch", "wrongtype", "get_rec",
 		"token_of", "fence_of")
-	scriptRelease = loadScript("release", "now", "be8", "be4", "unbe", "wrongtype", "get_rec", "token_of", "fence_of",
+	scriptRelease = loadScript("release", "now", "be8", "be4", "unbe", "wrongtype", "get_rec", "token_of", "fence_of", "enc",
 		"attempt_of", "num", "meta_get", "meta_value", "meta_set")
 	scriptAdd     = loadScript("add", "now")
 	scriptRemove  = loadScript("remove", "wrongtype")

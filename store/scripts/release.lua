@@ -7,7 +7,9 @@
 -- KEYS[5]    receipt of this call (Keys.ReleaseReceipt of its first item):
 --            the codes it replied, kept ARGV[1] ms when it released any
 -- KEYS[5+i]  record key of item i (n items: i = 1..n)
--- KEYS[5+n+i] error log LIST of item i (Keys.ErrLog)
+-- An item's error log LIST (Keys.ErrLog), written only on a failure, is
+-- found from the due key as claim_pick.lua finds records: it shares the
+-- shard's slot.
 -- ARGV[1]    how long KEYS[5] is kept, ms
 -- ARGV       then 5 per item i, from ARGV[5i-3]: id, token, kind, value, error
 --   kind "ok"          synced: lastSync = now, attempts = 0, due at now + value ms
@@ -30,7 +32,7 @@
 -- owner whose claim expired is never told it released. One SET per call
 -- that released anything, not per item.
 
-local n = (#KEYS - 5) / 2
+local n = #KEYS - 5
 local prior = wrongtype(redis.pcall('GET', KEYS[5]))
 if prior and prior ~= '' then
   local out, at = {}, nil
@@ -107,8 +109,9 @@ for i = 1, n do
         -- failure: the attempt is counted and quarantine still comes.
         wrongtype(redis.pcall('HSET', KEYS[3], id, msg))
         local entry = num(nowms) .. ' ' .. num(fence_of(cur)) .. ' ' .. string.sub(msg, 1, 512)
-        if wrongtype(redis.pcall('LPUSH', KEYS[5 + n + i], entry)) ~= '' then
-          redis.call('LTRIM', KEYS[5 + n + i], 0, 9)
+        local log = string.sub(KEYS[1], 1, -4) .. 'errlog:' .. enc(id) -- "<prefix>:{s<k>}:errlog:<id>"
+        if wrongtype(redis.pcall('LPUSH', log, entry)) ~= '' then
+          redis.call('LTRIM', log, 0, 9)
         end
         if kind == 'fail' then
           redis.call('ZADD', KEYS[1], nowms + value, id)
