@@ -39,9 +39,11 @@ type ahead struct {
 	settle time.Duration // the ownership settle delay
 	meanNs atomic.Int64  // mean sync duration (moving average), ns; 0: none seen yet
 	lagNs  atomic.Int64  // mean claim lag (moving average), ns; 0: none seen yet
-	// late and lost count the leases handed back for waiting past the
-	// bound, and for losing their trust window while they waited.
-	late, lost atomic.Int64
+	// slots is the worker slots the dispatcher took (the worker
+	// semaphore) that the syncs have not given back yet: what limit
+	// counts as busy. It is taken before the budget is given back, so a
+	// claim loop never sees a worker free that a lease is on its way to.
+	slots atomic.Int64
 
 	mu     sync.Mutex
 	held   int           // budget taken: claims on their way and leases queued
@@ -156,7 +158,7 @@ func fold(v *atomic.Int64, d time.Duration) {
 // stream of claims made only to be handed back. Call it with a.mu held.
 func (a *ahead) limit() int {
 	w := a.e.cfg.Workers
-	free := max(w-int(a.e.m.InFlight.Load()), 0)
+	free := max(w-int(a.slots.Load()), 0)
 	mean := a.mean()
 	switch {
 	case a.lateAt.After(a.startedAt):
@@ -311,6 +313,7 @@ func (a *ahead) run(ctx context.Context) {
 			}
 			continue
 		}
+		a.slots.Add(1) // given back by the sync (Engine.work)
 		a.mu.Lock()
 		a.startedAt = time.Now()
 		a.mu.Unlock()
@@ -418,12 +421,12 @@ func (a *ahead) handBack(ps []*pending, why string) {
 		a.e.m.HandedBack.Add(int64(len(ps)))
 		log = a.e.log.Info()
 	case "wait":
-		a.late.Add(int64(len(ps)))
+		a.e.m.AheadLate.Add(int64(len(ps)))
 		a.mu.Lock()
 		a.lateAt = time.Now()
 		a.mu.Unlock()
 	case "lost":
-		a.lost.Add(int64(len(ps)))
+		a.e.m.AheadLost.Add(int64(len(ps)))
 		log = a.e.log.Warn()
 	}
 	log.Int("leases", len(ps)).Str("why", why).Int("release_failed", failed).Dur("bound", a.bound()).

@@ -72,7 +72,7 @@ func TestAheadKeepsWorkersBusy(t *testing.T) {
 				t.Errorf("%s handed back at +%v, after the start", r.id, r.at.Sub(start))
 			}
 		}
-		t.Logf("%d handed back at the start", e.ahead.late.Load())
+		t.Logf("%d handed back at the start", e.m.AheadLate.Load())
 	})
 }
 
@@ -96,7 +96,7 @@ func TestAheadStartsInDueOrder(t *testing.T) {
 		if !slices.IsSorted(rest) {
 			t.Errorf("sync order %v: after the first, not longest-waiting first", got)
 		}
-		if n := e.ahead.late.Load(); n > 0 {
+		if n := e.m.AheadLate.Load(); n > 0 {
 			t.Errorf("%d handed back for waiting too long, want none", n)
 		}
 	})
@@ -221,8 +221,8 @@ func TestAheadWaitBound(t *testing.T) {
 				handedBack++
 			}
 		}
-		if handedBack == 0 || e.ahead.late.Load() == 0 {
-			t.Errorf("%d handed back (%d for waiting) while the worker was busy for 2s", handedBack, e.ahead.late.Load())
+		if handedBack == 0 || e.m.AheadLate.Load() == 0 {
+			t.Errorf("%d handed back (%d for waiting) while the worker was busy for 2s", handedBack, e.m.AheadLate.Load())
 		}
 		bound := e.ahead.bound()
 		sink.mu.Lock()
@@ -262,7 +262,7 @@ func TestAheadLostWhileWaiting(t *testing.T) {
 		if len(sink.dead) > 0 {
 			t.Errorf("syncs started on leases already lost: %v", sink.dead)
 		}
-		if e.ahead.lost.Load() == 0 {
+		if e.m.AheadLost.Load() == 0 {
 			t.Error("no lease was lost while it waited: the test tests nothing")
 		}
 		if sink.n < 6 {
@@ -299,5 +299,27 @@ func TestAheadRestsWhenNothingDue(t *testing.T) {
 		if got.IsZero() {
 			t.Fatal("the item added was never claimed")
 		}
+	})
+}
+
+// Without a settle delay and before any sync has ended, claim-ahead holds
+// no more than the free workers: a worker a lease is on its way to is not
+// free. (The dispatcher gave the lease's budget back before its sync
+// counted as running, and a claim loop woken by that took a second item
+// for the one busy worker, which then waited a whole sync for it.)
+func TestAheadNoMeanClaimsOnlyFreeWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := settleFake(0, 5)
+		sink := &syncLog{} // each sync runs until its context ends
+		e := startFake(t, f, sink, Config{Workers: 1, Batch: 4, Interval: time.Hour, Poll: 5 * time.Millisecond})
+		for range 20 { // many claim rounds' worth of wake-ups
+			time.Sleep(50 * time.Millisecond)
+			synctest.Wait()
+			if got := f.claimed(); len(got) != 1 {
+				e.Stop(context.Background())
+				t.Fatalf("claimed %v with one worker and no sync ended yet, want one", got)
+			}
+		}
+		e.Stop(context.Background())
 	})
 }

@@ -42,6 +42,11 @@ type Metrics struct {
 	// process's reconciles by result; ReconcileRefusing is 1 while its
 	// last reconcile removed nothing because of the guard.
 	ReconcileOK, ReconcileGuarded, ReconcileFailed, ReconcileRefusing atomic.Int64
+	// AheadLate and AheadLost count leases claimed ahead of a free worker
+	// (see Config.ClaimAhead) and handed back without a sync: having
+	// waited past their bound, or found lost before a worker took them.
+	// Those handed back at shutdown count in HandedBack.
+	AheadLate, AheadLost atomic.Int64
 	// RedisUp is 1 while the engine's last round trip to Redis (the
 	// monitor's, every Poll up to 2s, or the count of items) succeeded,
 	// else 0.
@@ -151,6 +156,10 @@ var families = newFamilies([]family{
 		kind: prometheus.GaugeValue, series: one(at(func(m *Metrics) *atomic.Int64 { return &m.ReconcileRefusing }))},
 	{name: "syncd_target_permits_lost_total", help: "max_in_flight permits that expired while their syncs ran.",
 		kind: prometheus.CounterValue, series: one(at(func(m *Metrics) *atomic.Int64 { return &m.PermitsLost }))},
+	{name: "syncd_claim_ahead_handed_back_total", help: "Leases claimed ahead of a free worker and handed back without a sync, by reason: waited past their bound, or lost before a worker took them.",
+		kind: prometheus.CounterValue, label: "reason", series: []series{
+			{"waited", at(func(m *Metrics) *atomic.Int64 { return &m.AheadLate })},
+			{"lost", at(func(m *Metrics) *atomic.Int64 { return &m.AheadLost })}}},
 	{name: "syncd_quarantined_total", help: "Items quarantined after max_attempts or a permanent error.",
 		kind: prometheus.CounterValue, series: one(at(func(m *Metrics) *atomic.Int64 { return &m.Quarantined }))},
 	{name: "syncd_items_damaged_total", help: "Items a claim quarantined because their state in Redis is damaged, by what.",

@@ -27,6 +27,9 @@ func (e *Engine) work(l *ownership.Lease, permit string, probe bool, claim trace
 		if !freed {
 			freed = true
 			e.giveID(w)
+			if e.ahead != nil {
+				e.ahead.slots.Add(-1) // the dispatcher took it
+			}
 			e.sem.Release(1)
 		}
 	}
