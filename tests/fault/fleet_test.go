@@ -506,6 +506,28 @@ func (f *fleet) mustState() map[string]itemState {
 	return st
 }
 
+// awaitAOFWritten waits (at most 5 s) until Redis's AOF buffer is empty:
+// everything it acknowledged so far is then in the file, which a kill -9
+// of the process does not lose. With appendfsync everysec Redis holds
+// writes back, acknowledged, for up to 2 s while a slow fsync runs (a
+// busy disk, as under the whole test suite).
+func (f *fleet) awaitAOFWritten() {
+	f.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		info, err := f.rdb.Info(ctx, "persistence").Result()
+		cancel()
+		if err == nil && strings.Contains(info, "aof_buffer_length:0\r\n") {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("redis's AOF buffer not written after 5s (%v): %s", err, info)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // lostAcks compares two states read from Redis, before and after a
 // fault: nothing acknowledged before may be missing after (invariant 4).
 func lostAcks(pre, post map[string]itemState) []string {

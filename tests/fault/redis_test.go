@@ -243,11 +243,15 @@ func TestRedisRestart(t *testing.T) {
 			"Redis (appendonly yes, appendfsync everysec) is killed with SIGKILL while at least one slow sync "+
 				"runs and restarted at once from its AOF. The state read from Redis just before the kill must "+
 				"be there after the restart: every item, lastSync and fence not lower, the poison item still "+
-				"quarantined. Recovery: from the restart to the begin of each item's next accepted write.")
+				"quarantined. Before the kill, the test waits until Redis has written its AOF buffer: with "+
+				"everysec, Redis acknowledges writes it holds back for up to 2 s while a slow fsync runs, which "+
+				"a kill -9 loses whatever syncd does. Recovery: from the restart to the begin of each item's "+
+				"next accepted write.")
 		for range trials(2) {
 			f.waitSlowInFlight()
 			offs := f.logOffsets()
 			pre := f.mustState()
+			f.awaitAOFWritten()
 			tr := sc.begin("kill -9, restart from AOF")
 			t0 := time.Now()
 			f.srv.Kill(t)
