@@ -1,0 +1,214 @@
+// Command redisinstr counts the instructions a redis-server runs for
+// syncd's hot paths, under valgrind's callgrind: a figure that does not
+// move with the machine's load, unlike the CPU times of benchall, so a
+// change to a script can be judged on a shared 2-core VM in a minute.
+//
+//	cd bench && go run ./cmd/redisinstr            # both workloads
+//	cd bench && go run ./cmd/redisinstr -keep DIR  # also keep the callgrind files
+//
+// For each workload it starts redis-server under callgrind twice, runs
+// the workload's setup in both and its measured rounds in the second
+// only, and prints the difference per operation:
+//
+//   - pick: 2000 items on one shard (so the meta hash is a hashtable, as
+//     in any deployment past 512 items a shard), 70 rounds to warm up,
+//     then 100 rounds of ClaimPick of 32 + Release of those 32 as synced;
+//     the operation is one item claimed and released.
+//   - lock: Store.Lock + Store.Unlock of 50 names in turn, 500 cycles; the
+//     operation is one cycle.
+//
+// It needs valgrind and redis-server on PATH. Instructions are not time,
+// but on these paths (Lua, string building, command dispatch) they track
+// it; read the callgrind files with callgrind_annotate for where they go
+// (a redis-server built with symbols names the functions).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/syncd/syncd/store"
+)
+
+func main() {
+	keep := flag.String("keep", "", "directory to keep the callgrind output files in")
+	server := flag.String("redis-server", "redis-server", "the redis-server binary to count")
+	flag.Parse()
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		fmt.Fprintln(os.Stderr, "redisinstr: valgrind is not on PATH (apt-get install valgrind)")
+		os.Exit(2)
+	}
+	for _, w := range []struct {
+		name string
+		ops  int // operations the measured rounds make
+	}{{"pick", 100 * 32}, {"lock", 500}} {
+		base, err := count(*server, w.name, false, *keep)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "redisinstr:", err)
+			os.Exit(1)
+		}
+		with, err := count(*server, w.name, true, *keep)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "redisinstr:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("%-5s %8.1fk Redis instructions per %s\n", w.name, float64(with-base)/float64(w.ops)/1000,
+			map[string]string{"pick": "item claimed and released (pick 32 + release 32)", "lock": "lock cycle (lock + unlock)"}[w.name])
+	}
+}
+
+var collected = regexp.MustCompile(`Collected : (\d+)`)
+
+// count runs the workload against a redis-server under callgrind and
+// returns the instructions it ran in all; measured says whether the
+// measured rounds run after the setup.
+func count(server, workload string, measured bool, keep string) (int64, error) {
+	dir, err := os.MkdirTemp("", "redisinstr-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	port, err := freePort()
+	if err != nil {
+		return 0, err
+	}
+	out := filepath.Join(dir, "callgrind.out")
+	cmd := exec.Command("valgrind", "--tool=callgrind", "--callgrind-out-file="+out, server,
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	logf, err := os.Create(filepath.Join(dir, "valgrind.log"))
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	cmd.Stderr = logf
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	up := false
+	for range 300 { // callgrind starts redis ~50x slower
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			up = true
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 30 * time.Second, MaxRetries: -1})
+	defer rdb.Close()
+	ctx := context.Background()
+	if !up {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return 0, fmt.Errorf("redis-server under callgrind did not answer on %s", addr)
+	}
+	werr := run(ctx, addr, workload, measured)
+	rdb.Shutdown(ctx) // the process exits: callgrind writes its file
+	if err := cmd.Wait(); err != nil && werr == nil {
+		werr = fmt.Errorf("valgrind: %w", err)
+	}
+	if werr != nil {
+		return 0, werr
+	}
+	log, err := os.ReadFile(logf.Name())
+	if err != nil {
+		return 0, err
+	}
+	m := collected.FindSubmatch(log)
+	if m == nil {
+		return 0, fmt.Errorf("no instruction count in valgrind's log:\n%s", log)
+	}
+	if keep != "" {
+		name := fmt.Sprintf("callgrind-%s-%s.out", workload, map[bool]string{false: "setup", true: "measured"}[measured])
+		if b, err := os.ReadFile(out); err == nil {
+			os.MkdirAll(keep, 0o755)
+			os.WriteFile(filepath.Join(keep, name), b, 0o644)
+		}
+	}
+	return strconv.ParseInt(string(m[1]), 10, 64)
+}
+
+// run is the workload: its setup, then (measured) its rounds.
+func run(ctx context.Context, addr, workload string, measured bool) error {
+	st, err := store.Open(ctx, store.Config{Addrs: []string{addr}, Shards: 1, ReadTimeout: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	hold, err := st.MarkEpoch(ctx, 0, time.Second)
+	if err != nil {
+		return err
+	}
+	time.Sleep(hold + 10*time.Millisecond)
+	ids := make([]string, 2000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("item-%07d", i)
+	}
+	if _, err := st.Add(ctx, ids...); err != nil {
+		return err
+	}
+	rec := func(tok store.Token, w int) *store.Record {
+		return &store.Record{Version: store.RecordVersion, Token: tok, State: store.StateSyncing,
+			Owner: store.Owner{Host: "bench-host", PID: 4242, Run: "benchrun01", Worker: w}}
+	}
+	rounds, warm := 0, 0
+	switch {
+	case workload == "pick":
+		warm = 70
+		if measured {
+			rounds = 100
+		}
+	case measured:
+		rounds = 500
+	}
+	for r := range warm + rounds {
+		if workload == "lock" {
+			tok, name := store.NewToken(), "lk-"+strconv.Itoa(r%50)
+			res, err := st.Lock(ctx, name, rec(tok, 0), 30*time.Second)
+			if err != nil || !res.Acquired {
+				return fmt.Errorf("lock %s: %+v %v", name, res, err)
+			}
+			if c, err := st.Unlock(ctx, name, tok); err != nil || c != store.Released {
+				return fmt.Errorf("unlock %s: %v %v", name, c, err)
+			}
+			continue
+		}
+		tok := store.NewToken()
+		recs := make([]*store.Record, 32)
+		for i := range recs {
+			recs[i] = rec(tok, i)
+		}
+		res, err := st.ClaimPick(ctx, store.ClaimPickParams{Shard: 0, Records: recs, TTL: 30 * time.Second})
+		if err != nil || len(res.Items) != 32 {
+			return fmt.Errorf("pick: %v %v", res, err)
+		}
+		reqs := make([]store.ReleaseRequest, 32)
+		for i, it := range res.Items {
+			reqs[i] = store.ReleaseRequest{ID: it.ID, Token: tok, Kind: store.ReleaseSynced}
+		}
+		out, err := st.Release(ctx, 0, reqs)
+		if err != nil || out[0].Code != store.Released {
+			return fmt.Errorf("release: %v %v", out, err)
+		}
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
