@@ -38,7 +38,7 @@ func StartServer(ctx context.Context) (*Server, error) {
 	}
 	var lastErr error
 	for range 5 {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -51,7 +51,8 @@ func StartServer(ctx context.Context) (*Server, error) {
 	return nil, lastErr
 }
 
-func freePort() (int, error) {
+// FreePort asks the kernel for an unused loopback port.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("bench: find a free port: %w", err)

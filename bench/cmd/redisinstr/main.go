@@ -37,6 +37,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/syncd/syncd/bench"
 	"github.com/syncd/syncd/store"
 )
 
@@ -78,7 +79,7 @@ func count(server, workload string, measured bool, keep string) (int64, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	port, err := freePort()
+	port, err := bench.FreePort()
 	if err != nil {
 		return 0, err
 	}
@@ -202,13 +203,4 @@ func run(ctx context.Context, addr, workload string, measured bool) error {
 		}
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
