@@ -715,13 +715,36 @@ func TestSupervisorTerminated(t *testing.T) {
 // the command's group, as it did before there was a supervisor.
 func TestSupervisorKilled(t *testing.T) {
 	ready, lines := fifo(t, t.TempDir())
-	s := newSink(t, execsink.Config{
+	// The sink learns the command's group from the supervisor's first
+	// line, which the supervisor writes once its command has started: the
+	// test kills the supervisor after that, when the sink has logged it.
+	// (Killed between the two, which the command's own output can show
+	// first on a loaded machine, it leaves the sink nothing to kill: a
+	// known window of microseconds, see the closing note.)
+	started := make(chan struct{}, 1)
+	s, err := execsink.New(execsink.Config{
 		Command: []string{"sh", "-c", `trap '' TERM; sleep 30 & echo "$PPID $$ $!" > "$READY"; wait`},
 		Env:     []string{"READY=" + ready},
-	})
+	}, zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), logHook(func(line string) {
+		if strings.Contains(line, "command started") {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+		}
+	}))).Level(zerolog.DebugLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
 	done := make(chan error, 1)
 	go func() { done <- s.Sync(t.Context(), sinks.Item{ID: "a"}) }()
 	pids := awaitLine(t, lines)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sink never logged the command's start")
+	}
 	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -735,4 +758,12 @@ func TestSupervisorKilled(t *testing.T) {
 	}
 	eventuallyDead(t, pids[1], pids[2])
 	eventuallyGroupDead(t, pids[1])
+}
+
+// logHook is a log writer that passes each line to f.
+type logHook func(line string)
+
+func (h logHook) Write(p []byte) (int, error) {
+	h(string(p))
+	return len(p), nil
 }
