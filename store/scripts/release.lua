@@ -77,7 +77,7 @@ for i = 1, n do
     local again = triggered and wrongtype(redis.pcall('HGET', KEYS[4], id))
     if again == '' or not again then
       again = nil
-    elseif again then
+    else
       redis.call('HDEL', KEYS[4], id)
       again = tonumber(again) or 0
       if again ~= again or again < 0 or again > 60000 then again = 0 end
