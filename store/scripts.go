@@ -97,27 +97,27 @@ func splitPrelude(text string) []helper {
 // each calls.
 var (
 	scriptClaimPick = loadScript("claim_pick", "now", "be4", "be8", "unbe", "times", "stamp", "wrongtype", "get_rec", "is_record",
-		"token_of", "fence_of", "attempt_of", "num", "meta_get", "enc", "is_inf", "due_ms", "epoch_at",
-		"claim_gate", "held", "fence_refused", "claim_clock", "take", "pick_head")
+		"token_of", "fence_of", "attempt_of", "num", "send", "meta_of", "meta_get", "enc", "is_inf", "due_ms", "epoch_at",
+		"claim_gate", "held", "fence_refused", "claim_clock", "claim_one", "pick_head")
 	scriptClaimIDs = loadScript("claim_ids", "now", "be4", "be8", "unbe", "times", "stamp", "wrongtype", "get_rec",
-		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_get", "is_inf", "due_ms",
-		"epoch_at", "claim_gate", "held", "fence_refused", "claim_clock", "take", "claim_named")
+		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_of", "meta_get", "is_inf", "due_ms",
+		"epoch_at", "claim_gate", "held", "fence_refused", "claim_clock", "claim_one", "take", "claim_named")
 	scriptClaimBatch = loadScript("claim_batch", "now", "be4", "be8", "unbe", "times", "stamp", "wrongtype", "get_rec",
-		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_get", "is_inf", "due_ms",
-		"epoch_at", "claim_gate", "held", "fence_refused", "claim_clock", "take", "claim_named")
+		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_of", "meta_get", "is_inf", "due_ms",
+		"epoch_at", "claim_gate", "held", "fence_refused", "claim_clock", "claim_one", "take", "claim_named")
 	scriptExtend = loadScript("extend", "now", "be8", "unbe", "patch", "wrongtype", "get_rec",
 		"token_of", "fence_of")
 	scriptRelease = loadScript("release", "now", "be8", "be4", "unbe", "wrongtype", "get_rec", "token_of", "fence_of", "enc",
-		"attempt_of", "num", "meta_get", "meta_value", "meta_set")
+		"attempt_of", "num", "send", "meta_of", "meta_get", "meta_value", "meta_set")
 	scriptAdd     = loadScript("add", "now")
 	scriptRemove  = loadScript("remove", "wrongtype")
-	scriptRequeue = loadScript("requeue", "now", "be4", "be8", "unbe", "meta_get", "meta_value", "meta_set", "is_inf", "due_ms")
+	scriptRequeue = loadScript("requeue", "now", "be4", "be8", "unbe", "meta_of", "meta_get", "meta_value", "meta_set", "is_inf", "due_ms")
 	scriptTrigger = loadScript("trigger", "now", "wrongtype", "num", "is_inf", "due_ms")
-	scriptForce   = loadScript("force", "now", "be4", "be8", "unbe", "meta_get", "meta_value", "meta_set")
+	scriptForce   = loadScript("force", "now", "be4", "be8", "unbe", "meta_of", "meta_get", "meta_value", "meta_set")
 	scriptLock    = loadScript("lock", "now", "be4", "be8", "unbe", "times", "stamp", "wrongtype", "token_of", "fence_of", "attempt_of", "num")
 	scriptUnlock  = loadScript("unlock", "wrongtype", "get_rec", "token_of")
 	scriptEpoch   = loadScript("epoch", "now", "wrongtype", "num", "epoch_at")
-	scriptPending = loadScript("pending", "now", "unbe", "meta_get", "is_inf", "due_ms")
+	scriptPending = loadScript("pending", "now", "unbe", "meta_of", "meta_get", "is_inf", "due_ms")
 	scriptBatch   = loadScript("batch", "now", "wrongtype", "num")
 
 	scriptDeployment = loadScript("deployment", "now", "num")

@@ -51,22 +51,33 @@ if prior and prior ~= '' then
   end
   return pick_head(out, KEYS[1])
 end
-local cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', nowms, 'WITHSCORES', 'LIMIT', 0, #ARGV - 2)
+local cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', nowms, 'WITHSCORES', 'LIMIT', '0', #ARGV - 2)
+-- The candidates' meta values in one HMGET, and the claims' meta values
+-- and held scores written in one HSET and one ZADD at the end: per item,
+-- only its SET NX is a command of its own.
+local hmget = {'HMGET', KEYS[2]}
+for i = 1, #cand, 2 do hmget[#hmget + 1] = cand[i] end
+local metas = #cand > 0 and send(hmget, 2) or {}
+local hset, zadd = {'HSET', KEYS[2]}, {'ZADD', KEYS[1], 'XX'}
 for i = 1, #cand, 2 do
   local id = cand[i]
   local rk = recs .. enc(id)
-  local fence, attempt, last, cur = take(KEYS[1], KEYS[2], KEYS[5], rk, id, ARGV[3 + #got], nowus, c)
+  local fence, attempt, last, x = claim_one(KEYS[1], KEYS[2], KEYS[5], rk, id, ARGV[3 + #got], nowus, c, metas[(i + 1) / 2])
   local code -- of an item not claimed that is reported: -1 foreign, -2 quarantined
   if fence then
     got[#got + 1] = id
+    hset[#hset + 1] = id
+    hset[#hset + 1] = x
+    zadd[#zadd + 1] = c.held
+    zadd[#zadd + 1] = id
     out[#out + 1] = id
     out[#out + 1] = fence
     out[#out + 1] = attempt
     out[#out + 1] = last
     out[#out + 1] = due_ms(cand[i + 1])
-  elseif not cur then
+  elseif not x then
     code = -2
-  elseif held(KEYS[1], rk, id, cur, ttl, nowms) then
+  elseif held(KEYS[1], rk, id, x, ttl, nowms) then
     code = -1
   end
   if code then
@@ -78,6 +89,8 @@ for i = 1, #cand, 2 do
   end
 end
 if #got > 0 then
+  send(hset, 2)
+  send(zadd, 3)
   redis.call('SET', KEYS[4], table.concat(got, '\n'), 'PX', ttl)
 end
 return pick_head(out, KEYS[1])

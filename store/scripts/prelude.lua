@@ -93,6 +93,29 @@ local function attempt_of(rec)
 end
 -- num: an integer as a decimal string (tostring would use 1e+15 notation).
 local function num(n) return string.format('%.0f', n) end
+-- send: redis.call(unpack(t)), where t is a command with its first
+-- base arguments (key, options) followed by values: one command for a
+-- whole batch of fields or members instead of one each (a call from Lua
+-- costs Redis thousands of instructions before any work). Past 512
+-- values (Lua's unpack stops near 8000) it is sent in parts, pairs kept
+-- together; the reply is then the parts' tables joined or numbers
+-- summed.
+local function send(t, base)
+  if #t - base <= 512 then return redis.call(unpack(t)) end
+  local out, sum = {}, 0
+  for i = base + 1, #t, 512 do
+    local part = {unpack(t, 1, base)}
+    for j = i, math.min(i + 511, #t) do part[#part + 1] = t[j] end
+    local r = redis.call(unpack(part))
+    if type(r) == 'table' then
+      for j = 1, #r do out[#out + 1] = r[j] end
+    else
+      sum = sum + r
+    end
+  end
+  if #out > 0 then return out end
+  return sum
+end
 -- The meta value of an item, 14 bytes big-endian (see meta.go): fence
 -- (7 bytes, us), lastSync (6 bytes, ms) and attempts (1 byte; 4 bytes
 -- from 256 on, 17 in all). Redis keeps a hash value of up to 14 bytes in
@@ -100,10 +123,10 @@ local function num(n) return string.format('%.0f', n) end
 -- "fence:lastSync:attempts" it replaced. Absent or foreign (any other
 -- length: never walked, a planted 20 MB value cost 0.93 s here) means
 -- zeros, as after Redis lost data: the fence floor of take keeps fences
--- rising, and the next claim writes a valid value. The fourth value is
--- the meta value itself when valid, nil otherwise.
-local function meta_get(key, id)
-  local v = redis.call('HGET', key, id)
+-- rising, and the next claim writes a valid value. meta_of decodes a
+-- value (false: none); its fourth result is the value itself when
+-- valid, nil otherwise.
+local function meta_of(v)
   if not v or #v ~= 14 and #v ~= 17 then return 0, 0, 0 end
   local a, b, c, d, e, f, g = string.byte(v, 1, 7)
   local h, i, j, k, l, m = string.byte(v, 8, 13)
@@ -111,6 +134,10 @@ local function meta_get(key, id)
   if #v == 17 then att = unbe(string.sub(v, 14)) end
   return ((((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g),
     (((((h * 256 + i) * 256 + j) * 256 + k) * 256 + l) * 256 + m), att, v
+end
+-- meta_get: meta_of the value of item id in the meta HASH key.
+local function meta_get(key, id)
+  return meta_of(redis.call('HGET', key, id))
 end
 local function meta_value(f, l, a)
   -- Off the hot paths (claims and synced releases write theirs from
@@ -216,16 +243,19 @@ end
 local function claim_clock(nowms, ttl)
   return {times = times(nowms), ttl = num(ttl), held = num(nowms + ttl)}
 end
--- take: SET NX at rk the template stamped with a fresh fence; on success
--- the fence is remembered in the meta HASH and the item leaves the due
--- range for ttl. Returns fence, attempt, lastSync; or, when the item is
--- held, nil, nil, nil and the record in the way; or nil when its fence
--- cannot be raised (fence_refused: quarantined). The fence is
--- max(last fence + 1, now in us): it keeps rising even when Redis forgot
--- the counter, as long as Redis's clock does not go back.
--- c is the call's claim_clock.
-local function take(due, meta, errs, rk, id, tmpl, nowus, c)
-  local f, l, a, v = meta_get(meta, id)
+-- claim_one: SET NX at rk the template stamped with a fresh fence, from
+-- the item's meta value v (false: none). Returns fence, attempt,
+-- lastSync and the meta value to write for the claim (the new fence's 7
+-- bytes before v's lastSync and attempts, as meta_value would write
+-- them); or, when the item is held, nil, nil, nil and the record in the
+-- way; or nil when its fence cannot be raised (fence_refused:
+-- quarantined). The fence is max(last fence + 1, now in us): it keeps
+-- rising even when Redis forgot the counter, as long as Redis's clock
+-- does not go back. c is the call's claim_clock. The caller writes the
+-- meta value and moves the item out of the due range for ttl (take, or
+-- claim_pick.lua for all its items in one HSET and one ZADD).
+local function claim_one(due, meta, errs, rk, id, tmpl, nowus, c, v)
+  local f, l, a, valid = meta_of(v)
   if f >= 9007199254740991 then
     fence_refused(due, meta, errs, id, f)
     return nil
@@ -234,18 +264,22 @@ local function take(due, meta, errs, rk, id, tmpl, nowus, c)
   local fence8 = be8(fence)
   local cur = wrongtype(redis.pcall('SET', rk, stamp(tmpl, fence8, c.times, a + 1), 'NX', 'PX', c.ttl, 'GET'))
   if cur then return nil, nil, nil, cur end
-  -- The new fence's 7 bytes before the value's lastSync and attempts,
-  -- as meta_value(fence, l, a) would write them.
-  redis.call('HSET', meta, id, string.sub(fence8, 2) .. (v and string.sub(v, 8) or '\0\0\0\0\0\0\0'))
+  return fence, a + 1, l, string.sub(fence8, 2) .. (valid and string.sub(valid, 8) or '\0\0\0\0\0\0\0')
+end
+-- take: claim_one for one item, with its meta read and written here.
+local function take(due, meta, errs, rk, id, tmpl, nowus, c)
+  local fence, attempt, last, x = claim_one(due, meta, errs, rk, id, tmpl, nowus, c, redis.call('HGET', meta, id))
+  if not fence then return nil, nil, nil, x end
+  redis.call('HSET', meta, id, x)
   redis.call('ZADD', due, 'XX', c.held, id)
-  return fence, a + 1, l
+  return fence, attempt, last
 end
 -- pick_head: a pick claim's reply out, ended with the shard's lowest
 -- score left in the due ZSET due, so the caller knows when to come back
 -- without asking again. A flag says whether there is one: any score, 0
 -- and negative ones included, is a due time.
 local function pick_head(out, due)
-  local head = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
+  local head = redis.call('ZRANGE', due, '0', '0', 'WITHSCORES')
   if head[2] and not is_inf(head[2]) then
     out[#out + 1] = 1
     out[#out + 1] = due_ms(head[2])

@@ -61,16 +61,24 @@ local synced = string.sub(be8(nowms), 3) .. '\0'
 -- of another type counts as set; each HGET then reads it as unset.
 local triggered = redis.pcall('HLEN', KEYS[4])
 triggered = type(triggered) ~= 'number' or triggered > 0
+-- The records released go in one DEL, and the synced items' due scores
+-- in one ZADD and their meta values in one HSET, after the loop: per
+-- synced item only its GET is a command of its own. gone: the records released
+-- so far, so an item named twice in one call is released once, as when
+-- each DEL was sent at once.
+local del, gone = {'DEL'}, {}
+local zadd, okids, okmeta, okretry = {'ZADD', KEYS[1], 'XX', 'CH'}, {}, {}, {}
 for i = 1, n do
   local j = 5 * i - 3
   local id, tok, kind, msg = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 4]
   local rk = KEYS[5 + i]
-  local cur = get_rec(rk)
+  local cur = not gone[rk] and get_rec(rk)
   local code = 0
   if cur and token_of(cur) == tok then
     code = 1
     any = true
-    redis.call('DEL', rk)
+    gone[rk] = true
+    del[#del + 1] = rk
     -- again: the boost of a trigger while in flight, nil if none (or the
     -- key is of another type); a value trigger.lua did not write reads
     -- as 0, at most MaxTriggerBoost.
@@ -83,13 +91,6 @@ for i = 1, n do
       if again ~= again or again < 0 or again > 60000 then again = 0 end
     end
     if kind == 'ok' then
-      -- The common case, in five commands (with the HGET of again). ZADD
-      -- XX CH reports an item still in the index whose score changed; 0
-      -- means removed (then nothing is recorded) or, rarely, the same
-      -- score again (checked).
-      -- The fence is the record's: the claim wrote the same to meta, and
-      -- anything that raised it since (force) deleted the record. The
-      -- record's attempt is the failures before it + 1.
       local due
       if again then
         due = nowms - again
@@ -97,11 +98,15 @@ for i = 1, n do
         if ARGV[j + 3] ~= okraw then okraw, okdue = ARGV[j + 3], num(nowms + tonumber(ARGV[j + 3])) end
         due = okdue
       end
-      if redis.call('ZADD', KEYS[1], 'XX', 'CH', due, id) == 1 or redis.call('ZSCORE', KEYS[1], id) then
-        -- The record's fence (its low 7 bytes) is the meta's.
-        redis.call('HSET', KEYS[2], id, string.sub(cur, 23, 29) .. synced)
-        if attempt_of(cur) > 1 then wrongtype(redis.pcall('HDEL', KEYS[3], id)) end
-      end
+      zadd[#zadd + 1] = due
+      zadd[#zadd + 1] = id
+      okids[#okids + 1] = id
+      -- The record's fence (its low 7 bytes) is the meta's: the claim
+      -- wrote the same to meta, and anything that raised it since
+      -- (force) deleted the record. The record's attempt is the failures
+      -- before it + 1.
+      okmeta[#okids] = string.sub(cur, 23, 29) .. synced
+      okretry[#okids] = attempt_of(cur) > 1
     elseif redis.call('ZSCORE', KEYS[1], id) then
       local value = tonumber(ARGV[j + 3])
       local f, l, a = meta_get(KEYS[2], id)
@@ -132,7 +137,23 @@ for i = 1, n do
   out[#out + 1] = code
   out[#out + 1] = nowms
 end
+-- The synced items: ZADD XX CH changed every one, or some are gone from
+-- the index (removed: nothing is recorded) or, rarely, kept the same
+-- score (ZSCORE tells them apart).
+if #okids > 0 then
+  local changed = send(zadd, 4)
+  local hset = {'HSET', KEYS[2]}
+  for k, id in ipairs(okids) do
+    if changed == #okids or redis.call('ZSCORE', KEYS[1], id) then
+      hset[#hset + 1] = id
+      hset[#hset + 1] = okmeta[k]
+      if okretry[k] then wrongtype(redis.pcall('HDEL', KEYS[3], id)) end
+    end
+  end
+  if #hset > 2 then send(hset, 2) end
+end
 if any then
+  send(del, 1)
   -- The receipt: now, then each item's code. A key of another type
   -- (made by hand) is replaced: it only remembers.
   local codes = {num(nowms)}
