@@ -214,6 +214,13 @@ func guard(res ReconcileResult, gone int, srcErr error, maxRemoval int) error {
 
 // reconcileLoop reconciles every Refresh (and when a source changed),
 // until stop closes. Every daemon runs it; the lock elects one per round.
+// A round that failed, or found the lock held off after Redis lost its
+// data (a fresh Redis included: up to a TTL), is tried again after
+// reconcileRetry, doubling to reconcileRetryMax, not a whole Refresh
+// later: with a refresh of an hour, a new deployment whose first round
+// came inside the hold had no items for an hour. A round skipped because
+// another process holds the lock waits for the next: that process is
+// reconciling.
 func (e *Engine) reconcileLoop(stop <-chan struct{}) {
 	ic := e.cfg.Items
 	if ic.Source == nil || ic.Refresh < 0 || e.st == nil {
@@ -221,6 +228,7 @@ func (e *Engine) reconcileLoop(stop <-chan struct{}) {
 	}
 	// The first round comes soon, spread over the fleet.
 	next := time.Now().Add(time.Second + rand.N(2*time.Second))
+	retry := reconcileRetry
 	for {
 		select {
 		case <-stop:
@@ -235,29 +243,47 @@ func (e *Engine) reconcileLoop(stop <-chan struct{}) {
 		}
 		next = time.Now().Add(ic.Refresh)
 		ctx, cancel := context.WithTimeout(context.Background(), ic.Refresh)
-		e.reconcileOnce(ctx)
+		again := e.reconcileOnce(ctx)
 		cancel()
+		if again {
+			next = time.Now().Add(min(retry, ic.Refresh))
+			retry = min(2*retry, reconcileRetryMax)
+		} else {
+			retry = reconcileRetry
+		}
 	}
 }
 
-// reconcileOnce runs one reconcile and logs and counts what it did.
-func (e *Engine) reconcileOnce(ctx context.Context) {
+// reconcileRetry and reconcileRetryMax bound how soon a failed or held
+// off round is tried again (see reconcileLoop).
+const (
+	reconcileRetry    = 2 * time.Second
+	reconcileRetryMax = time.Minute
+)
+
+// reconcileOnce runs one reconcile and logs and counts what it did; it
+// reports whether to try again soon: the round failed, or the lock was
+// held off after Redis lost its data.
+func (e *Engine) reconcileOnce(ctx context.Context) bool {
 	res, err := Reconcile(ctx, e.st, e.cfg.Items.Source, ReconcileOptions{MaxRemoval: e.cfg.Items.MaxRemoval,
 		TTL: e.own.Config().TTL, Logger: e.log})
 	switch {
+	case errors.Is(err, ownership.ErrHeldOff):
+		e.log.Info().Err(err).Msg("reconcile waits: the reconcile lock is held off after redis lost its data (or is new)")
+		return true
 	case errors.Is(err, ErrNotLeader):
 		e.log.Debug().Msg("reconcile skipped: another process is reconciling")
-		return
+		return false
 	case err != nil:
 		e.m.ReconcileFailed.Add(1)
 		e.log.Error().Err(err).Int("added", res.Added).Int("removed", res.Removed).Msg("reconcile failed")
-		return
+		return true
 	case res.Refused != nil:
 		e.m.ReconcileGuarded.Add(1)
 		e.m.ReconcileRefusing.Store(1)
 		e.log.Error().Err(res.Refused).Int("added", res.Added).Int("desired", res.Desired).Int("current", res.Current).
 			Msg("reconcile removed nothing")
-		return
+		return false
 	}
 	e.m.ReconcileOK.Add(1)
 	e.m.ReconcileRefusing.Store(0)
@@ -267,4 +293,5 @@ func (e *Engine) reconcileOnce(ctx context.Context) {
 	}
 	ev.Int("added", res.Added).Int("removed", res.Removed).Int("kept_manual", res.KeptManual).Int("items", res.Desired).
 		Dur("took", res.Elapsed).Uint64("fence", res.Fence).Msg("item set reconciled with its sources")
+	return false
 }

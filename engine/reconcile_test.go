@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/sinks"
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/redistest"
 )
@@ -118,4 +120,60 @@ func TestReconcileReadsSourcesOnlyWhenElected(t *testing.T) {
 	if res, err := engine.Reconcile(ctx, st, source, engine.ReconcileOptions{MaxRemoval: 10}); err != nil || read != 1 || res.Added != 1 {
 		t.Errorf("once the lock is free: %+v, %v, sources read %d times", res, err, read)
 	}
+}
+
+// A daemon whose first reconcile finds the lock held off (a fresh Redis,
+// or one that lost its data: up to a TTL) tries again within seconds, not
+// a whole refresh later: with a refresh of an hour a new deployment had
+// no items for an hour (tests/items caught it, one run in three).
+func TestReconcileHeldOffIsRetriedSoon(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st, err := store.Open(context.Background(), store.Config{Addrs: []string{srv.Addr()},
+		KeyPrefix: fmt.Sprintf("e%d", prefixes.Add(1)), Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	const hold = 6 * time.Second // past the first round, 2 or 4 s after the start
+	for sh := range 2 {
+		st.MarkEpoch(context.Background(), sh, hold) // as after data loss: held off for a while
+	}
+	// The lock itself is held off for as long, and says so.
+	lk, err := ownership.NewLocker(ownership.LockerConfig{}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lk.TryLock(context.Background(), "reconcile"); !errors.Is(err, ownership.ErrHeldOff) ||
+		!errors.Is(err, ownership.ErrNotObtained) {
+		t.Fatalf("TryLock while held off = %v; want ErrHeldOff and ErrNotObtained", err)
+	}
+	lk.Close()
+	start := time.Now()
+	e, err := engine.New(st, sinks.Func(func(context.Context, sinks.Item) error { return nil }), engine.Config{
+		Workers: 1, Interval: time.Hour, Logger: zerolog.New(zerolog.NewTestWriter(t)),
+		Items: engine.ItemsConfig{Source: func(context.Context) ([]string, error) { return idRange(0, 10), nil },
+			Refresh: time.Hour},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop(context.Background())
+	for {
+		n, _, err := st.Count(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 10 {
+			break
+		}
+		if time.Since(start) > hold+15*time.Second {
+			t.Fatalf("%d items %v after the start; want the held-off reconcile retried once the hold ended", n, time.Since(start))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("items reconciled %v after the start (hold %v)", time.Since(start).Round(100*time.Millisecond), hold)
 }

@@ -313,6 +313,14 @@ func (lk *Locker) vote(ctx context.Context, name string, rec *store.Record) vote
 	return v
 }
 
+// heldOffError is a refusal in which a server held the name off after
+// Redis lost its data: errors.Is matches ErrHeldOff as well as
+// ErrNotObtained, so a caller can try again once the hold ends (at most
+// a TTL) instead of treating the name as busy.
+type heldOffError struct{ error }
+
+func (e heldOffError) Unwrap() []error { return []error{e.error, ErrHeldOff} }
+
 // refused is the error of an attempt without a majority (or validity).
 func (lk *Locker) refused(name string, v votes) error {
 	if len(v.errs) > 0 && len(lk.stores) == 1 {
@@ -323,6 +331,9 @@ func (lk *Locker) refused(name string, v votes) error {
 		why = ", held off after Redis lost its data"
 	}
 	err := fmt.Errorf("%w: %q (%d of %d servers granted it, %d needed%s)", ErrNotObtained, name, v.n, len(lk.stores), lk.quorum, why)
+	if v.heldOff {
+		err = heldOffError{err}
+	}
 	if len(v.errs) > 0 {
 		// Keep the cause visible: servers that failed are why there is
 		// no majority.
