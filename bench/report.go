@@ -947,7 +947,7 @@ func (r *Results) scriptCost(prefix string) float64 {
 func (r *Results) recordBuild() (desc, probe string) {
 	pre, claim := r.ScriptSrc["prelude.lua"], r.ScriptSrc["claim_pick.lua"]
 	switch {
-	case strings.Contains(pre, "unpack("):
+	case strings.Contains(pre, "string.char(unpack("):
 		return "patched into the template field by field, with a `be()` that fills a Lua table and calls `string.char(unpack(t))`", "prelude + building one record: 4 patches"
 	case strings.Contains(pre+claim, "stamp("):
 		return "stamped in one concatenation with a table-free `be8`/`be4` (`stamp` in prelude.lua)", "prelude + the same record: one concatenation"

@@ -1,7 +1,7 @@
 -- claim_pick.lua: claim the longest-waiting due items of one shard
 -- (score <= now), one per record template, found by the script itself:
 -- one round trip from the due index to the claims, and concurrent picks
--- never collide. Each claim is SET NX PX with a fresh fence (take).
+-- never collide. Each claim is SET NX PX with a fresh fence (claim_one).
 -- KEYS[1]    due ZSET of the shard
 -- KEYS[2]    meta HASH of the shard
 -- KEYS[3]    epoch marker of the shard
