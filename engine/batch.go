@@ -157,6 +157,11 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 	src := &pendingSource{e: e, since: since, keep: keep, started: rep.Started,
 		cursor: make([]int, e.st.Keys().Shards())}
 	e.log.Info().Int64("since_ms", since).Msg("batch run started")
+	// The syncd_items gauges during the run, as a daemon keeps them:
+	// counted once before the first claim, then every CountInterval.
+	e.countOnce()
+	e.startWatch()
+	e.bg.Go(func() { e.countLoop(e.watchStop) })
 	e.looping.Store(true)
 	go e.runLoops(src)
 	progressDone := make(chan struct{})

@@ -9,10 +9,7 @@ import (
 )
 
 // countLoop counts the items by state every CountInterval, at once first,
-// for Metrics.Items and the syncd_items gauges, until stop closes. A
-// count that fails keeps the last one (the monitor says when Redis is
-// unreachable); one that leaves damaged shards out is kept, as the
-// other gauges do.
+// for Metrics.Items and the syncd_items gauges, until stop closes.
 func (e *Engine) countLoop(stop <-chan struct{}) {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -22,20 +19,27 @@ func (e *Engine) countLoop(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), max(e.cfg.CountInterval, 2*time.Second))
-		c, err := e.st.Counts(ctx)
-		if err == nil && e.cfg.Target.configured() {
-			e.countTarget(ctx)
-		}
-		cancel()
-		if err == nil || errors.Is(err, store.ErrDamaged) {
-			e.m.items.Store(&c)
-			e.m.RedisUp.Store(1)
-		} else {
-			e.m.RedisUp.Store(0)
-			e.log.Debug().Err(err).Msg("cannot count the items: the syncd_items gauges are stale until redis answers")
-		}
+		e.countOnce()
 		t.Reset(e.cfg.CountInterval)
+	}
+}
+
+// countOnce counts the items by state once. A count that fails keeps the
+// last one (the monitor says when Redis is unreachable); one that leaves
+// damaged shards out is kept, as the other gauges do.
+func (e *Engine) countOnce() {
+	ctx, cancel := context.WithTimeout(context.Background(), max(e.cfg.CountInterval, 2*time.Second))
+	defer cancel()
+	c, err := e.st.Counts(ctx)
+	if err == nil && e.cfg.Target.configured() {
+		e.countTarget(ctx)
+	}
+	if err == nil || errors.Is(err, store.ErrDamaged) {
+		e.m.items.Store(&c)
+		e.m.RedisUp.Store(1)
+	} else {
+		e.m.RedisUp.Store(0)
+		e.log.Debug().Err(err).Msg("cannot count the items: the syncd_items gauges are stale until redis answers")
 	}
 }
 

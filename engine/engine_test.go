@@ -381,6 +381,11 @@ func TestBatchInProcess(t *testing.T) {
 	if passes.Load() == 0 {
 		t.Error("no progress reported")
 	}
+	// The items were counted during the run (syncd_items), as a daemon
+	// counts them: none were before.
+	if c, ok := e.Metrics().Items(); !ok || c.Items != 201 {
+		t.Errorf("items counted during the batch run: %+v, %v; want 201", c, ok)
+	}
 	seen := map[string]int{}
 	for _, ev := range rec.snapshot() {
 		seen[ev.id]++
