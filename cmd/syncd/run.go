@@ -113,7 +113,8 @@ func serveHTTP(addr string, ep *engine.Endpoints, api http.Handler, log zerolog.
 			log.Error().Err(err).Msg("http server")
 		}
 	}()
-	log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz and /readyz")
+	log.Info().Str("addr", ln.Addr().String()).Str("page", "http://"+ln.Addr().String()+"/").
+		Msg("serving /metrics, /healthz, /readyz, the API under /api/v1 and the web page at /")
 	return srv, nil
 }
 
