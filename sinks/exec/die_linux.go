@@ -37,3 +37,12 @@ func exitNow(code int) {
 	syscall.RawSyscall(syscall.SYS_EXIT_GROUP, uintptr(code), 0, 0)
 	os.Exit(code) // not reached
 }
+
+// commandAttr is how the supervisor starts the command: in a process group
+// of its own, and killed (SIGKILL) when the supervisor dies. That covers
+// the command itself in the moment before the sink knows its group (see
+// supervise); its group, once known, the sink kills. A command may clear
+// the signal (prctl), and a set-user-ID one loses it.
+func commandAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}

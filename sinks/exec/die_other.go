@@ -21,3 +21,9 @@ func dieBySignal(sig syscall.Signal) {
 
 // exitNow ends the process with code.
 func exitNow(code int) { os.Exit(code) }
+
+// commandAttr is how the supervisor starts the command: in a process group
+// of its own. There is no parent-death signal here: a supervisor killed
+// between starting the command and telling the sink its group leaves the
+// command running (see supervise).
+func commandAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

@@ -719,8 +719,10 @@ func TestSupervisorKilled(t *testing.T) {
 	// line, which the supervisor writes once its command has started: the
 	// test kills the supervisor after that, when the sink has logged it.
 	// (Killed between the two, which the command's own output can show
-	// first on a loaded machine, it leaves the sink nothing to kill: a
-	// known window of microseconds, see the closing note.)
+	// first on a loaded machine, the supervisor takes the command itself
+	// with it on Linux (TestCommandDiesWithItsSupervisor), but a child the
+	// command started in those microseconds, like this one's sleep, runs
+	// on: the sink has no group to kill.)
 	started := make(chan struct{}, 1)
 	s, err := execsink.New(execsink.Config{
 		Command: []string{"sh", "-c", `trap '' TERM; sleep 30 & echo "$PPID $$ $!" > "$READY"; wait`},

@@ -38,6 +38,14 @@ package exec
 // same way. The supervisor costs one more fork and exec of a Go program per
 // sync (see BenchmarkSyncNoop) and a few MiB of memory while the command
 // runs.
+//
+// The sink learns the command's group from the hello, which can only
+// come after the command started. A supervisor killed in between (the
+// OOM killer, say) would leave the command unknown to the sink and
+// running; on Linux the command gets SIGKILL when the supervisor dies
+// (Pdeathsig, set from the supervisor's main thread, which outlives the
+// command), which leaves only what the command started in those
+// microseconds.
 
 import (
 	"bufio"
@@ -47,6 +55,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,11 +131,19 @@ func supervise(args []string) {
 		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	}
 
+	// The command dies with the supervisor where the kernel can say so
+	// (commandAttr): the sink learns the command's group only from the
+	// hello below, written after the command started, so a supervisor
+	// killed in between would otherwise leave it running with no one to
+	// stop it. The signal comes when the thread that forked the command
+	// exits (golang/go#27505): this one, locked for good, the process's
+	// main thread (init runs on it).
+	runtime.LockOSThread()
 	cmd := &osexec.Cmd{
 		Path:        args[1],
 		Args:        args[2:],
 		Stderr:      os.Stderr, // stdin and stdout are /dev/null
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: commandAttr(),
 	}
 	if err := cmd.Start(); err != nil {
 		var errno syscall.Errno
