@@ -323,3 +323,34 @@ func TestAheadNoMeanClaimsOnlyFreeWorkers(t *testing.T) {
 		e.Stop(context.Background())
 	})
 }
+
+// With syncs of a microsecond the workers' turn is set by starting and
+// ending syncs, not by the sink: claim-ahead sizes its budget and its
+// wait bound from the gap between the dispatcher's starts (times the
+// workers) when that is longer than the mean sync. From the sync alone 8
+// workers got a budget of a thousand leases they could not start within
+// the bound: most were handed back (24k in 2 s against 64k synced, bench
+// TestZZAhead), and the claims and hand-backs halved the throughput.
+func TestAheadBudgetFollowsStartGap(t *testing.T) {
+	e := &Engine{cfg: Config{Workers: 8}}
+	a := &ahead{e: e, max: 1024}
+	a.meanNs.Store(int64(time.Microsecond))
+	a.lagNs.Store(int64(time.Millisecond))
+	if got := a.limit(); got != 1024 {
+		t.Fatalf("limit with no gap measured = %d, want the cap 1024", got)
+	}
+	a.gapNs.Store(int64(33 * time.Microsecond)) // 30k starts/s
+	// A turn of 8 x 33 µs: a lag of 1 ms frees 3.8 turns per worker,
+	// plus two leases of slack per worker: 46.
+	if got := a.limit(); got < 40 || got > 50 {
+		t.Errorf("limit = %d, want about 46: the leases 8 workers start in one lag, and slack", got)
+	}
+	if got, want := a.bound(), time.Millisecond+8*33*time.Microsecond; got != want {
+		t.Errorf("bound = %v, want lag + one turn = %v", got, want)
+	}
+	// Long syncs: the sync is the turn, whatever the gap.
+	a.meanNs.Store(int64(time.Second))
+	if got, want := a.bound(), time.Millisecond+time.Second; got != want {
+		t.Errorf("bound with 1s syncs = %v, want %v", got, want)
+	}
+}
