@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -40,17 +39,7 @@ func TestBatchedClaimsAndReleases(t *testing.T) {
 			recs[i] = record("w")
 			recs[i].Token, recs[i].Owner.Worker = tok, i
 		}
-		p := store.ClaimPickParams{Shard: 0, Records: recs, TTL: time.Minute}
-		res, err := s.ClaimPick(ctx, p)
-		if errors.Is(err, store.ErrEpochMissing) {
-			if _, err := s.MarkEpoch(ctx, 0, 0); err != nil {
-				t.Fatal(err)
-			}
-			res, err = s.ClaimPick(ctx, p)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := claimPick(t, s, store.ClaimPickParams{Shard: 0, Records: recs, TTL: time.Minute})
 		if len(res.Items) != n {
 			t.Fatalf("picked %d items, want %d", len(res.Items), n)
 		}

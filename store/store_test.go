@@ -77,6 +77,23 @@ func claim(t *testing.T, s *store.Store, rec *store.Record, ttl time.Duration, i
 	return res.Items
 }
 
+// claimPick runs a pick claim, setting the shard's epoch marker first
+// when needed.
+func claimPick(t *testing.T, s *store.Store, p store.ClaimPickParams) *store.ClaimPickResult {
+	t.Helper()
+	res, err := s.ClaimPick(t.Context(), p)
+	if errors.Is(err, store.ErrEpochMissing) {
+		if _, err := s.MarkEpoch(t.Context(), p.Shard, 0); err != nil {
+			t.Fatal(err)
+		}
+		res, err = s.ClaimPick(t.Context(), p)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // due returns the due items of a shard (score <= Redis's now), longest
 // waiting first.
 func due(t *testing.T, s *store.Store, shard int) []string {
@@ -660,17 +677,7 @@ func TestPickClaim(t *testing.T) {
 				recs[i] = record(fmt.Sprintf("w%d", i))
 				recs[i].Token, recs[i].Owner.Worker = tok, i
 			}
-			req := store.ClaimPickParams{Shard: 0, Records: recs, TTL: time.Minute}
-			resp, err := s.ClaimPick(ctx, req)
-			if errors.Is(err, store.ErrEpochMissing) {
-				if _, err := s.MarkEpoch(ctx, 0, 0); err != nil {
-					t.Fatal(err)
-				}
-				resp, err = s.ClaimPick(ctx, req)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := claimPick(t, s, store.ClaimPickParams{Shard: 0, Records: recs, TTL: time.Minute})
 			return resp.Items, recs
 		}
 		res, recs := pick(3)
