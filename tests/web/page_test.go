@@ -161,7 +161,11 @@ func TestPage(t *testing.T) {
 		// the table changes under it.
 		b.click("#nav-items")
 		b.waitJS(10*time.Second, "a full first page", `document.querySelectorAll('[data-testid=items-row]').length === 50`)
-		focused := eval[string](b, `(() => { const a = document.querySelector('[data-testid=items-row] .id-link'); a.focus(); return a.textContent; })()`)
+		// Focus takes only once the view is shown (the rows of its last
+		// visit can be there before): retried until it holds.
+		b.waitJS(10*time.Second, "the first row's link focused",
+			`(() => { const a = document.querySelector('[data-testid=items-row] .id-link'); if (!a) return false; a.focus(); return document.activeElement === a; })()`)
+		focused := eval[string](b, `document.activeElement.textContent`)
 		second := b.text("[data-testid=items-row]:nth-child(2) .id-link")
 		if r := f.syncd(t, "items", "remove", "-c", f.cfgs[1], second); r.Code != 0 {
 			t.Fatalf("items remove: %s", r)
