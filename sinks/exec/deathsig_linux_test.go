@@ -1,11 +1,8 @@
 package exec
 
 import (
-	"bytes"
-	"fmt"
 	"os"
 	osexec "os/exec"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -55,21 +52,11 @@ func TestCommandDiesWithItsSupervisor(t *testing.T) {
 	}
 	sup.Wait()
 	deadline := time.Now().Add(5 * time.Second)
-	for running(h.pid) {
+	for Alive(h.pid) {
 		if time.Now().After(deadline) {
 			syscall.Kill(-h.pid, syscall.SIGKILL)
 			t.Fatalf("the command (pid %d) still runs 5s after its supervisor was killed", h.pid)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// running reports whether pid is a live process, not a zombie.
-func running(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
 }

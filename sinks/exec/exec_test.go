@@ -4,7 +4,6 @@ package exec_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -258,28 +257,9 @@ func awaitLine(t *testing.T, lines <-chan string) []int {
 	}
 }
 
-// procStat returns the state and process group of pid, from /proc.
-func procStat(pid int) (state string, pgrp int, ok bool) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", 0, false
-	}
-	// pid (comm) state ppid pgrp ...; comm may contain spaces and
-	// parentheses.
-	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-	if len(fields) < 3 {
-		return "", 0, false
-	}
-	pgrp, err = strconv.Atoi(fields[2])
-	return fields[0], pgrp, err == nil
-}
-
-// alive reports whether pid is a live process, not counting zombies (which
-// init, or whatever reaps orphans here, may be slow to collect).
-func alive(pid int) bool {
-	state, _, ok := procStat(pid)
-	return ok && state != "Z"
-}
+// procStat and alive read /proc (proc_test.go, shared with the package's
+// own tests).
+var procStat, alive = execsink.ProcStat, execsink.Alive
 
 // groupAlive returns the live members of process group pgid.
 func groupAlive(pgid int) []int {
