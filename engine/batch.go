@@ -161,7 +161,7 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 	// counted once before the first claim, then every CountInterval.
 	e.countOnce()
 	e.startWatch()
-	e.bg.Go(func() { e.countLoop(e.watchStop) })
+	e.bg.Go(func() { e.countLoop(e.watchStop, e.cfg.CountInterval) })
 	e.looping.Store(true)
 	go e.runLoops(src)
 	progressDone := make(chan struct{})

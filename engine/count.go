@@ -8,10 +8,11 @@ import (
 	"github.com/syncd/syncd/store"
 )
 
-// countLoop counts the items by state every CountInterval, at once first,
-// for Metrics.Items and the syncd_items gauges, until stop closes.
-func (e *Engine) countLoop(stop <-chan struct{}) {
-	t := time.NewTimer(0)
+// countLoop counts the items by state every CountInterval, the first
+// time after first, for Metrics.Items and the syncd_items gauges, until
+// stop closes.
+func (e *Engine) countLoop(stop <-chan struct{}, first time.Duration) {
+	t := time.NewTimer(first)
 	defer t.Stop()
 	for {
 		select {

@@ -200,7 +200,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.startWatch()
 	e.bg.Go(func() { e.reconcileLoop(e.watchStop) })
 	if e.st != nil {
-		e.bg.Go(func() { e.countLoop(e.watchStop) })
+		e.bg.Go(func() { e.countLoop(e.watchStop, 0) })
 	}
 	go e.runLoops(e.dueSource())
 	return nil
