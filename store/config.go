@@ -72,7 +72,11 @@ type Config struct {
 	// a dropped connection; the scripts it carries are idempotent for
 	// their own token (see the scripts' comments). A command's ctx bounds
 	// its wait in the queue no longer: Read/WriteTimeout bound it, as they
-	// bound a read on a plain connection. Default AutoPipelineDefault.
+	// bound a read on a plain connection. Outside Cluster it also
+	// gathers concurrent Lock and Unlock calls into one lock.lua and one
+	// unlock.lua call per round trip, one round trip in flight (see
+	// coalescer): a call whose ctx ends while it waits is never sent.
+	// Default AutoPipelineDefault.
 	AutoPipeline bool
 	// Logger receives the store's logs. The zero value logs nothing.
 	Logger zerolog.Logger

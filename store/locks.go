@@ -29,32 +29,20 @@ type LockResult struct {
 // off until Redis has been up for ttl, unless the epoch marker of the
 // name's shard shows that no data was lost (Cluster: that marker is in
 // another slot, so only the uptime counts); see MarkEpoch.
+//
+// With Config.AutoPipeline, outside Cluster, concurrent Lock and Unlock
+// calls of one Store go to Redis together: one lock.lua call for the
+// locks and one unlock.lua call for the unlocks, in one round trip (see
+// coalescer and lockOps). Each is still granted or refused on its own.
 func (s *Store) Lock(ctx context.Context, name string, rec *Record, ttl time.Duration) (LockResult, error) {
-	key := s.keys.Lock(name)
-	keys := make([]string, 2, 3)
-	keys[0], keys[1] = key, key+lockFenceSuffix
-	embedded := 0
-	switch {
-	case s.mini != nil:
-		embedded = 1
-	case !s.cfg.Cluster:
-		keys = append(keys, s.keys.Epoch(s.keys.Shard(name)))
+	r, err := s.lockOp(ctx, lockOp{name: name, rec: MarshalRecord(rec), ttl: ttl.Milliseconds()})
+	if err == nil {
+		err = r.err
 	}
-	v, err := s.runHot(ctx, scriptLock, keys, ttl.Milliseconds(), MarshalRecord(rec), embedded)
 	if err != nil {
 		return LockResult{}, fmt.Errorf("store: lock %q: %w", name, err)
 	}
-	r, err := ints(v, 2)
-	if err != nil {
-		return LockResult{}, err
-	}
-	switch r[0] {
-	case 1:
-		return LockResult{Acquired: true, Fence: uint64(r[1])}, nil
-	case -2:
-		return LockResult{Wait: time.Duration(max(r[1], 0)) * time.Millisecond, HeldOff: true}, nil
-	}
-	return LockResult{Wait: time.Duration(max(r[1], 0)) * time.Millisecond}, nil
+	return r.lock, nil
 }
 
 // lockReleasedKeep is how long a lock remembers the tokens of its last
@@ -65,15 +53,179 @@ const lockReleasedKeep = 60 * time.Second
 
 // Unlock compare-and-deletes a standalone lock. An unlock that go-redis
 // re-sent after a dropped connection reports Released when its first
-// send released the lock (unlock.lua).
+// send released the lock (unlock.lua). Concurrent calls go together as
+// Lock's do.
 func (s *Store) Unlock(ctx context.Context, name string, tok Token) (ReleaseCode, error) {
-	key := s.keys.Lock(name)
-	v, err := s.runHot(ctx, scriptUnlock, []string{key, key + lockReleasedSuffix}, string(tok[:]), lockReleasedKeep.Milliseconds())
+	r, err := s.lockOp(ctx, lockOp{unlock: true, name: name, tok: tok})
 	if err != nil {
 		return NotHeld, fmt.Errorf("store: unlock %q: %w", name, err)
 	}
-	n, _ := v.(int64)
-	return ReleaseCode(n), nil
+	return r.code, nil
+}
+
+// lockBatchMax and lockBatchFlight size the coalescer of lock and unlock
+// calls: calls per round trip (128 keep a script call well under a
+// millisecond of Redis), and round trips in flight at once.
+const (
+	lockBatchMax    = 128
+	lockBatchFlight = 1
+)
+
+// lockOp is one Lock or Unlock call.
+type lockOp struct {
+	unlock bool
+	name   string
+	rec    []byte // Lock: the record template
+	ttl    int64  // Lock: ms
+	tok    Token  // Unlock
+}
+
+// lockOpReply is one call's result: lock or code, or err when a lock's
+// fence counter was refused.
+type lockOpReply struct {
+	lock LockResult
+	code ReleaseCode
+	err  error
+}
+
+// lockOp runs op through the coalescer, or alone.
+func (s *Store) lockOp(ctx context.Context, op lockOp) (lockOpReply, error) {
+	if s.lockB != nil {
+		return s.lockB.do(ctx, op)
+	}
+	r, err := s.lockOps(ctx, []lockOp{op})
+	if err != nil {
+		return lockOpReply{}, err
+	}
+	return r[0], nil
+}
+
+// lockOps runs a batch of lock and unlock calls in one round trip: an
+// unlock.lua call for the unlocks, then a lock.lua call for the locks
+// (so a name unlocked and locked in one batch is free for the lock).
+func (s *Store) lockOps(ctx context.Context, ops []lockOp) ([]lockOpReply, error) {
+	type call struct {
+		sc   *redis.Script
+		n    int // ops in it
+		keys []string
+		args []any
+		cmd  *redis.Cmd
+	}
+	unlock := call{sc: scriptUnlock}
+	lock := call{sc: scriptLock}
+	for _, op := range ops {
+		if op.unlock {
+			unlock.n++
+		} else {
+			lock.n++
+		}
+	}
+	var calls [2]*call
+	n := 0
+	if unlock.n > 0 {
+		unlock.keys = make([]string, 0, 2*unlock.n)
+		unlock.args = make([]any, 1, 1+unlock.n)
+		unlock.args[0] = lockReleasedKeep.Milliseconds()
+		for _, op := range ops {
+			if op.unlock {
+				key := s.keys.Lock(op.name)
+				unlock.keys = append(unlock.keys, key, key+lockReleasedSuffix)
+				unlock.args = append(unlock.args, string(op.tok[:]))
+			}
+		}
+		calls[n] = &unlock
+		n++
+	}
+	if lock.n > 0 {
+		embedded, stride := 0, 3
+		switch {
+		case s.mini != nil:
+			embedded, stride = 1, 2
+		case s.cfg.Cluster:
+			stride = 2
+		}
+		lock.keys = make([]string, 0, stride*lock.n)
+		lock.args = make([]any, 0, 2+2*lock.n)
+		lock.args = append(lock.args, embedded, stride)
+		for _, op := range ops {
+			if op.unlock {
+				continue
+			}
+			key := s.keys.Lock(op.name)
+			lock.keys = append(lock.keys, key, key+lockFenceSuffix)
+			if stride == 3 {
+				lock.keys = append(lock.keys, s.keys.Epoch(s.keys.Shard(op.name)))
+			}
+			lock.args = append(lock.args, op.ttl, op.rec)
+		}
+		calls[n] = &lock
+		n++
+	}
+	if n == 1 {
+		c := calls[0]
+		c.cmd = c.sc.Run(ctx, s.rdb, c.keys, c.args...)
+	} else {
+		s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range calls {
+				c.cmd = c.sc.EvalSha(ctx, p, c.keys, c.args...)
+			}
+			return nil
+		})
+		for _, c := range calls {
+			if isNoScript(c.cmd.Err()) {
+				// The server lost its script cache (a restart, a
+				// failover): EVALSHA, then EVAL, on the client.
+				c.cmd = c.sc.Run(ctx, s.rdb, c.keys, c.args...)
+			}
+		}
+	}
+	var codes []int64
+	var locks []any
+	for _, c := range calls[:n] {
+		v, err := c.cmd.Result()
+		if err != nil {
+			return nil, err
+		}
+		if c == &unlock {
+			if codes, err = ints(v, unlock.n); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		arr, ok := v.([]any)
+		if !ok || len(arr) != 2*lock.n {
+			return nil, fmt.Errorf("store: lock.lua replied %T of %d values for %d locks", v, len(arr), lock.n)
+		}
+		locks = arr
+	}
+	out := make([]lockOpReply, len(ops))
+	for i, op := range ops {
+		if op.unlock {
+			out[i].code, codes = ReleaseCode(codes[0]), codes[1:]
+		} else {
+			out[i].lock, out[i].err = lockResult(locks[0], locks[1])
+			locks = locks[2:]
+		}
+	}
+	return out, nil
+}
+
+// lockResult reads one lock's two values in lock.lua's reply.
+func lockResult(code, v any) (LockResult, error) {
+	c, _ := code.(int64)
+	n, isNum := v.(int64)
+	switch {
+	case c == -3:
+		why, _ := v.(string)
+		return LockResult{}, errors.New(why)
+	case !isNum:
+		return LockResult{}, fmt.Errorf("store: lock.lua replied %T for a lock", v)
+	case c == 1:
+		return LockResult{Acquired: true, Fence: uint64(n)}, nil
+	case c == -2:
+		return LockResult{Wait: time.Duration(max(n, 0)) * time.Millisecond, HeldOff: true}, nil
+	}
+	return LockResult{Wait: time.Duration(max(n, 0)) * time.Millisecond}, nil
 }
 
 // ReadLock reads a standalone lock: its record and how long Redis keeps

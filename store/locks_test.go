@@ -2,10 +2,16 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/redistest"
@@ -143,6 +149,179 @@ func TestLockFenceCounterBeyondExactLimit(t *testing.T) {
 				t.Fatalf("lock after the refusal over %s: %+v, %v; want acquired with a fence below 2^53", planted, res, err)
 			}
 			s.Client().Del(ctx, s.Keys().Lock("job"))
+		}
+	})
+}
+
+// One batch of locks and unlocks (what the coalescer sends for
+// concurrent calls) gives each call the outcome it would have alone, in
+// order: a name twice is granted to the first only, a refused fence
+// counter fails its own lock only, an unlock re-sent in the same batch
+// still reports released, and foreign keys read as held by another.
+func TestLockBatchOutcomes(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		s.MarkEpoch(ctx, 0, 0)
+		mine, other, gone := record("mine"), record("other"), record("gone")
+		for name, rec := range map[string]*store.Record{"held": other, "mine": mine} {
+			if r, err := s.Lock(ctx, name, rec, time.Minute); err != nil || !r.Acquired {
+				t.Fatalf("lock %s = %+v, %v", name, r, err)
+			}
+		}
+		s.Client().Set(ctx, s.Keys().LockFence("bad"), "1e300", 0)
+		s.Client().HSet(ctx, s.Keys().Lock("wrongtype"), "x", "y")
+		a, b := record("a"), record("b")
+		ops := []store.LockOpForTest{
+			{Name: "free", Rec: a, TTL: time.Minute},
+			{Name: "held", Rec: a, TTL: time.Minute},
+			{Name: "bad", Rec: a, TTL: time.Minute},
+			{Name: "free", Rec: b, TTL: time.Minute}, // the name again: a has it
+			{Unlock: true, Name: "mine", Token: mine.Token},
+			{Unlock: true, Name: "mine", Token: mine.Token}, // re-sent: released
+			{Name: "mine", Rec: b, TTL: time.Minute},        // free again (unlocks go first)
+			{Unlock: true, Name: "nobody", Token: gone.Token},
+			{Unlock: true, Name: "held", Token: gone.Token},
+			{Unlock: true, Name: "wrongtype", Token: gone.Token},
+			{Name: "wrongtype", Rec: a, TTL: time.Minute},
+		}
+		res, err := s.LockOps(ctx, ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := func(i int, acquired bool, code store.ReleaseCode, errText string) {
+			t.Helper()
+			r := res[i]
+			switch {
+			case errText != "":
+				if r.Err == nil || !strings.Contains(r.Err.Error(), errText) {
+					t.Errorf("op %d (%+v): err %v, want %q", i, ops[i].Name, r.Err, errText)
+				}
+			case r.Err != nil:
+				t.Errorf("op %d (%s): %v", i, ops[i].Name, r.Err)
+			case ops[i].Unlock && r.Code != code:
+				t.Errorf("unlock %d (%s) = %v, want %v", i, ops[i].Name, r.Code, code)
+			case !ops[i].Unlock && r.Lock.Acquired != acquired:
+				t.Errorf("lock %d (%s) = %+v, want acquired %v", i, ops[i].Name, r.Lock, acquired)
+			}
+		}
+		check(0, true, 0, "")
+		check(1, false, 0, "")
+		check(2, false, 0, "cannot be raised exactly")
+		check(3, false, 0, "")
+		check(4, false, store.Released, "")
+		check(5, false, store.Released, "")
+		check(6, true, 0, "")
+		check(7, false, store.NotHeld, "")
+		check(8, false, store.HeldByOther, "")
+		check(9, false, store.HeldByOther, "")
+		check(10, false, 0, "")
+		if res[1].Lock.Wait <= 0 || res[1].Lock.Wait > time.Minute || res[3].Lock.Wait <= 0 {
+			t.Errorf("busy locks' waits %v and %v, want the holder's ttl left", res[1].Lock.Wait, res[3].Lock.Wait)
+		}
+		for name, want := range map[string]store.Token{"free": a.Token, "held": other.Token, "mine": b.Token} {
+			if rec, _, err := s.ReadLock(ctx, name); err != nil || rec == nil || rec.Token != want {
+				t.Errorf("lock %s after the batch: %+v, %v", name, rec, err)
+			}
+		}
+		// The refused counter was reset to the clock: the next lock of
+		// the name is granted.
+		if r, err := s.Lock(ctx, "bad", a, time.Minute); err != nil || !r.Acquired {
+			t.Errorf("lock after the refusal = %+v, %v", r, err)
+		}
+	})
+}
+
+// With auto-pipelining, concurrent Lock and Unlock calls go to Redis in
+// batches, and the locks still exclude each other: 64 goroutines on 8
+// names never hold one name at once, see their fences rise, and always
+// release what they took.
+func TestConcurrentLocksBatched(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1, AutoPipeline: true})
+		s.MarkEpoch(ctx, 0, 0)
+		var admin *redis.Client
+		if !s.Embedded() {
+			admin = redis.NewClient(&redis.Options{Addr: s.Client().(*redis.Client).Options().Addr})
+			defer admin.Close()
+			admin.ConfigResetStat(ctx)
+		}
+		const names, workers, rounds = 8, 64, 150
+		var (
+			mu      sync.Mutex
+			holder  [names]int
+			fence   [names]uint64
+			calls   atomic.Int64
+			granted atomic.Int64
+		)
+		for i := range holder {
+			holder[i] = -1
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := range rounds {
+					n := (w + r) % names
+					name := "job-" + strconv.Itoa(n)
+					rec := record("w" + strconv.Itoa(w))
+					res, err := s.Lock(ctx, name, rec, time.Minute)
+					calls.Add(1)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if !res.Acquired {
+						continue
+					}
+					granted.Add(1)
+					mu.Lock()
+					if holder[n] != -1 || res.Fence <= fence[n] {
+						mu.Unlock()
+						errs <- fmt.Errorf("%s granted to %d (fence %d) while held by %d (fence %d)", name, w, res.Fence, holder[n], fence[n])
+						return
+					}
+					holder[n], fence[n] = w, res.Fence
+					mu.Unlock()
+					time.Sleep(50 * time.Microsecond) // hold it a moment
+					mu.Lock()
+					holder[n] = -1
+					mu.Unlock()
+					code, err := s.Unlock(ctx, name, rec.Token)
+					calls.Add(1)
+					if err != nil || code != store.Released {
+						errs <- fmt.Errorf("unlock %s = %v, %v", name, code, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if granted.Load() < names {
+			t.Errorf("%d locks granted, want many", granted.Load())
+		}
+		if admin == nil {
+			return
+		}
+		stats, err := admin.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`cmdstat_evalsha:calls=(\d+)`).FindStringSubmatch(stats)
+		if m == nil {
+			t.Fatalf("no EVALSHA in commandstats:\n%s", stats)
+		}
+		if n, _ := strconv.Atoi(m[1]); int64(n) > calls.Load()*4/5 {
+			t.Errorf("%d script calls for %d Lock and Unlock calls: not batched", n, calls.Load())
+		} else {
+			t.Logf("%d script calls for %d Lock and Unlock calls", n, calls.Load())
 		}
 	})
 }

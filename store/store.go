@@ -72,6 +72,10 @@ type Store struct {
 	// hotCalls counts the hot calls in flight: a lone one goes straight
 	// to the client (see runHot).
 	hotCalls atomic.Int64
+	// lockB gathers concurrent Lock and Unlock calls into one round trip
+	// (see coalescer and lockOps): with the auto-pipeliner, outside
+	// Cluster (where names are in different slots). Else nil.
+	lockB *coalescer[lockOp, lockOpReply]
 	// fresh: Open created the deployment (see Fresh).
 	fresh bool
 
@@ -123,6 +127,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("store: auto-pipeline: %w", err)
 		}
 		s.ap = ap
+		if !c.Cluster {
+			s.lockB = &coalescer[lockOp, lockOpReply]{run: s.lockOps, max: lockBatchMax, flight: lockBatchFlight}
+		}
 	}
 	if err := s.start(ctx); err != nil {
 		s.Close()
@@ -363,6 +370,9 @@ func (s *Store) driveClock() {
 // Close closes the auto-pipeliner (its queued commands are sent first),
 // the client, and stops the embedded store.
 func (s *Store) Close() error {
+	if s.lockB != nil {
+		s.lockB.wait()
+	}
 	var err error
 	if s.ap != nil {
 		err = s.ap.Close()

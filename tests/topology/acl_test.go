@@ -34,8 +34,9 @@ var aclCommands = []string{
 	// Redis's clock: status, the engine's clock offset; and inside every
 	// script.
 	"time",
-	// Strings: records, locks, the shard count, epoch and batch markers.
-	"get", "set", "del", "pexpire", "pttl",
+	// Strings: records, locks, the shard count, epoch and batch markers;
+	// unlocks read a lock's record and released tokens in one MGET.
+	"get", "mget", "set", "del", "pexpire", "pttl",
 	// The due index; the daemon registry.
 	"zadd", "zscore", "zrange", "zrangebyscore", "zcount", "zcard", "zrem",
 	// Per-item state and last errors; the target's breaker; the record

@@ -1,0 +1,134 @@
+package store
+
+import (
+	"context"
+	"sync"
+)
+
+// coalescer gathers concurrent calls of one kind into batches, each sent
+// as one script call: the lock and unlock paths, where a script call
+// costs Redis far more (its arguments turned into Lua tables, the call
+// set up and torn down) than one more lock inside it.
+//
+// A call that finds fewer than flight batches in flight sends its batch
+// at once, in its own goroutine, so a lone caller waits for nothing.
+// Calls that arrive meanwhile queue. When that batch returns and calls
+// are queued, a goroutine keeps the batch slot and sends everything
+// queued (up to max) in each next batch until the queue is empty. So
+// batches grow with the load and need no timer, and no caller waits
+// for more than the batch in flight and its own.
+type coalescer[Q, R any] struct {
+	// run sends one batch and returns one result per request, or an
+	// error for all of them. Its ctx is the request's when it is alone
+	// (a lone call is bounded by its ctx, as a quorum Locker's
+	// NodeTimeout needs of a dead server's dial), else the first
+	// request's without its cancellation: a shared batch must not fail
+	// because one caller gave up.
+	run    func(ctx context.Context, reqs []Q) ([]R, error)
+	max    int // requests per batch
+	flight int // batches in flight at most
+
+	mu    sync.Mutex
+	queue []*pendingCall[Q, R]
+	busy  int // batches in flight
+	wg    sync.WaitGroup
+}
+
+// pendingCall is one queued request and, once done is closed, its result.
+type pendingCall[Q, R any] struct {
+	ctx  context.Context
+	req  Q
+	res  R
+	err  error
+	done chan struct{}
+}
+
+// do sends req in the next batch and waits for its result. When ctx ends
+// first it returns at once with ctx's error (a quorum Locker bounds each
+// server's wait so): a request still queued is then never sent, one
+// already sent may take effect, as any call cut off while Redis runs it.
+func (c *coalescer[Q, R]) do(ctx context.Context, req Q) (R, error) {
+	if err := ctx.Err(); err != nil {
+		var zero R
+		return zero, context.Cause(ctx)
+	}
+	p := &pendingCall[Q, R]{ctx: ctx, req: req, done: make(chan struct{})}
+	c.mu.Lock()
+	c.queue = append(c.queue, p)
+	if c.busy < c.flight {
+		// A slot is free, so no call waits in the queue (a sender
+		// gives up its slot only when the queue is empty): ours goes
+		// out at once.
+		c.busy++
+		c.send()
+		if len(c.queue) > 0 {
+			c.wg.Add(1)
+			go c.loop()
+		} else {
+			c.busy--
+		}
+		c.mu.Unlock()
+		<-p.done
+		return p.res, p.err
+	}
+	c.mu.Unlock()
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	for i, q := range c.queue {
+		if q == p {
+			c.queue = append(c.queue[:i], c.queue[i+1:]...)
+			break
+		}
+	}
+	c.mu.Unlock()
+	var zero R
+	return zero, context.Cause(ctx)
+}
+
+// loop sends batches until the queue is empty, then gives up the batch
+// slot it was handed.
+func (c *coalescer[Q, R]) loop() {
+	defer c.wg.Done()
+	c.mu.Lock()
+	for len(c.queue) > 0 {
+		c.send()
+	}
+	c.busy--
+	c.mu.Unlock()
+}
+
+// send sends one batch of the queue's oldest calls and hands each its
+// result. Called with c.mu held, which it releases while the batch is
+// out.
+func (c *coalescer[Q, R]) send() {
+	n := min(len(c.queue), c.max)
+	batch := make([]*pendingCall[Q, R], n)
+	copy(batch, c.queue)
+	c.queue = append(c.queue[:0], c.queue[n:]...)
+	c.mu.Unlock()
+	reqs := make([]Q, n)
+	for i, p := range batch {
+		reqs[i] = p.req
+	}
+	ctx := batch[0].ctx
+	if n > 1 {
+		ctx = context.WithoutCancel(ctx)
+	}
+	res, err := c.run(ctx, reqs)
+	for i, p := range batch {
+		if err != nil {
+			p.err = err
+		} else {
+			p.res = res[i]
+		}
+		close(p.done)
+	}
+	c.mu.Lock()
+}
+
+// wait returns when no goroutine of c is sending (Store.Close).
+func (c *coalescer[Q, R]) wait() { c.wg.Wait() }

@@ -1,0 +1,264 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// gate is a coalescer's run that records each batch and blocks until
+// released, so a test decides what is queued when.
+type gate struct {
+	mu      sync.Mutex
+	batches [][]int
+	entered chan int // receives each batch's size as it starts
+	release chan error
+}
+
+func newGate() *gate {
+	return &gate{entered: make(chan int, 100), release: make(chan error, 100)}
+}
+
+func (g *gate) run(_ context.Context, reqs []int) ([]int, error) {
+	g.mu.Lock()
+	g.batches = append(g.batches, slices.Clone(reqs))
+	g.mu.Unlock()
+	g.entered <- len(reqs)
+	if err := <-g.release; err != nil {
+		return nil, err
+	}
+	out := make([]int, len(reqs))
+	for i, r := range reqs {
+		out[i] = r * 10
+	}
+	return out, nil
+}
+
+// queued waits until n calls wait in c's queue.
+func queued(t *testing.T, c *coalescer[int, int], n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		got := len(c.queue)
+		c.mu.Unlock()
+		if got == n {
+			return
+		}
+	}
+	t.Fatalf("the queue never held %d calls", n)
+}
+
+type result struct{ v, req int }
+
+// call runs c.do(req) in a goroutine, reporting on out.
+func call(wg *sync.WaitGroup, c *coalescer[int, int], ctx context.Context, req int, out chan<- result, errs chan<- error) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		v, err := c.do(ctx, req)
+		if err != nil {
+			errs <- err
+			return
+		}
+		out <- result{v, req}
+	}()
+}
+
+// A lone call goes out at once; calls made while the batch is out wait
+// and go together in the next, at most max a batch, each with its own
+// result.
+func TestCoalescerBatchesWhatQueues(t *testing.T) {
+	g := newGate()
+	c := &coalescer[int, int]{run: g.run, max: 4, flight: 1}
+	out, errs := make(chan result, 20), make(chan error, 20)
+	var wg sync.WaitGroup
+	call(&wg, c, t.Context(), 1, out, errs)
+	if n := <-g.entered; n != 1 {
+		t.Fatalf("first batch of %d calls, want 1 (sent at once)", n)
+	}
+	for i := 2; i <= 7; i++ {
+		call(&wg, c, t.Context(), i, out, errs)
+		queued(t, c, i-1) // one at a time, so the queue's order is known
+	}
+	for range 3 {
+		g.release <- nil
+	}
+	wg.Wait()
+	c.wait()
+	close(out)
+	for r := range out {
+		if r.v != r.req*10 {
+			t.Errorf("call %d got %d, want %d", r.req, r.v, r.req*10)
+		}
+	}
+	if len(errs) > 0 {
+		t.Errorf("error: %v", <-errs)
+	}
+	want := [][]int{{1}, {2, 3, 4, 5}, {6, 7}}
+	if !slices.EqualFunc(g.batches, want, slices.Equal) {
+		t.Errorf("batches %v, want %v (in order, at most 4 each)", g.batches, want)
+	}
+}
+
+// With flight 2 a second call goes out while the first batch is out.
+func TestCoalescerFlight(t *testing.T) {
+	g := newGate()
+	c := &coalescer[int, int]{run: g.run, max: 8, flight: 2}
+	out, errs := make(chan result, 20), make(chan error, 20)
+	var wg sync.WaitGroup
+	call(&wg, c, t.Context(), 1, out, errs)
+	<-g.entered
+	call(&wg, c, t.Context(), 2, out, errs)
+	if n := <-g.entered; n != 1 {
+		t.Fatalf("second batch of %d, want 1 sent at once", n)
+	}
+	call(&wg, c, t.Context(), 3, out, errs)
+	queued(t, c, 1)
+	for range 3 {
+		g.release <- nil
+	}
+	wg.Wait()
+	c.wait()
+	if len(out) != 3 || len(errs) != 0 {
+		t.Errorf("%d results, %d errors; want 3, 0", len(out), len(errs))
+	}
+}
+
+// An error of run fails every call of its batch, and only those.
+func TestCoalescerErrorFailsItsBatch(t *testing.T) {
+	g := newGate()
+	c := &coalescer[int, int]{run: g.run, max: 8, flight: 1}
+	out, errs := make(chan result, 20), make(chan error, 20)
+	var wg sync.WaitGroup
+	call(&wg, c, t.Context(), 1, out, errs)
+	<-g.entered
+	call(&wg, c, t.Context(), 2, out, errs)
+	call(&wg, c, t.Context(), 3, out, errs)
+	queued(t, c, 2)
+	g.release <- nil
+	<-g.entered
+	boom := errors.New("boom")
+	g.release <- boom
+	wg.Wait()
+	c.wait()
+	if len(out) != 1 || len(errs) != 2 {
+		t.Fatalf("%d results, %d errors; want 1 and 2", len(out), len(errs))
+	}
+	for range 2 {
+		if err := <-errs; !errors.Is(err, boom) {
+			t.Errorf("error %v, want boom", err)
+		}
+	}
+}
+
+// A call whose context ends returns at once: never sent when it was
+// still queued; cut off, as any call, when its batch was out.
+func TestCoalescerCallerGivesUp(t *testing.T) {
+	g := newGate()
+	c := &coalescer[int, int]{run: g.run, max: 8, flight: 1}
+	out, errs := make(chan result, 20), make(chan error, 20)
+	var wg sync.WaitGroup
+	sentCtx, cancelSent := context.WithCancel(t.Context())
+	call(&wg, c, sentCtx, 1, out, errs)
+	<-g.entered
+	queuedCtx, cancelQueued := context.WithCancel(t.Context())
+	call(&wg, c, queuedCtx, 2, out, errs)
+	queued(t, c, 1)
+	call(&wg, c, t.Context(), 3, out, errs)
+	queued(t, c, 2)
+
+	cancelQueued()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("queued call gave up with %v, want context.Canceled", err)
+	}
+	queued(t, c, 1) // taken out of the queue
+	// The first call is the sender: it waits for its batch, as a
+	// lone call does for its command.
+	cancelSent()
+	g.release <- nil
+	if n := <-g.entered; n != 1 {
+		t.Fatalf("next batch of %d calls, want 1 (the call that gave up is not sent)", n)
+	}
+	g.release <- nil
+	wg.Wait()
+	c.wait()
+	if g.batches[1][0] != 3 {
+		t.Errorf("second batch %v, want [3]", g.batches[1])
+	}
+
+	// A waiting call whose batch is out returns when its context ends.
+	call(&wg, c, t.Context(), 4, out, errs)
+	<-g.entered
+	outCtx, cancelOut := context.WithCancel(t.Context())
+	call(&wg, c, t.Context(), 5, out, errs)
+	call(&wg, c, outCtx, 6, out, errs)
+	queued(t, c, 2)
+	g.release <- nil
+	<-g.entered // 5 and 6 are out
+	cancelOut()
+	select {
+	case err := <-errs:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("call cut off with %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a call whose batch was out did not return when its context ended")
+	}
+	g.release <- nil
+	wg.Wait()
+	c.wait()
+}
+
+// A lone call's batch runs on the caller's own context, so a call to a
+// dead server ends with it (a quorum Locker's NodeTimeout); a shared
+// batch's does not end when one of its callers gives up.
+func TestCoalescerContexts(t *testing.T) {
+	wait := func(ctx context.Context, reqs []int) ([]int, error) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+			return make([]int, len(reqs)), nil
+		}
+	}
+	c := &coalescer[int, int]{run: wait, max: 8, flight: 1}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := c.do(ctx, 1); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 200*time.Millisecond {
+		t.Errorf("lone call = %v after %v, want its deadline after 20ms", err, time.Since(start))
+	}
+
+	g := newGate()
+	c = &coalescer[int, int]{run: func(ctx context.Context, reqs []int) ([]int, error) {
+		if len(reqs) > 1 {
+			if ctx.Done() != nil {
+				return nil, errors.New("a shared batch runs on a context that can end")
+			}
+		}
+		return g.run(ctx, reqs)
+	}, max: 8, flight: 1}
+	out, errs := make(chan result, 20), make(chan error, 20)
+	var wg sync.WaitGroup
+	call(&wg, c, t.Context(), 1, out, errs)
+	<-g.entered
+	short, cancelShort := context.WithCancel(t.Context())
+	defer cancelShort()
+	call(&wg, c, short, 2, out, errs)
+	queued(t, c, 1)
+	call(&wg, c, t.Context(), 3, out, errs)
+	queued(t, c, 2)
+	g.release <- nil
+	g.release <- nil
+	wg.Wait()
+	c.wait()
+	if len(errs) > 0 {
+		t.Fatal(<-errs)
+	}
+	if len(out) != 3 {
+		t.Errorf("%d results, want 3", len(out))
+	}
+}
