@@ -325,3 +325,41 @@ func TestConcurrentLocksBatched(t *testing.T) {
 		}
 	})
 }
+
+// Close does not wait out a batch stuck on a paused Redis: the calls in
+// flight and queued fail at once, and Close returns.
+func TestCloseWithLocksInFlight(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	s, err := store.Open(t.Context(), store.Config{Addrs: []string{srv.Addr()}, Shards: 1, AutoPipeline: true,
+		ReadTimeout: 20 * time.Second, WriteTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.MarkEpoch(t.Context(), 0, 0)
+	srv.Pause(t)
+	defer srv.Resume(t)
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			_, err := s.Lock(t.Context(), "job-"+strconv.Itoa(i), record("a"), time.Minute)
+			errs <- err
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // one batch out, the others queued
+	start := time.Now()
+	s.Close()
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Close took %v with Redis paused", d)
+	}
+	for range 8 {
+		select {
+		case err := <-errs:
+			if err == nil {
+				t.Error("a lock on a paused, closed store succeeded")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a Lock call did not return after Close")
+		}
+	}
+}

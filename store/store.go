@@ -370,14 +370,16 @@ func (s *Store) driveClock() {
 // Close closes the auto-pipeliner (its queued commands are sent first),
 // the client, and stops the embedded store.
 func (s *Store) Close() error {
-	if s.lockB != nil {
-		s.lockB.wait()
-	}
 	var err error
 	if s.ap != nil {
 		err = s.ap.Close()
 	}
 	err = errors.Join(err, s.rdb.Close())
+	if s.lockB != nil {
+		// Lock and Unlock calls still queued fail at once on the closed
+		// client; wait for the goroutine sending them.
+		s.lockB.wait()
+	}
 	if s.mini != nil {
 		close(s.stopClock)
 		<-s.clockDone
