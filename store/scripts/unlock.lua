@@ -16,16 +16,18 @@
 -- released: its token is not there.
 local keep, n = ARGV[1], #ARGV - 1
 
--- unlock: one lock's code, read and written key by key.
+-- unlock: one lock's code, its record and released tokens read in one
+-- MGET. MGET reads a key of another type (made by hand) as nil: get_rec
+-- then reads a record key of another type as '', a record nobody holds;
+-- released tokens of another type read as none and are overwritten.
 local function unlock(rk, ring_key, tok)
-  local cur = get_rec(rk)
+  local v = redis.call('MGET', rk, ring_key)
+  local cur, ring = v[1] or get_rec(rk), v[2]
   if cur and token_of(cur) == tok then
     redis.call('DEL', rk)
-    local ring = wrongtype(redis.pcall('GET', ring_key)) or ''
-    redis.call('SET', ring_key, tok .. string.sub(ring, 1, 112), 'PX', keep)
+    redis.call('SET', ring_key, tok .. string.sub(ring or '', 1, 112), 'PX', keep)
     return 1
   end
-  local ring = wrongtype(redis.pcall('GET', ring_key))
   if ring then
     for i = 1, #ring - 15, 16 do
       if string.sub(ring, i, i + 15) == tok then return 1 end
