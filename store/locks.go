@@ -109,7 +109,8 @@ func (s *Store) lockOps(ctx context.Context, ops []lockOp) ([]lockOpReply, error
 		n    int // ops in it
 		keys []string
 		args []any
-		cmd  *redis.Cmd
+		v    any
+		err  error
 	}
 	unlock := call{sc: scriptUnlock}
 	lock := call{sc: scriptLock}
@@ -161,28 +162,39 @@ func (s *Store) lockOps(ctx context.Context, ops []lockOp) ([]lockOpReply, error
 		calls[n] = &lock
 		n++
 	}
-	if n == 1 {
+	switch {
+	case n == 1 && s.lockB == nil:
+		// Not coalesced (Cluster, or no auto-pipelining): the call
+		// shares round trips through the auto-pipeliner, if any.
 		c := calls[0]
-		c.cmd = c.sc.Run(ctx, s.rdb, c.keys, c.args...)
-	} else {
+		c.v, c.err = s.runHot(ctx, c.sc, c.keys, c.args...)
+	case n == 1:
+		// The coalescer's own round trip: straight to the client (the
+		// auto-pipeliner's hand-offs between goroutines cost more than
+		// they share here).
+		c := calls[0]
+		c.v, c.err = c.sc.Run(ctx, s.rdb, c.keys, c.args...).Result()
+	default:
+		var cmds [2]*redis.Cmd
 		s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, c := range calls {
-				c.cmd = c.sc.EvalSha(ctx, p, c.keys, c.args...)
+			for i, c := range calls {
+				cmds[i] = c.sc.EvalSha(ctx, p, c.keys, c.args...)
 			}
 			return nil
 		})
-		for _, c := range calls {
-			if isNoScript(c.cmd.Err()) {
+		for i, c := range calls {
+			if isNoScript(cmds[i].Err()) {
 				// The server lost its script cache (a restart, a
 				// failover): EVALSHA, then EVAL, on the client.
-				c.cmd = c.sc.Run(ctx, s.rdb, c.keys, c.args...)
+				cmds[i] = c.sc.Run(ctx, s.rdb, c.keys, c.args...)
 			}
+			c.v, c.err = cmds[i].Result()
 		}
 	}
 	var codes []int64
 	var locks []any
 	for _, c := range calls[:n] {
-		v, err := c.cmd.Result()
+		v, err := c.v, c.err
 		if err != nil {
 			return nil, err
 		}

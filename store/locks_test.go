@@ -363,3 +363,27 @@ func TestCloseWithLocksInFlight(t *testing.T) {
 		}
 	}
 }
+
+// A batch of locks and unlocks (two EVALSHAs in one pipeline) reloads
+// its scripts when Redis lost them (SCRIPT FLUSH, a restart, a failover).
+func TestLockBatchAfterScriptFlush(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	s := open(t, store.Config{Addrs: []string{srv.Addr()}, Shards: 1})
+	ctx := t.Context()
+	s.MarkEpoch(ctx, 0, 0)
+	a := record("a")
+	if r, err := s.Lock(ctx, "held", a, time.Minute); err != nil || !r.Acquired {
+		t.Fatalf("lock = %+v, %v", r, err)
+	}
+	if err := srv.Client(t).ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.LockOps(ctx, []store.LockOpForTest{
+		{Unlock: true, Name: "held", Token: a.Token},
+		{Name: "free", Rec: record("b"), TTL: time.Minute},
+	})
+	if err != nil || res[0].Code != store.Released || !res[1].Lock.Acquired {
+		t.Fatalf("batch after SCRIPT FLUSH = %+v, %v; want released and acquired", res, err)
+	}
+}
