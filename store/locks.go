@@ -199,7 +199,9 @@ func (s *Store) lockOps(ctx context.Context, ops []lockOp) ([]lockOpReply, error
 			return nil, err
 		}
 		if c == &unlock {
-			if codes, err = ints(v, unlock.n); err != nil {
+			if code, ok := v.(int64); ok && unlock.n == 1 {
+				codes = []int64{code} // one lock's code comes alone
+			} else if codes, err = ints(v, unlock.n); err != nil {
 				return nil, err
 			}
 			continue

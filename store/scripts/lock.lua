@@ -27,78 +27,85 @@ local times_now, nowus_s = times(nowms), num(nowus)
 local embedded, k = ARGV[1] == '1', tonumber(ARGV[2])
 local uptime -- INFO's uptime_in_seconds, read once per call if needed
 
--- hold_off: how long a name whose fence counter is missing must wait.
--- The counter outlives every lock of its name by a week, so it is missing
--- when the name was not locked for a week or when Redis lost its data (a
--- restart without persistence) and with it, perhaps, a lock whose holder
--- still trusts its lease for up to a ttl. As claims do (claim.lua,
--- epoch.lua), the name then waits until Redis has been up for a ttl,
--- unless the shard's epoch marker, present only while no data was lost,
--- says otherwise. Runs only when the counter is missing.
-local function hold_off(epoch, ttl)
-  if embedded then return 0 end
+-- hold_off: how long a name whose fence counter is missing must wait,
+-- and the uptime read for it. The counter outlives every lock of its
+-- name by a week, so it is missing when the name was not locked for a
+-- week or when Redis lost its data (a restart without persistence) and
+-- with it, perhaps, a lock whose holder still trusts its lease for up to
+-- a ttl. As claims do (claim.lua, epoch.lua), the name then waits until
+-- Redis has been up for a ttl, unless the shard's epoch marker, present
+-- only while no data was lost, says otherwise. Runs only when the
+-- counter is missing. Everything comes in as arguments: a function that
+-- reads the script's locals costs Redis an upvalue each per call.
+local function hold_off(epoch, ttl, nowms, up)
   if epoch then
     local mark = redis.call('GET', epoch)
     if mark then
       local left = (tonumber(mark) or 0) - nowms
-      if left ~= left or left < 0 then return 0 end -- NaN, or passed
-      return math.min(left, ttl) -- a hostile 'inf' holds one ttl, not for ever
+      if left ~= left or left < 0 then return 0, up end -- NaN, or passed
+      return math.min(left, ttl), up -- a hostile 'inf' holds one ttl, not for ever
     end
   end
-  if not uptime then
-    uptime = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)')) or 0
-  end
+  up = up or tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)')) or 0
   -- uptime_in_seconds can read 1 a few ms after the start: take a second
   -- off, so the hold errs long (as store.MarkEpoch does).
-  return math.max(ttl - math.max(uptime - 1, 0) * 1000, 0)
+  return math.max(ttl - math.max(up - 1, 0) * 1000, 0), up
 end
 
--- lock: one lock's two result values.
-local function lock(rk, fk, epoch, ttlarg, tmpl)
-  -- The counter outlives the lock for a week; past that the time floor
-  -- alone keeps fences rising.
-  local fence = nowus
-  local prev = redis.call('SET', fk, nowus_s, 'PX', '604800000', 'GET')
-  if not prev then
-    local hold = hold_off(epoch, tonumber(ttlarg))
-    if hold > 0 then
-      redis.call('DEL', fk) -- the next attempt must ask again
-      return -2, hold
-    end
-  end
-  -- A counter that is not a plain decimal below 2^53 - 1 was planted or
-  -- corrupted: Lua's doubles cannot raise it exactly, so two holders
-  -- could get one fence. It is already replaced by the clock above;
-  -- refuse this attempt loudly, and the next one takes a fence from the
-  -- clock.
-  if prev then
-    local p = string.match(prev, '^%d+$') and tonumber(prev)
-    if not p or p >= 9007199254740991 then
-      return -3, 'syncd: lock fence counter ' .. fk .. ' held ' .. string.sub(prev, 1, 32) ..
-        ', which cannot be raised exactly: reset to the clock, try again'
-    end
-    if p >= nowus then
-      fence = p + 1
-      redis.call('SET', fk, num(fence), 'PX', '604800000')
-    end
-  end
-  local cur = wrongtype(redis.pcall('SET', rk, stamp(tmpl, be8(fence), times_now, attempt_of(tmpl)), 'NX', 'PX', ttlarg, 'GET'))
-  if not cur then return 1, fence end
-  if token_of(cur) == token_of(tmpl) then return 1, fence_of(cur) end
-  local pttl = redis.call('PTTL', rk)
-  if pttl < 0 then
-    -- Not a lock syncd wrote (those expire): one ttl to live, as claims do.
-    redis.call('PEXPIRE', rk, ttlarg)
-    pttl = tonumber(ttlarg)
-  end
-  return 0, pttl
-end
-
+-- Each lock in turn, written out here rather than in a function for
+-- the same reason; `break` ends a lock's turn with its two values set.
 local out = {}
 for i = 0, #ARGV / 2 - 2 do
-  local at = i * k
-  local epoch = nil
-  if k == 3 then epoch = KEYS[at + 3] end
-  out[2 * i + 1], out[2 * i + 2] = lock(KEYS[at + 1], KEYS[at + 2], epoch, ARGV[3 + 2 * i], ARGV[4 + 2 * i])
+  local at, code, v = i * k, 0, 0
+  local rk, fk, ttlarg, tmpl = KEYS[at + 1], KEYS[at + 2], ARGV[3 + 2 * i], ARGV[4 + 2 * i]
+  repeat
+    -- The counter outlives the lock for a week; past that the time
+    -- floor alone keeps fences rising.
+    local fence = nowus
+    local prev = redis.call('SET', fk, nowus_s, 'PX', '604800000', 'GET')
+    if not prev and not embedded then
+      local epoch = nil
+      if k == 3 then epoch = KEYS[at + 3] end
+      local hold
+      hold, uptime = hold_off(epoch, tonumber(ttlarg), nowms, uptime)
+      if hold > 0 then
+        redis.call('DEL', fk) -- the next attempt must ask again
+        code, v = -2, hold
+        break
+      end
+    end
+    -- A counter that is not a plain decimal below 2^53 - 1 was planted
+    -- or corrupted: Lua's doubles cannot raise it exactly, so two
+    -- holders could get one fence. It is already replaced by the clock
+    -- above; refuse this attempt loudly, and the next one takes a fence
+    -- from the clock.
+    if prev then
+      local p = string.match(prev, '^%d+$') and tonumber(prev)
+      if not p or p >= 9007199254740991 then
+        code, v = -3, 'syncd: lock fence counter ' .. fk .. ' held ' .. string.sub(prev, 1, 32) ..
+          ', which cannot be raised exactly: reset to the clock, try again'
+        break
+      end
+      if p >= nowus then
+        fence = p + 1
+        redis.call('SET', fk, num(fence), 'PX', '604800000')
+      end
+    end
+    local cur = wrongtype(redis.pcall('SET', rk, stamp(tmpl, be8(fence), times_now, attempt_of(tmpl)), 'NX', 'PX', ttlarg, 'GET'))
+    if not cur then
+      code, v = 1, fence
+    elseif token_of(cur) == token_of(tmpl) then
+      code, v = 1, fence_of(cur)
+    else
+      v = redis.call('PTTL', rk)
+      if v < 0 then
+        -- Not a lock syncd wrote (those expire): one ttl to live, as
+        -- claims do.
+        redis.call('PEXPIRE', rk, ttlarg)
+        v = tonumber(ttlarg)
+      end
+    end
+  until true
+  out[2 * i + 1], out[2 * i + 2] = code, v
 end
 return out

@@ -6,8 +6,9 @@
 --   the lock record key
 --   the lock's released tokens (same slot): the tokens of its last
 --   unlocks, 16 bytes each, newest first
--- Result: one code per lock: 1 released, 0 not held (no record), -1 held
--- by another owner.
+-- Result: one code per lock, 1 released, 0 not held (no record), -1 held
+-- by another owner; for one lock the code alone (a reply table costs
+-- Redis more than the number).
 -- A call re-sent after a dropped connection (go-redis re-sends a whole
 -- pipeline) finds the record gone, or taken by the next owner, when its
 -- first send released it: it finds its token among the released ones and
@@ -16,18 +17,19 @@
 -- released: its token is not there.
 local keep, n = ARGV[1], #ARGV - 1
 
--- unlock: one lock's code, its record and released tokens read in one
--- MGET. MGET reads a key of another type (made by hand) as nil: get_rec
--- then reads a record key of another type as '', a record nobody holds;
--- released tokens of another type read as none and are overwritten.
-local function unlock(rk, ring_key, tok)
-  local v = redis.call('MGET', rk, ring_key)
-  local cur, ring = v[1] or get_rec(rk), v[2]
+-- One lock: read and written key by key, at the top level (a function
+-- reading the script's locals costs Redis an upvalue each per call; one
+-- MGET costs more than two GETs here, its reply made a Lua table).
+if n == 1 then
+  local rk, ring_key, tok = KEYS[1], KEYS[2], ARGV[2]
+  local cur = get_rec(rk)
   if cur and token_of(cur) == tok then
     redis.call('DEL', rk)
-    redis.call('SET', ring_key, tok .. string.sub(ring or '', 1, 112), 'PX', keep)
+    local ring = wrongtype(redis.pcall('GET', ring_key)) or ''
+    redis.call('SET', ring_key, tok .. string.sub(ring, 1, 112), 'PX', keep)
     return 1
   end
+  local ring = wrongtype(redis.pcall('GET', ring_key))
   if ring then
     for i = 1, #ring - 15, 16 do
       if string.sub(ring, i, i + 15) == tok then return 1 end
@@ -36,7 +38,6 @@ local function unlock(rk, ring_key, tok)
   if cur then return -1 end
   return 0
 end
-if n == 1 then return {unlock(KEYS[1], KEYS[2], ARGV[2])} end
 
 -- A batch: the records and the released tokens are read in one MGET
 -- each and the released records deleted in one DEL (a command from Lua
