@@ -1,6 +1,6 @@
 -- lock.lua: acquire standalone locks with SET NX PX and a fresh fence
 -- each: one lock, or a batch of them that Store gathered from
--- concurrent Lock calls (lockBatch in locks.go), in one call.
+-- concurrent Lock calls (lockOps in locks.go), in one call.
 -- ARGV[1]  '1' on the embedded store, whose data never outlives its holders
 -- ARGV[2]  k, the keys per lock: 2, or 3 with the epoch marker
 -- then per lock: its ttl in ms and its record template (fence,

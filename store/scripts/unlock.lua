@@ -19,7 +19,8 @@ local keep, n = ARGV[1], #ARGV - 1
 
 -- One lock: read and written key by key, at the top level (a function
 -- reading the script's locals costs Redis an upvalue each per call; one
--- MGET costs more than two GETs here, its reply made a Lua table).
+-- MGET instead of the two GETs saved nothing, its reply made a Lua
+-- table).
 if n == 1 then
   local rk, ring_key, tok = KEYS[1], KEYS[2], ARGV[2]
   local cur = get_rec(rk)
