@@ -17,20 +17,23 @@
 -- released: its token is not there.
 local keep, n = ARGV[1], #ARGV - 1
 
--- One lock: read and written key by key, at the top level (a function
--- reading the script's locals costs Redis an upvalue each per call; one
--- MGET instead of the two GETs saved nothing, its reply made a Lua
--- table).
+-- One lock, at the top level (a function reading the script's locals
+-- costs Redis an upvalue each per call): its record and released tokens
+-- read in one MGET, as a batch reads them (no cheaper than two GETs,
+-- but then every unlock needs the same commands, and an ACL user made
+-- for syncd works at any load). MGET reads a key of another type (made
+-- by hand) as nil: get_rec then reads a record key of another type as
+-- '', a record nobody holds; released tokens of another type read as
+-- none and are overwritten.
 if n == 1 then
   local rk, ring_key, tok = KEYS[1], KEYS[2], ARGV[2]
-  local cur = get_rec(rk)
+  local v = redis.call('MGET', rk, ring_key)
+  local cur, ring = v[1] or get_rec(rk), v[2]
   if cur and token_of(cur) == tok then
     redis.call('DEL', rk)
-    local ring = wrongtype(redis.pcall('GET', ring_key)) or ''
-    redis.call('SET', ring_key, tok .. string.sub(ring, 1, 112), 'PX', keep)
+    redis.call('SET', ring_key, tok .. string.sub(ring or '', 1, 112), 'PX', keep)
     return 1
   end
-  local ring = wrongtype(redis.pcall('GET', ring_key))
   if ring then
     for i = 1, #ring - 15, 16 do
       if string.sub(ring, i, i + 15) == tok then return 1 end
