@@ -53,41 +53,59 @@ func queued(t *testing.T, c *coalescer[int, int], n int) {
 
 type result struct{ v, req int }
 
-// call runs c.do(req) in a goroutine, reporting on out.
-func call(wg *sync.WaitGroup, c *coalescer[int, int], ctx context.Context, req int, out chan<- result, errs chan<- error) {
-	wg.Add(1)
+// rig is a coalescer over a gate, with its calls' results and errors.
+type rig struct {
+	g    *gate
+	c    *coalescer[int, int]
+	res  chan result
+	errs chan error
+	wg   sync.WaitGroup
+}
+
+func newRig(max, flight int) *rig {
+	g := newGate()
+	return &rig{g: g, c: &coalescer[int, int]{run: g.run, max: max, flight: flight},
+		res: make(chan result, 20), errs: make(chan error, 20)}
+}
+
+// call runs c.do(req) in a goroutine, reporting on res or errs.
+func (r *rig) call(ctx context.Context, req int) {
+	r.wg.Add(1)
 	go func() {
-		defer wg.Done()
-		v, err := c.do(ctx, req)
+		defer r.wg.Done()
+		v, err := r.c.do(ctx, req)
 		if err != nil {
-			errs <- err
+			r.errs <- err
 			return
 		}
-		out <- result{v, req}
+		r.res <- result{v, req}
 	}()
+}
+
+// finish waits for every call and for the coalescer's sender.
+func (r *rig) finish() {
+	r.wg.Wait()
+	r.c.wait()
 }
 
 // A lone call goes out at once; calls made while the batch is out wait
 // and go together in the next, at most max a batch, each with its own
 // result.
 func TestCoalescerBatchesWhatQueues(t *testing.T) {
-	g := newGate()
-	c := &coalescer[int, int]{run: g.run, max: 4, flight: 1}
-	out, errs := make(chan result, 20), make(chan error, 20)
-	var wg sync.WaitGroup
-	call(&wg, c, t.Context(), 1, out, errs)
+	r := newRig(4, 1)
+	g, c, out, errs := r.g, r.c, r.res, r.errs
+	r.call(t.Context(), 1)
 	if n := <-g.entered; n != 1 {
 		t.Fatalf("first batch of %d calls, want 1 (sent at once)", n)
 	}
 	for i := 2; i <= 7; i++ {
-		call(&wg, c, t.Context(), i, out, errs)
+		r.call(t.Context(), i)
 		queued(t, c, i-1) // one at a time, so the queue's order is known
 	}
 	for range 3 {
 		g.release <- nil
 	}
-	wg.Wait()
-	c.wait()
+	r.finish()
 	close(out)
 	for r := range out {
 		if r.v != r.req*10 {
@@ -105,23 +123,20 @@ func TestCoalescerBatchesWhatQueues(t *testing.T) {
 
 // With flight 2 a second call goes out while the first batch is out.
 func TestCoalescerFlight(t *testing.T) {
-	g := newGate()
-	c := &coalescer[int, int]{run: g.run, max: 8, flight: 2}
-	out, errs := make(chan result, 20), make(chan error, 20)
-	var wg sync.WaitGroup
-	call(&wg, c, t.Context(), 1, out, errs)
+	r := newRig(8, 2)
+	g, c, out, errs := r.g, r.c, r.res, r.errs
+	r.call(t.Context(), 1)
 	<-g.entered
-	call(&wg, c, t.Context(), 2, out, errs)
+	r.call(t.Context(), 2)
 	if n := <-g.entered; n != 1 {
 		t.Fatalf("second batch of %d, want 1 sent at once", n)
 	}
-	call(&wg, c, t.Context(), 3, out, errs)
+	r.call(t.Context(), 3)
 	queued(t, c, 1)
 	for range 3 {
 		g.release <- nil
 	}
-	wg.Wait()
-	c.wait()
+	r.finish()
 	if len(out) != 3 || len(errs) != 0 {
 		t.Errorf("%d results, %d errors; want 3, 0", len(out), len(errs))
 	}
@@ -129,21 +144,18 @@ func TestCoalescerFlight(t *testing.T) {
 
 // An error of run fails every call of its batch, and only those.
 func TestCoalescerErrorFailsItsBatch(t *testing.T) {
-	g := newGate()
-	c := &coalescer[int, int]{run: g.run, max: 8, flight: 1}
-	out, errs := make(chan result, 20), make(chan error, 20)
-	var wg sync.WaitGroup
-	call(&wg, c, t.Context(), 1, out, errs)
+	r := newRig(8, 1)
+	g, c, out, errs := r.g, r.c, r.res, r.errs
+	r.call(t.Context(), 1)
 	<-g.entered
-	call(&wg, c, t.Context(), 2, out, errs)
-	call(&wg, c, t.Context(), 3, out, errs)
+	r.call(t.Context(), 2)
+	r.call(t.Context(), 3)
 	queued(t, c, 2)
 	g.release <- nil
 	<-g.entered
 	boom := errors.New("boom")
 	g.release <- boom
-	wg.Wait()
-	c.wait()
+	r.finish()
 	if len(out) != 1 || len(errs) != 2 {
 		t.Fatalf("%d results, %d errors; want 1 and 2", len(out), len(errs))
 	}
@@ -157,17 +169,15 @@ func TestCoalescerErrorFailsItsBatch(t *testing.T) {
 // A call whose context ends returns at once: never sent when it was
 // still queued; cut off, as any call, when its batch was out.
 func TestCoalescerCallerGivesUp(t *testing.T) {
-	g := newGate()
-	c := &coalescer[int, int]{run: g.run, max: 8, flight: 1}
-	out, errs := make(chan result, 20), make(chan error, 20)
-	var wg sync.WaitGroup
+	r := newRig(8, 1)
+	g, c, errs := r.g, r.c, r.errs
 	sentCtx, cancelSent := context.WithCancel(t.Context())
-	call(&wg, c, sentCtx, 1, out, errs)
+	r.call(sentCtx, 1)
 	<-g.entered
 	queuedCtx, cancelQueued := context.WithCancel(t.Context())
-	call(&wg, c, queuedCtx, 2, out, errs)
+	r.call(queuedCtx, 2)
 	queued(t, c, 1)
-	call(&wg, c, t.Context(), 3, out, errs)
+	r.call(t.Context(), 3)
 	queued(t, c, 2)
 
 	cancelQueued()
@@ -183,18 +193,17 @@ func TestCoalescerCallerGivesUp(t *testing.T) {
 		t.Fatalf("next batch of %d calls, want 1 (the call that gave up is not sent)", n)
 	}
 	g.release <- nil
-	wg.Wait()
-	c.wait()
+	r.finish()
 	if g.batches[1][0] != 3 {
 		t.Errorf("second batch %v, want [3]", g.batches[1])
 	}
 
 	// A waiting call whose batch is out returns when its context ends.
-	call(&wg, c, t.Context(), 4, out, errs)
+	r.call(t.Context(), 4)
 	<-g.entered
 	outCtx, cancelOut := context.WithCancel(t.Context())
-	call(&wg, c, t.Context(), 5, out, errs)
-	call(&wg, c, outCtx, 6, out, errs)
+	r.call(t.Context(), 5)
+	r.call(outCtx, 6)
 	queued(t, c, 2)
 	g.release <- nil
 	<-g.entered // 5 and 6 are out
@@ -208,8 +217,7 @@ func TestCoalescerCallerGivesUp(t *testing.T) {
 		t.Fatal("a call whose batch was out did not return when its context ended")
 	}
 	g.release <- nil
-	wg.Wait()
-	c.wait()
+	r.finish()
 }
 
 // A lone call's batch runs on the caller's own context, so a call to a
@@ -232,29 +240,26 @@ func TestCoalescerContexts(t *testing.T) {
 		t.Errorf("lone call = %v after %v, want its deadline after 20ms", err, time.Since(start))
 	}
 
-	g := newGate()
-	c = &coalescer[int, int]{run: func(ctx context.Context, reqs []int) ([]int, error) {
-		if len(reqs) > 1 {
-			if ctx.Done() != nil {
-				return nil, errors.New("a shared batch runs on a context that can end")
-			}
+	r := newRig(8, 1)
+	g, run := r.g, r.c.run
+	r.c.run = func(ctx context.Context, reqs []int) ([]int, error) {
+		if len(reqs) > 1 && ctx.Done() != nil {
+			return nil, errors.New("a shared batch runs on a context that can end")
 		}
-		return g.run(ctx, reqs)
-	}, max: 8, flight: 1}
-	out, errs := make(chan result, 20), make(chan error, 20)
-	var wg sync.WaitGroup
-	call(&wg, c, t.Context(), 1, out, errs)
+		return run(ctx, reqs)
+	}
+	c, out, errs := r.c, r.res, r.errs
+	r.call(t.Context(), 1)
 	<-g.entered
 	short, cancelShort := context.WithCancel(t.Context())
 	defer cancelShort()
-	call(&wg, c, short, 2, out, errs)
+	r.call(short, 2)
 	queued(t, c, 1)
-	call(&wg, c, t.Context(), 3, out, errs)
+	r.call(t.Context(), 3)
 	queued(t, c, 2)
 	g.release <- nil
 	g.release <- nil
-	wg.Wait()
-	c.wait()
+	r.finish()
 	if len(errs) > 0 {
 		t.Fatal(<-errs)
 	}
