@@ -17,6 +17,16 @@
 -- released: its token is not there.
 local keep, n = ARGV[1], #ARGV - 1
 
+-- released: whether tok is among the released tokens ring (nil or false:
+-- none). It reads no local of the script, so it costs no upvalue.
+local function released(ring, tok)
+  if not ring then return false end
+  for i = 1, #ring - 15, 16 do
+    if string.sub(ring, i, i + 15) == tok then return true end
+  end
+  return false
+end
+
 -- One lock, at the top level (a function reading the script's locals
 -- costs Redis an upvalue each per call): its record and released tokens
 -- read in one MGET, as a batch reads them (no cheaper than two GETs,
@@ -34,11 +44,7 @@ if n == 1 then
     redis.call('SET', ring_key, tok .. string.sub(ring or '', 1, 112), 'PX', keep)
     return 1
   end
-  if ring then
-    for i = 1, #ring - 15, 16 do
-      if string.sub(ring, i, i + 15) == tok then return 1 end
-    end
-  end
+  if released(ring, tok) then return 1 end
   if cur then return -1 end
   return 0
 end
@@ -46,8 +52,8 @@ end
 -- A batch: the records and the released tokens are read in one MGET
 -- each and the released records deleted in one DEL (a command from Lua
 -- costs Redis thousands of instructions before any work), with the same
--- outcome as unlock for each lock in turn: a name twice in one call sees
--- what the one before it left.
+-- outcome as the lone path above for each lock in turn: a name twice in
+-- one call sees what the one before it left.
 local rks, rings = {}, {}
 for i = 1, n do
   rks[i], rings[i] = KEYS[2 * i - 1], KEYS[2 * i]
@@ -58,7 +64,7 @@ local cur_of, rel_of = {}, {} -- by key, as this call leaves them
 for i = 1, n do
   if cur_of[rks[i]] == nil then
     -- MGET reads a key of another type (made by hand) as nil; get_rec
-    -- reads it as '', a record nobody holds, as unlock does.
+    -- reads it as '', a record nobody holds, as the lone path does.
     cur_of[rks[i]] = curs[i] or get_rec(rks[i])
   end
   if rel_of[rings[i]] == nil then rel_of[rings[i]] = rel[i] or false end
@@ -76,13 +82,10 @@ for i = 1, n do
     rel_of[ring_key] = ring
     redis.call('SET', ring_key, ring, 'PX', keep)
     out[i] = 1
-  else
-    if ring then
-      for j = 1, #ring - 15, 16 do
-        if string.sub(ring, j, j + 15) == tok then out[i] = 1 end
-      end
-    end
-    if out[i] == 0 and cur then out[i] = -1 end
+  elseif released(ring, tok) then
+    out[i] = 1
+  elseif cur then
+    out[i] = -1
   end
 end
 if #gone > 1 then redis.call('DEL', unpack(gone, 2)) end
