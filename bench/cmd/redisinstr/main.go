@@ -16,6 +16,11 @@
 //     the operation is one item claimed and released.
 //   - lock: Store.Lock + Store.Unlock of 50 names in turn, 500 cycles; the
 //     operation is one cycle.
+//   - lockb: the same calls from 32 goroutines at once, each on its own
+//     name, 20 cycles each, through a Store with auto-pipelining, whose
+//     coalescer sends them in batches (a Redis under callgrind is so
+//     slow that nearly every batch carries all 32 waiting calls); the
+//     operation is one cycle.
 //
 // It needs valgrind and redis-server on PATH. Instructions are not time,
 // but on these paths (Lua, string building, command dispatch) they track
@@ -52,7 +57,7 @@ func main() {
 	for _, w := range []struct {
 		name string
 		ops  int // operations the measured rounds make
-	}{{"pick", 100 * 32}, {"lock", 500}} {
+	}{{"pick", 100 * 32}, {"lock", 500}, {"lockb", lockbGoroutines * lockbCycles}} {
 		base, err := count(*server, w.name, false, *keep)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "redisinstr:", err)
@@ -64,7 +69,8 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Printf("%-5s %8.1fk Redis instructions per %s\n", w.name, float64(with-base)/float64(w.ops)/1000,
-			map[string]string{"pick": "item claimed and released (pick 32 + release 32)", "lock": "lock cycle (lock + unlock)"}[w.name])
+			map[string]string{"pick": "item claimed and released (pick 32 + release 32)", "lock": "lock cycle (lock + unlock)",
+				"lockb": "lock cycle, 32 goroutines batched"}[w.name])
 	}
 }
 
@@ -139,9 +145,35 @@ func count(server, workload string, measured bool, keep string) (int64, error) {
 	return strconv.ParseInt(string(m[1]), 10, 64)
 }
 
+// The batched lock workload's shape.
+const (
+	lockbGoroutines = 32
+	lockbCycles     = 20
+)
+
+// rec is a record as syncd's workers write it.
+func rec(tok store.Token, w int) *store.Record {
+	return &store.Record{Version: store.RecordVersion, Token: tok, State: store.StateSyncing,
+		Owner: store.Owner{Host: "bench-host", PID: 4242, Run: "benchrun01", Worker: w}}
+}
+
+// lockCycle takes name and gives it back.
+func lockCycle(ctx context.Context, st *store.Store, name string, w int) error {
+	tok := store.NewToken()
+	res, err := st.Lock(ctx, name, rec(tok, w), 30*time.Second)
+	if err != nil || !res.Acquired {
+		return fmt.Errorf("lock %s: %+v %v", name, res, err)
+	}
+	if c, err := st.Unlock(ctx, name, tok); err != nil || c != store.Released {
+		return fmt.Errorf("unlock %s: %v %v", name, c, err)
+	}
+	return nil
+}
+
 // run is the workload: its setup, then (measured) its rounds.
 func run(ctx context.Context, addr, workload string, measured bool) error {
-	st, err := store.Open(ctx, store.Config{Addrs: []string{addr}, Shards: 1, ReadTimeout: 30 * time.Second})
+	st, err := store.Open(ctx, store.Config{Addrs: []string{addr}, Shards: 1, ReadTimeout: 30 * time.Second,
+		AutoPipeline: workload == "lockb"})
 	if err != nil {
 		return err
 	}
@@ -151,16 +183,15 @@ func run(ctx context.Context, addr, workload string, measured bool) error {
 		return err
 	}
 	time.Sleep(hold + 10*time.Millisecond)
+	if workload == "lockb" {
+		return runBatched(ctx, st, measured)
+	}
 	ids := make([]string, 2000)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("item-%07d", i)
 	}
 	if _, err := st.Add(ctx, ids...); err != nil {
 		return err
-	}
-	rec := func(tok store.Token, w int) *store.Record {
-		return &store.Record{Version: store.RecordVersion, Token: tok, State: store.StateSyncing,
-			Owner: store.Owner{Host: "bench-host", PID: 4242, Run: "benchrun01", Worker: w}}
 	}
 	rounds, warm := 0, 0
 	switch {
@@ -174,13 +205,8 @@ func run(ctx context.Context, addr, workload string, measured bool) error {
 	}
 	for r := range warm + rounds {
 		if workload == "lock" {
-			tok, name := store.NewToken(), "lk-"+strconv.Itoa(r%50)
-			res, err := st.Lock(ctx, name, rec(tok, 0), 30*time.Second)
-			if err != nil || !res.Acquired {
-				return fmt.Errorf("lock %s: %+v %v", name, res, err)
-			}
-			if c, err := st.Unlock(ctx, name, tok); err != nil || c != store.Released {
-				return fmt.Errorf("unlock %s: %v %v", name, c, err)
+			if err := lockCycle(ctx, st, "lk-"+strconv.Itoa(r%50), 0); err != nil {
+				return err
 			}
 			continue
 		}
@@ -203,4 +229,33 @@ func run(ctx context.Context, addr, workload string, measured bool) error {
 		}
 	}
 	return nil
+}
+
+// runBatched is the lockb workload: one cycle per goroutine to load the
+// scripts and warm up, then (measured) lockbCycles more each.
+func runBatched(ctx context.Context, st *store.Store, measured bool) error {
+	cycles := 1
+	if measured {
+		cycles += lockbCycles
+	}
+	errs := make(chan error, lockbGoroutines)
+	for g := range lockbGoroutines {
+		go func() {
+			name := "lkb-" + strconv.Itoa(g)
+			for range cycles {
+				if err := lockCycle(ctx, st, name, g); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	for range lockbGoroutines {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
