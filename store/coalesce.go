@@ -17,6 +17,9 @@ import (
 // queued (up to max) in each next batch until the queue is empty. So
 // batches grow with the load and need no timer, and no caller waits
 // for more than the batch in flight and its own.
+//
+// Requests marked alone (unlocks) go out in at most one batch in flight
+// at a time; the others fill the remaining slots meanwhile.
 type coalescer[Q, R any] struct {
 	// run sends one batch and returns one result per request, or an
 	// error for all of them. Its ctx is the request's when it is alone
@@ -27,11 +30,16 @@ type coalescer[Q, R any] struct {
 	run    func(ctx context.Context, reqs []Q) ([]R, error)
 	max    int // requests per batch
 	flight int // batches in flight at most
+	// alone, when set, marks the requests of which at most one batch in
+	// flight may carry any (unlocks: see lockOps); the others may go out
+	// in the other batches meanwhile. Nil: none.
+	alone func(Q) bool
 
-	mu    sync.Mutex
-	queue []*pendingCall[Q, R]
-	busy  int // batches in flight
-	wg    sync.WaitGroup
+	mu        sync.Mutex
+	queue     []*pendingCall[Q, R]
+	busy      int  // batches in flight
+	aloneBusy bool // a batch in flight carries requests marked alone
+	wg        sync.WaitGroup
 }
 
 // pendingCall is one queued request and, once done is closed, its result.
@@ -55,13 +63,13 @@ func (c *coalescer[Q, R]) do(ctx context.Context, req Q) (R, error) {
 	p := &pendingCall[Q, R]{ctx: ctx, req: req, done: make(chan struct{})}
 	c.mu.Lock()
 	c.queue = append(c.queue, p)
-	if c.busy < c.flight {
-		// A slot is free, so no call waits in the queue (a sender
-		// gives up its slot only when the queue is empty): ours goes
-		// out at once.
+	if c.busy < c.flight && c.sendable(p) {
+		// A slot is free, so no call that could go out waits in the
+		// queue (a sender gives up its slot only when none is left):
+		// ours goes out at once, alone.
 		c.busy++
 		c.send()
-		if len(c.queue) > 0 {
+		if c.ready() {
 			c.wg.Add(1)
 			go c.loop()
 		} else {
@@ -94,21 +102,67 @@ func (c *coalescer[Q, R]) do(ctx context.Context, req Q) (R, error) {
 func (c *coalescer[Q, R]) loop() {
 	defer c.wg.Done()
 	c.mu.Lock()
-	for len(c.queue) > 0 {
+	for c.ready() {
 		c.send()
 	}
 	c.busy--
 	c.mu.Unlock()
 }
 
-// send sends one batch of the queue's oldest calls and hands each its
-// result. Called with c.mu held, which it releases while the batch is
-// out.
+// sendable reports whether p may go out now: not marked alone, or no
+// batch in flight carries requests marked alone. Called with c.mu held.
+func (c *coalescer[Q, R]) sendable(p *pendingCall[Q, R]) bool {
+	return !c.aloneBusy || c.alone == nil || !c.alone(p.req)
+}
+
+// ready reports whether a queued call may go out now. Called with c.mu
+// held.
+func (c *coalescer[Q, R]) ready() bool {
+	if !c.aloneBusy {
+		return len(c.queue) > 0
+	}
+	for _, p := range c.queue {
+		if c.sendable(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// send sends one batch of the queue's oldest calls that may go out (see
+// sendable) and hands each its result. Called with c.mu held, which it
+// releases while the batch is out.
 func (c *coalescer[Q, R]) send() {
-	n := min(len(c.queue), c.max)
-	batch := make([]*pendingCall[Q, R], n)
-	copy(batch, c.queue)
-	c.queue = append(c.queue[:0], c.queue[n:]...)
+	var batch []*pendingCall[Q, R]
+	carriesAlone := false
+	if !c.aloneBusy {
+		n := min(len(c.queue), c.max)
+		batch = make([]*pendingCall[Q, R], n)
+		copy(batch, c.queue)
+		c.queue = append(c.queue[:0], c.queue[n:]...)
+		if c.alone != nil {
+			for _, p := range batch {
+				if c.alone(p.req) {
+					carriesAlone = true
+					break
+				}
+			}
+		}
+	} else {
+		// Those marked alone wait for the batch that carries theirs.
+		left := c.queue[:0]
+		for _, p := range c.queue {
+			if len(batch) < c.max && c.sendable(p) {
+				batch = append(batch, p)
+			} else {
+				left = append(left, p)
+			}
+		}
+		clear(c.queue[len(left):])
+		c.queue = left
+	}
+	c.aloneBusy = c.aloneBusy || carriesAlone
+	n := len(batch)
 	c.mu.Unlock()
 	reqs := make([]Q, n)
 	for i, p := range batch {
@@ -128,6 +182,9 @@ func (c *coalescer[Q, R]) send() {
 		close(p.done)
 	}
 	c.mu.Lock()
+	if carriesAlone {
+		c.aloneBusy = false
+	}
 }
 
 // wait returns when no goroutine of c is sending (Store.Close).

@@ -142,6 +142,88 @@ func TestCoalescerFlight(t *testing.T) {
 	}
 }
 
+// Calls marked alone (negative here) go out in one batch in flight at a
+// time: a second waits though a slot is free, while an unmarked call
+// takes that slot at once.
+func TestCoalescerAloneQueues(t *testing.T) {
+	r := newRig(8, 2)
+	r.c.alone = func(q int) bool { return q < 0 }
+	g, c, out, errs := r.g, r.c, r.res, r.errs
+	r.call(t.Context(), -1)
+	<-g.entered
+	r.call(t.Context(), -2)
+	queued(t, c, 1)
+	r.call(t.Context(), 3)
+	if n := <-g.entered; n != 1 {
+		t.Fatalf("second batch of %d, want 1 sent at once", n)
+	}
+	for range 3 {
+		g.release <- nil
+	}
+	r.finish()
+	if len(out) != 3 || len(errs) != 0 {
+		t.Errorf("%d results, %d errors; want 3, 0", len(out), len(errs))
+	}
+	want := [][]int{{-1}, {3}, {-2}}
+	if !slices.EqualFunc(g.batches, want, slices.Equal) {
+		t.Errorf("batches %v, want %v", g.batches, want)
+	}
+}
+
+// Under load, no two batches in flight carry calls marked alone, while
+// batches do overlap.
+func TestCoalescerAloneNeverTwice(t *testing.T) {
+	var mu sync.Mutex
+	var inFlight, aloneInFlight, maxInFlight, maxAlone, mixed int
+	run := func(_ context.Context, reqs []int) ([]int, error) {
+		alone := slices.ContainsFunc(reqs, func(q int) bool { return q < 0 })
+		mu.Lock()
+		inFlight++
+		maxInFlight = max(maxInFlight, inFlight)
+		if alone {
+			aloneInFlight++
+			maxAlone = max(maxAlone, aloneInFlight)
+			if slices.ContainsFunc(reqs, func(q int) bool { return q >= 0 }) {
+				mixed++
+			}
+		}
+		mu.Unlock()
+		time.Sleep(200 * time.Microsecond)
+		mu.Lock()
+		inFlight--
+		if alone {
+			aloneInFlight--
+		}
+		mu.Unlock()
+		return slices.Clone(reqs), nil
+	}
+	c := &coalescer[int, int]{run: run, max: 8, flight: 3, alone: func(q int) bool { return q < 0 }}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 200 {
+				q := g*1000 + i
+				if i%2 == 0 {
+					q = -q - 1
+				}
+				if v, err := c.do(t.Context(), q); err != nil || v != q {
+					t.Errorf("call %d = %d, %v", q, v, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	c.wait()
+	if maxAlone != 1 {
+		t.Errorf("%d batches with calls marked alone in flight at once, want 1", maxAlone)
+	}
+	if maxInFlight < 2 || mixed == 0 {
+		t.Errorf("at most %d batches in flight, %d batches of both kinds: the test did not load the coalescer", maxInFlight, mixed)
+	}
+	t.Logf("at most %d batches in flight; %d carried both kinds", maxInFlight, mixed)
+}
+
 // An error of run fails every call of its batch, and only those.
 func TestCoalescerErrorFailsItsBatch(t *testing.T) {
 	r := newRig(8, 1)
