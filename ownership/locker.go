@@ -756,7 +756,7 @@ func (l *Lock) Unlock(ctx context.Context) (store.ReleaseCode, error) {
 		return store.Released, nil
 	case l.holds == 0:
 		// Unlocked before: Redis would call this unlock a re-sent one
-		// (unlock.lua) and say released.
+		// (unlock.lua, unlock_batch.lua) and say released.
 		l.mu.Unlock()
 		return store.NotHeld, nil
 	}

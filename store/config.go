@@ -74,8 +74,9 @@ type Config struct {
 	// its wait in the queue no longer: Read/WriteTimeout bound it, as they
 	// bound a read on a plain connection. Outside Cluster it also
 	// gathers concurrent Lock and Unlock calls into one lock.lua and one
-	// unlock.lua call per round trip, one round trip in flight (see
-	// coalescer): a call whose ctx ends while it waits is never sent.
+	// unlock_batch.lua call per round trip, two round trips in flight, at
+	// most one of them with unlocks (see coalescer): a call whose ctx
+	// ends while it waits is never sent.
 	// Default AutoPipelineDefault.
 	AutoPipeline bool
 	// Logger receives the store's logs. The zero value logs nothing.

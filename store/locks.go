@@ -32,8 +32,9 @@ type LockResult struct {
 //
 // With Config.AutoPipeline, outside Cluster, concurrent Lock and Unlock
 // calls of one Store go to Redis together: one lock.lua call for the
-// locks and one unlock.lua call for the unlocks, in one round trip (see
-// coalescer and lockOps). Each is still granted or refused on its own.
+// locks and one unlock_batch.lua call for the unlocks, in one round trip
+// (see coalescer and lockOps). Each is still granted or refused on its
+// own.
 func (s *Store) Lock(ctx context.Context, name string, rec *Record, ttl time.Duration) (LockResult, error) {
 	r, err := s.lockOp(ctx, lockOp{name: name, rec: MarshalRecord(rec), ttl: ttl.Milliseconds()})
 	if err == nil {
@@ -46,15 +47,16 @@ func (s *Store) Lock(ctx context.Context, name string, rec *Record, ttl time.Dur
 }
 
 // lockReleasedKeep is how long a lock remembers the tokens of its last
-// unlocks (Keys.LockReleased), for an unlock re-sent after a dropped
+// unlocks (Keys.LockReleased), and a Store those of its last batch of
+// unlocks (Keys.LockReceipt), for an unlock re-sent after a dropped
 // connection: longer than go-redis's retries can take (3 retries, each
 // bounded by the dial, write and read timeouts, 5+3+3 s by default).
 const lockReleasedKeep = 60 * time.Second
 
 // Unlock compare-and-deletes a standalone lock. An unlock that go-redis
 // re-sent after a dropped connection reports Released when its first
-// send released the lock (unlock.lua). Concurrent calls go together as
-// Lock's do.
+// send released the lock (unlock.lua, unlock_batch.lua). Concurrent
+// calls go together as Lock's do.
 func (s *Store) Unlock(ctx context.Context, name string, tok Token) (ReleaseCode, error) {
 	r, err := s.lockOp(ctx, lockOp{unlock: true, name: name, tok: tok})
 	if err != nil {
@@ -65,10 +67,15 @@ func (s *Store) Unlock(ctx context.Context, name string, tok Token) (ReleaseCode
 
 // lockBatchMax and lockBatchFlight size the coalescer of lock and unlock
 // calls: calls per round trip (128 keep a script call well under a
-// millisecond of Redis), and round trips in flight at once.
+// millisecond of Redis), and round trips in flight at once. Of those,
+// at most one carries unlocks (the coalescer's alone rule): the Store's
+// unlock receipt (unlock_batch.lua) holds one call's tokens, for that
+// call re-sent after a dropped connection, and a second call of unlocks
+// running meanwhile would overwrite it. Two in flight let Redis run one
+// batch while the client reads the other's replies and gathers the next.
 const (
 	lockBatchMax    = 128
-	lockBatchFlight = 1
+	lockBatchFlight = 2
 )
 
 // lockOp is one Lock or Unlock call.
@@ -101,8 +108,9 @@ func (s *Store) lockOp(ctx context.Context, op lockOp) (lockOpReply, error) {
 }
 
 // lockOps runs a batch of lock and unlock calls in one round trip: an
-// unlock.lua call for the unlocks, then a lock.lua call for the locks
-// (so a name unlocked and locked in one batch is free for the lock).
+// unlock_batch.lua call for the unlocks (unlock.lua for a call that goes
+// alone, outside the coalescer), then a lock.lua call for the locks (so
+// a name unlocked and locked in one batch is free for the lock).
 func (s *Store) lockOps(ctx context.Context, ops []lockOp) ([]lockOpReply, error) {
 	type call struct {
 		sc   *redis.Script
@@ -121,18 +129,36 @@ func (s *Store) lockOps(ctx context.Context, ops []lockOp) ([]lockOpReply, error
 			lock.n++
 		}
 	}
+	if unlock.n > 1 && s.lockB == nil {
+		// unlock.lua's receipts serve one unlock per call, and only the
+		// coalescer's alone rule makes the Store's receipt safe.
+		return nil, fmt.Errorf("store: %d unlocks in one call without the coalescer", unlock.n)
+	}
 	var calls [2]*call
 	n := 0
 	if unlock.n > 0 {
-		unlock.keys = make([]string, 0, 2*unlock.n)
+		if s.lockB != nil {
+			// Gathered by the coalescer, which sends one batch with
+			// unlocks at a time: the Store's receipt serves a re-send.
+			unlock.sc = scriptUnlockB
+			unlock.keys = make([]string, 1, 1+unlock.n)
+			unlock.keys[0] = s.lockRcpt
+		} else {
+			unlock.keys = make([]string, 0, 2)
+		}
 		unlock.args = make([]any, 1, 1+unlock.n)
 		unlock.args[0] = lockReleasedKeep.Milliseconds()
 		for _, op := range ops {
-			if op.unlock {
-				key := s.keys.Lock(op.name)
-				unlock.keys = append(unlock.keys, key, key+lockReleasedSuffix)
-				unlock.args = append(unlock.args, string(op.tok[:]))
+			if !op.unlock {
+				continue
 			}
+			key := s.keys.Lock(op.name)
+			if s.lockB != nil {
+				unlock.keys = append(unlock.keys, key)
+			} else {
+				unlock.keys = append(unlock.keys, key, key+lockReleasedSuffix)
+			}
+			unlock.args = append(unlock.args, string(op.tok[:]))
 		}
 		calls[n] = &unlock
 		n++
@@ -199,8 +225,8 @@ func (s *Store) lockOps(ctx context.Context, ops []lockOp) ([]lockOpReply, error
 			return nil, err
 		}
 		if c == &unlock {
-			if code, ok := v.(int64); ok && unlock.n == 1 {
-				codes = []int64{code} // one lock's code comes alone
+			if code, ok := v.(int64); ok && c.sc == scriptUnlock {
+				codes = []int64{code} // unlock.lua: one lock's code
 			} else if codes, err = ints(v, unlock.n); err != nil {
 				return nil, err
 			}

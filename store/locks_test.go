@@ -168,7 +168,7 @@ func TestLockFenceCounterBeyondExactLimit(t *testing.T) {
 func TestLockBatchOutcomes(t *testing.T) {
 	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
 		ctx := t.Context()
-		s := open(store.Config{Shards: 1})
+		s := open(store.Config{Shards: 1, AutoPipeline: true})
 		s.MarkEpoch(ctx, 0, 0)
 		mine, other, gone := record("mine"), record("other"), record("gone")
 		for name, rec := range map[string]*store.Record{"held": other, "mine": mine} {
@@ -372,7 +372,7 @@ func TestCloseWithLocksInFlight(t *testing.T) {
 func TestLockBatchAfterScriptFlush(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, nil)
-	s := open(t, store.Config{Addrs: []string{srv.Addr()}, Shards: 1})
+	s := open(t, store.Config{Addrs: []string{srv.Addr()}, Shards: 1, AutoPipeline: true})
 	ctx := t.Context()
 	s.MarkEpoch(ctx, 0, 0)
 	a := record("a")

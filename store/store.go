@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -76,6 +77,9 @@ type Store struct {
 	// (see coalescer and lockOps): with the auto-pipeliner, outside
 	// Cluster (where names are in different slots). Else nil.
 	lockB *coalescer[lockOp, lockOpReply]
+	// lockRcpt is the key of lockB's unlock receipt (Keys.LockReceipt),
+	// this Store's own.
+	lockRcpt string
 	// fresh: Open created the deployment (see Fresh).
 	fresh bool
 
@@ -128,7 +132,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		}
 		s.ap = ap
 		if !c.Cluster {
-			s.lockB = &coalescer[lockOp, lockOpReply]{run: s.lockOps, max: lockBatchMax, flight: lockBatchFlight}
+			s.lockB = &coalescer[lockOp, lockOpReply]{run: s.lockOps, max: lockBatchMax, flight: lockBatchFlight,
+				alone: func(op lockOp) bool { return op.unlock }}
+			id := NewToken()
+			s.lockRcpt = s.keys.LockReceipt(hex.EncodeToString(id[:]))
 		}
 	}
 	if err := s.start(ctx); err != nil {
