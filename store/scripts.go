@@ -114,7 +114,7 @@ var (
 	scriptRequeue = loadScript("requeue", "now", "be4", "be8", "unbe", "meta_of", "meta_get", "meta_value", "meta_set", "is_inf", "due_ms")
 	scriptTrigger = loadScript("trigger", "now", "wrongtype", "num", "is_inf", "due_ms")
 	scriptForce   = loadScript("force", "now", "be4", "be8", "unbe", "meta_of", "meta_get", "meta_value", "meta_set")
-	scriptLock    = loadScript("lock", "now", "be4", "be8", "unbe", "times", "stamp", "wrongtype", "token_of", "fence_of", "attempt_of", "num")
+	scriptLock    = loadScript("lock", "now", "be8", "unbe", "times", "wrongtype", "token_of", "fence_of", "num")
 	scriptUnlock  = loadScript("unlock", "wrongtype", "get_rec", "token_of")
 	scriptUnlockB = loadScript("unlock_batch", "wrongtype", "get_rec", "token_of")
 	scriptEpoch   = loadScript("epoch", "now", "wrongtype", "num", "epoch_at")

@@ -91,7 +91,10 @@ for i = 0, #ARGV / 2 - 2 do
         redis.call('SET', fk, num(fence), 'PX', '604800000')
       end
     end
-    local cur = wrongtype(redis.pcall('SET', rk, stamp(tmpl, be8(fence), times_now, attempt_of(tmpl)), 'NX', 'PX', ttlarg, 'GET'))
+    -- The template's attempt is already in place (MarshalRecord writes
+    -- the header's fixed layout): only the fence and times are new.
+    local rec = string.sub(tmpl, 1, 21) .. be8(fence) .. times_now .. string.sub(tmpl, 48)
+    local cur = wrongtype(redis.pcall('SET', rk, rec, 'NX', 'PX', ttlarg, 'GET'))
     if not cur then
       code, v = 1, fence
     elseif token_of(cur) == token_of(tmpl) then
