@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 	"unicode"
@@ -133,13 +132,15 @@ type Keys struct {
 	prefix string
 	shards int
 	tags   []string // "<prefix>:{s<k>}:" per shard
+	epochs []string // Epoch per shard, built once: a lock attempt passes one
 }
 
 // NewKeys returns the key builder for prefix and shard count.
 func NewKeys(prefix string, shards int) Keys {
-	k := Keys{prefix: prefix, shards: shards, tags: make([]string, shards)}
+	k := Keys{prefix: prefix, shards: shards, tags: make([]string, shards), epochs: make([]string, shards)}
 	for i := range k.tags {
 		k.tags[i] = prefix + ":{s" + strconv.Itoa(i) + "}:"
+		k.epochs[i] = k.tags[i] + "epoch"
 	}
 	return k
 }
@@ -154,10 +155,19 @@ func (k Keys) Shards() int { return k.shards }
 // count. It must never change for a deployment, which is why the shard
 // count is recorded in Redis and checked at start.
 func (k Keys) Shard(id string) int {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return int(h.Sum32() % uint32(k.shards))
+	h := uint32(fnvOffset32)
+	for i := 0; i < len(id); i++ { // hash/fnv's New32a, without its allocations
+		h ^= uint32(id[i])
+		h *= fnvPrime32
+	}
+	return int(h % uint32(k.shards))
 }
+
+// FNV-1a's 32-bit parameters, as hash/fnv has them.
+const (
+	fnvOffset32 = 2166136261
+	fnvPrime32  = 16777619
+)
 
 // ShardCount is the key that records the deployment's shard count.
 func (k Keys) ShardCount() string { return k.prefix + ":shards" }
@@ -189,7 +199,7 @@ func (k Keys) Manual(shard int) string { return k.tags[shard] + "manual" }
 func (k Keys) ReconcileFence(shard int) string { return k.tags[shard] + "rfence" }
 
 // Epoch is the data-loss marker of a shard.
-func (k Keys) Epoch(shard int) string { return k.tags[shard] + "epoch" }
+func (k Keys) Epoch(shard int) string { return k.epochs[shard] }
 
 // Record is the owner/state record key of an item.
 func (k Keys) Record(shard int, id string) string {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"hash/fnv"
 	"strings"
 	"testing"
 )
@@ -105,6 +106,19 @@ func TestVersionAtLeast(t *testing.T) {
 	for v, want := range map[string]bool{"7.0.15": true, "7.2.4": true, "8.0.0": true, "6.2.14": false, "5.0.7": false, "": true, "unknown": true} {
 		if got := versionAtLeast(v, 7); got != want {
 			t.Errorf("versionAtLeast(%q, 7) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// Shard is FNV-1a of the ID modulo the shard count, as hash/fnv computes
+// it: a deployment's items must keep their shards across versions.
+func TestShardIsFNV1a(t *testing.T) {
+	k := NewKeys("syncd", 1024)
+	for _, id := range []string{"", "a", "customer-42", "日本語", strings.Repeat("x", MaxIDLen), "\xff\x00"} {
+		h := fnv.New32a()
+		h.Write([]byte(id))
+		if got, want := k.Shard(id), int(h.Sum32()%1024); got != want {
+			t.Errorf("Shard(%q) = %d, hash/fnv gives %d", id, got, want)
 		}
 	}
 }
