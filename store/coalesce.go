@@ -40,15 +40,35 @@ type coalescer[Q, R any] struct {
 	busy      int  // batches in flight
 	aloneBusy bool // a batch in flight carries requests marked alone
 	wg        sync.WaitGroup
+	calls     sync.Pool // *pendingCall, reused (see get)
 }
 
-// pendingCall is one queued request and, once done is closed, its result.
+// pendingCall is one queued request and, once done has a value, its
+// result.
 type pendingCall[Q, R any] struct {
 	ctx  context.Context
 	req  Q
 	res  R
 	err  error
-	done chan struct{}
+	done chan struct{} // capacity 1: the sender never waits on it
+}
+
+// get returns a pendingCall for req, reused when one is free: a call
+// and its channel are two allocations per Lock and Unlock otherwise.
+func (c *coalescer[Q, R]) get(ctx context.Context, req Q) *pendingCall[Q, R] {
+	p, _ := c.calls.Get().(*pendingCall[Q, R])
+	if p == nil {
+		p = &pendingCall[Q, R]{done: make(chan struct{}, 1)}
+	}
+	p.ctx, p.req = ctx, req
+	return p
+}
+
+// put hands p back for reuse. Only a caller that got p's result, or took
+// p out of the queue unsent, may: nothing else refers to p then.
+func (c *coalescer[Q, R]) put(p *pendingCall[Q, R]) {
+	*p = pendingCall[Q, R]{done: p.done}
+	c.calls.Put(p)
 }
 
 // do sends req in the next batch and waits for its result. When ctx ends
@@ -60,7 +80,7 @@ func (c *coalescer[Q, R]) do(ctx context.Context, req Q) (R, error) {
 		var zero R
 		return zero, context.Cause(ctx)
 	}
-	p := &pendingCall[Q, R]{ctx: ctx, req: req, done: make(chan struct{})}
+	p := c.get(ctx, req)
 	c.mu.Lock()
 	c.queue = append(c.queue, p)
 	if c.busy < c.flight && c.sendable(p) {
@@ -77,24 +97,38 @@ func (c *coalescer[Q, R]) do(ctx context.Context, req Q) (R, error) {
 		}
 		c.mu.Unlock()
 		<-p.done
-		return p.res, p.err
+		return c.result(p)
 	}
 	c.mu.Unlock()
 	select {
 	case <-p.done:
-		return p.res, p.err
+		return c.result(p)
 	case <-ctx.Done():
 	}
 	c.mu.Lock()
+	unsent := false
 	for i, q := range c.queue {
 		if q == p {
-			c.queue = append(c.queue[:i], c.queue[i+1:]...)
+			copy(c.queue[i:], c.queue[i+1:])
+			c.queue[len(c.queue)-1] = nil
+			c.queue = c.queue[:len(c.queue)-1]
+			unsent = true
 			break
 		}
 	}
 	c.mu.Unlock()
+	if unsent {
+		c.put(p)
+	} // else its batch is out, and its sender still hands it the result
 	var zero R
 	return zero, context.Cause(ctx)
+}
+
+// result returns the result p was handed and p for reuse.
+func (c *coalescer[Q, R]) result(p *pendingCall[Q, R]) (R, error) {
+	res, err := p.res, p.err
+	c.put(p)
+	return res, err
 }
 
 // loop sends batches until the queue is empty, then gives up the batch
@@ -139,7 +173,9 @@ func (c *coalescer[Q, R]) send() {
 		n := min(len(c.queue), c.max)
 		batch = make([]*pendingCall[Q, R], n)
 		copy(batch, c.queue)
-		c.queue = append(c.queue[:0], c.queue[n:]...)
+		m := copy(c.queue, c.queue[n:])
+		clear(c.queue[m:])
+		c.queue = c.queue[:m]
 		if c.alone != nil {
 			for _, p := range batch {
 				if c.alone(p.req) {
@@ -179,7 +215,7 @@ func (c *coalescer[Q, R]) send() {
 		} else {
 			p.res = res[i]
 		}
-		close(p.done)
+		p.done <- struct{}{} // p is its caller's again: not touched after this
 	}
 	c.mu.Lock()
 	if carriesAlone {
