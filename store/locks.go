@@ -143,22 +143,22 @@ func (s *Store) lockOps(ctx context.Context, ops []lockOp) ([]lockOpReply, error
 			unlock.sc = scriptUnlockB
 			unlock.keys = make([]string, 1, 1+unlock.n)
 			unlock.keys[0] = s.lockRcpt
+			toks := make([]byte, 0, len(Token{})*unlock.n)
+			for _, op := range ops {
+				if op.unlock {
+					unlock.keys = append(unlock.keys, s.keys.Lock(op.name))
+					toks = append(toks, op.tok[:]...)
+				}
+			}
+			unlock.args = []any{lockReleasedKeep.Milliseconds(), toks}
 		} else {
-			unlock.keys = make([]string, 0, 2)
-		}
-		unlock.args = make([]any, 1, 1+unlock.n)
-		unlock.args[0] = lockReleasedKeep.Milliseconds()
-		for _, op := range ops {
-			if !op.unlock {
-				continue
+			for _, op := range ops { // the one unlock (see above)
+				if op.unlock {
+					key := s.keys.Lock(op.name)
+					unlock.keys = []string{key, key + lockReleasedSuffix}
+					unlock.args = []any{lockReleasedKeep.Milliseconds(), string(op.tok[:])}
+				}
 			}
-			key := s.keys.Lock(op.name)
-			if s.lockB != nil {
-				unlock.keys = append(unlock.keys, key)
-			} else {
-				unlock.keys = append(unlock.keys, key, key+lockReleasedSuffix)
-			}
-			unlock.args = append(unlock.args, string(op.tok[:]))
 		}
 		calls[n] = &unlock
 		n++

@@ -2,7 +2,8 @@
 -- calls one Store's coalescer gathered (lockOps in locks.go): one or
 -- many, in one call.
 -- ARGV[1]  how long the receipt is kept, ms
--- then per lock: its token
+-- ARGV[2]  the locks' tokens, 16 bytes each, one string (an argument
+--          each would cost Redis more to parse and hand to Lua)
 -- KEYS[1]  the Store's unlock receipt (Keys.LockReceipt): the tokens
 --          its last call of this script released, 16 bytes each
 -- then per lock, in the same order: the lock record key
@@ -26,7 +27,7 @@
 -- reads a record key of another type as '', a record nobody holds, as
 -- unlock.lua does; a receipt of another type reads as none and is
 -- overwritten.
-local keep, n = ARGV[1], #KEYS - 1
+local keep, toks_arg, n = ARGV[1], ARGV[2], #KEYS - 1
 local v = redis.call('MGET', unpack(KEYS))
 local rcpt = v[1] or ''
 
@@ -41,7 +42,7 @@ end
 local out, gone, toks = {}, {'DEL'}, {}
 local cur_of, now = {}, {} -- by key, as this call leaves it; tokens released by this call
 for i = 1, n do
-  local rk, tok = KEYS[i + 1], ARGV[i + 1]
+  local rk, tok = KEYS[i + 1], string.sub(toks_arg, 16 * i - 15, 16 * i)
   local cur = cur_of[rk]
   if cur == nil then
     cur = v[i + 1] or get_rec(rk)
