@@ -197,11 +197,14 @@ func (lk *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*L
 }
 
 func options(opts []LockOption) lockOptions {
-	var o lockOptions
-	for _, f := range opts {
-		f(&o)
+	if len(opts) == 0 {
+		return lockOptions{} // without the allocation that f(o) costs
 	}
-	return o
+	o := new(lockOptions)
+	for _, f := range opts {
+		f(o)
+	}
+	return *o
 }
 
 // notObtained wraps ErrNotObtained and why Lock gave up, so that both
@@ -284,24 +287,39 @@ type votes struct {
 	errs    []error
 }
 
-// vote asks every server for the lock at once.
+// voteReply is one server's answer to a lock attempt.
+type voteReply struct {
+	res store.LockResult
+	err error
+}
+
+// oneServer holds the granted slices of a single-server Locker's votes,
+// shared and never written: not granted, granted.
+var oneServer = [2][]bool{{false}, {true}}
+
+// vote asks every server for the lock at once. With one server it asks
+// in the caller's goroutine and allocates nothing of its own (a lock
+// attempt is a hot path).
 func (lk *Locker) vote(ctx context.Context, name string, rec *store.Record) votes {
-	type reply struct {
-		res store.LockResult
-		err error
+	var one [1]voteReply
+	replies := one[:]
+	if len(lk.stores) == 1 {
+		one[0].res, one[0].err = lk.stores[0].Lock(ctx, name, rec, lk.cfg.TTL)
+	} else {
+		replies = lk.voteEach(ctx, name, rec)
 	}
-	replies := make([]reply, len(lk.stores))
-	lk.each(ctx, func(ctx context.Context, i int, st Store) {
-		res, err := st.Lock(ctx, name, rec, lk.cfg.TTL)
-		replies[i] = reply{res, err}
-	})
-	v := votes{granted: make([]bool, len(lk.stores)), wait: -1}
+	v := votes{wait: -1}
+	if len(lk.stores) > 1 {
+		v.granted = make([]bool, len(lk.stores))
+	}
 	for i, r := range replies {
 		switch {
 		case r.err != nil:
 			v.errs = append(v.errs, r.err)
 		case r.res.Acquired:
-			v.granted[i] = true
+			if v.granted != nil {
+				v.granted[i] = true
+			}
 			v.n++
 			v.fence = max(v.fence, r.res.Fence)
 		default:
@@ -310,7 +328,20 @@ func (lk *Locker) vote(ctx context.Context, name string, rec *store.Record) vote
 			v.heldOff = v.heldOff || r.res.HeldOff
 		}
 	}
+	if v.granted == nil {
+		v.granted = oneServer[v.n]
+	}
 	return v
+}
+
+// voteEach asks every server at once, each bounded by NodeTimeout.
+func (lk *Locker) voteEach(ctx context.Context, name string, rec *store.Record) []voteReply {
+	replies := make([]voteReply, len(lk.stores))
+	lk.each(ctx, func(ctx context.Context, i int, st Store) {
+		res, err := st.Lock(ctx, name, rec, lk.cfg.TTL)
+		replies[i] = voteReply{res, err}
+	})
+	return replies
 }
 
 // heldOffError is a refusal in which a server held the name off after
@@ -765,11 +796,15 @@ func (l *Lock) Unlock(ctx context.Context) (store.ReleaseCode, error) {
 	lk := l.lk
 	lk.forget(l)
 	l.end(ErrReleased)
-	codes := make([]store.ReleaseCode, len(lk.stores))
-	errs := make([]error, len(lk.stores))
-	lk.each(ctx, func(ctx context.Context, i int, st Store) {
-		codes[i], errs[i] = st.Unlock(ctx, l.name, l.token)
-	})
+	var code1 [1]store.ReleaseCode
+	var err1 [1]error
+	codes, errs := code1[:], err1[:]
+	if len(lk.stores) == 1 {
+		// One server: in this goroutine, nothing allocated.
+		code1[0], err1[0] = lk.stores[0].Unlock(ctx, l.name, l.token)
+	} else {
+		codes, errs = lk.unlockEach(ctx, l.name, l.token)
+	}
 	n := map[store.ReleaseCode]int{}
 	var firstErr error
 	for i, c := range codes {
@@ -790,6 +825,17 @@ func (l *Lock) Unlock(ctx context.Context) (store.ReleaseCode, error) {
 		return store.NotHeld, fmt.Errorf("ownership: unlock %q: %w", l.name, firstErr)
 	}
 	return store.NotHeld, nil
+}
+
+// unlockEach unlocks on every server at once, each bounded by
+// NodeTimeout.
+func (lk *Locker) unlockEach(ctx context.Context, name string, tok store.Token) ([]store.ReleaseCode, []error) {
+	codes := make([]store.ReleaseCode, len(lk.stores))
+	errs := make([]error, len(lk.stores))
+	lk.each(ctx, func(ctx context.Context, i int, st Store) {
+		codes[i], errs[i] = st.Unlock(ctx, name, tok)
+	})
+	return codes, errs
 }
 
 // Close stops the watchdog and ends every lock still held (they are not
