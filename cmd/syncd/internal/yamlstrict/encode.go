@@ -90,10 +90,18 @@ func (opt *EncodeOptions) node(v reflect.Value, path string) *yaml.Node {
 	return n
 }
 
-// str is a string's node, quoted where it would read as another type.
+// str is a string's node, quoted where it would read as another type or
+// lose characters.
 func str(s string) *yaml.Node {
 	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
-	if s == "<<" { // yaml.v3 writes it plain, and reads it back as a merge key
+	switch {
+	case s == "<<": // yaml.v3 writes it plain, and reads it back as a merge key
+		n.Style = yaml.DoubleQuotedStyle
+	case strings.ContainsAny(s, "\n\r\t"):
+		// yaml.v3 writes a line break as a literal block, which loses
+		// leading line breaks and blanks ("\n0" reads back "0") and
+		// cannot hold a tab at the start of a line: quoted, it escapes
+		// them (FuzzEncode found it).
 		n.Style = yaml.DoubleQuotedStyle
 	}
 	return n
