@@ -10,37 +10,38 @@ import (
 // costs Redis far more (its arguments turned into Lua tables, the call
 // set up and torn down) than one more lock inside it.
 //
-// A call that finds fewer than flight batches in flight sends its batch
-// at once, in its own goroutine, so a lone caller waits for nothing.
-// Calls that arrive meanwhile queue. When that batch returns and calls
-// are queued, a goroutine keeps the batch slot and sends everything
-// queued (up to max) in each next batch until the queue is empty. So
-// batches grow with the load and need no timer, and no caller waits
-// for more than the batch in flight and its own.
+// A call that finds fewer than flight batches in flight (and may go out:
+// see exclusive) sends its batch at once, in its own goroutine, so a
+// lone caller waits for nothing. Calls that arrive meanwhile queue. When
+// that batch returns and calls that may go out are queued, a goroutine
+// keeps the batch slot and sends them (up to max) in each next batch
+// until none is left. So batches grow with the load and need no timer,
+// and no caller waits for more than the batches in flight and its own.
 //
-// Requests marked alone (unlocks) go out in at most one batch in flight
-// at a time; the others fill the remaining slots meanwhile.
+// Requests marked exclusive (unlocks) go out in at most one batch in
+// flight at a time, and wait in the queue meanwhile though a slot is
+// free; the others fill the remaining slots.
 type coalescer[Q, R any] struct {
 	// run sends one batch and returns one result per request, or an
-	// error for all of them. Its ctx is the request's when it is alone
-	// (a lone call is bounded by its ctx, as a quorum Locker's
+	// error for all of them. Its ctx is the request's when the batch
+	// holds one request (a lone call is bounded by its ctx, as a quorum Locker's
 	// NodeTimeout needs of a dead server's dial), else the first
 	// request's without its cancellation: a shared batch must not fail
 	// because one caller gave up.
 	run    func(ctx context.Context, reqs []Q) ([]R, error)
 	max    int // requests per batch
 	flight int // batches in flight at most
-	// alone, when set, marks the requests of which at most one batch in
-	// flight may carry any (unlocks: see lockOps); the others may go out
-	// in the other batches meanwhile. Nil: none.
-	alone func(Q) bool
+	// exclusive, when set, marks the requests of which at most one batch
+	// in flight may carry any (unlocks: see lockOps); the others may go
+	// out in the other batches meanwhile. Nil: none.
+	exclusive func(Q) bool
 
-	mu        sync.Mutex
-	queue     []*pendingCall[Q, R]
-	busy      int  // batches in flight
-	aloneBusy bool // a batch in flight carries requests marked alone
-	wg        sync.WaitGroup
-	calls     sync.Pool // *pendingCall, reused (see get)
+	mu       sync.Mutex
+	queue    []*pendingCall[Q, R]
+	busy     int  // batches in flight
+	exclBusy bool // a batch in flight carries requests marked exclusive
+	wg       sync.WaitGroup
+	calls    sync.Pool // *pendingCall, reused (see get)
 }
 
 // pendingCall is one queued request and, once done has a value, its
@@ -86,7 +87,7 @@ func (c *coalescer[Q, R]) do(ctx context.Context, req Q) (R, error) {
 	if c.busy < c.flight && c.sendable(p) {
 		// A slot is free, so no call that could go out waits in the
 		// queue (a sender gives up its slot only when none is left):
-		// ours goes out at once, alone.
+		// ours goes out at once, the batch's only call.
 		c.busy++
 		c.send()
 		if c.ready() {
@@ -131,8 +132,8 @@ func (c *coalescer[Q, R]) result(p *pendingCall[Q, R]) (R, error) {
 	return res, err
 }
 
-// loop sends batches until the queue is empty, then gives up the batch
-// slot it was handed.
+// loop sends batches until no queued call may go out (see ready), then
+// gives up the batch slot it was handed.
 func (c *coalescer[Q, R]) loop() {
 	defer c.wg.Done()
 	c.mu.Lock()
@@ -143,16 +144,17 @@ func (c *coalescer[Q, R]) loop() {
 	c.mu.Unlock()
 }
 
-// sendable reports whether p may go out now: not marked alone, or no
-// batch in flight carries requests marked alone. Called with c.mu held.
+// sendable reports whether p may go out now: not marked exclusive, or
+// no batch in flight carries requests marked exclusive. Called with c.mu
+// held.
 func (c *coalescer[Q, R]) sendable(p *pendingCall[Q, R]) bool {
-	return !c.aloneBusy || c.alone == nil || !c.alone(p.req)
+	return !c.exclBusy || c.exclusive == nil || !c.exclusive(p.req)
 }
 
 // ready reports whether a queued call may go out now. Called with c.mu
 // held.
 func (c *coalescer[Q, R]) ready() bool {
-	if !c.aloneBusy {
+	if !c.exclBusy {
 		return len(c.queue) > 0
 	}
 	for _, p := range c.queue {
@@ -168,24 +170,24 @@ func (c *coalescer[Q, R]) ready() bool {
 // releases while the batch is out.
 func (c *coalescer[Q, R]) send() {
 	var batch []*pendingCall[Q, R]
-	carriesAlone := false
-	if !c.aloneBusy {
+	carriesExcl := false
+	if !c.exclBusy {
 		n := min(len(c.queue), c.max)
 		batch = make([]*pendingCall[Q, R], n)
 		copy(batch, c.queue)
 		m := copy(c.queue, c.queue[n:])
 		clear(c.queue[m:])
 		c.queue = c.queue[:m]
-		if c.alone != nil {
+		if c.exclusive != nil {
 			for _, p := range batch {
-				if c.alone(p.req) {
-					carriesAlone = true
+				if c.exclusive(p.req) {
+					carriesExcl = true
 					break
 				}
 			}
 		}
 	} else {
-		// Those marked alone wait for the batch that carries theirs.
+		// Those marked exclusive wait for the batch that carries theirs.
 		left := c.queue[:0]
 		for _, p := range c.queue {
 			if len(batch) < c.max && c.sendable(p) {
@@ -197,7 +199,7 @@ func (c *coalescer[Q, R]) send() {
 		clear(c.queue[len(left):])
 		c.queue = left
 	}
-	c.aloneBusy = c.aloneBusy || carriesAlone
+	c.exclBusy = c.exclBusy || carriesExcl
 	n := len(batch)
 	c.mu.Unlock()
 	reqs := make([]Q, n)
@@ -218,8 +220,8 @@ func (c *coalescer[Q, R]) send() {
 		p.done <- struct{}{} // p is its caller's again: not touched after this
 	}
 	c.mu.Lock()
-	if carriesAlone {
-		c.aloneBusy = false
+	if carriesExcl {
+		c.exclBusy = false
 	}
 }
 

@@ -142,12 +142,12 @@ func TestCoalescerFlight(t *testing.T) {
 	}
 }
 
-// Calls marked alone (negative here) go out in one batch in flight at a
+// Calls marked exclusive (negative here) go out in one batch in flight at a
 // time: a second waits though a slot is free, while an unmarked call
 // takes that slot at once.
-func TestCoalescerAloneQueues(t *testing.T) {
+func TestCoalescerExclusiveQueues(t *testing.T) {
 	r := newRig(8, 2)
-	r.c.alone = func(q int) bool { return q < 0 }
+	r.c.exclusive = func(q int) bool { return q < 0 }
 	g, c, out, errs := r.g, r.c, r.res, r.errs
 	r.call(t.Context(), -1)
 	<-g.entered
@@ -170,19 +170,19 @@ func TestCoalescerAloneQueues(t *testing.T) {
 	}
 }
 
-// Under load, no two batches in flight carry calls marked alone, while
+// Under load, no two batches in flight carry calls marked exclusive, while
 // batches do overlap.
-func TestCoalescerAloneNeverTwice(t *testing.T) {
+func TestCoalescerExclusiveNeverTwice(t *testing.T) {
 	var mu sync.Mutex
-	var inFlight, aloneInFlight, maxInFlight, maxAlone, mixed int
+	var inFlight, exclInFlight, maxInFlight, maxExcl, mixed int
 	run := func(_ context.Context, reqs []int) ([]int, error) {
-		alone := slices.ContainsFunc(reqs, func(q int) bool { return q < 0 })
+		excl := slices.ContainsFunc(reqs, func(q int) bool { return q < 0 })
 		mu.Lock()
 		inFlight++
 		maxInFlight = max(maxInFlight, inFlight)
-		if alone {
-			aloneInFlight++
-			maxAlone = max(maxAlone, aloneInFlight)
+		if excl {
+			exclInFlight++
+			maxExcl = max(maxExcl, exclInFlight)
 			if slices.ContainsFunc(reqs, func(q int) bool { return q >= 0 }) {
 				mixed++
 			}
@@ -191,13 +191,13 @@ func TestCoalescerAloneNeverTwice(t *testing.T) {
 		time.Sleep(200 * time.Microsecond)
 		mu.Lock()
 		inFlight--
-		if alone {
-			aloneInFlight--
+		if excl {
+			exclInFlight--
 		}
 		mu.Unlock()
 		return slices.Clone(reqs), nil
 	}
-	c := &coalescer[int, int]{run: run, max: 8, flight: 3, alone: func(q int) bool { return q < 0 }}
+	c := &coalescer[int, int]{run: run, max: 8, flight: 3, exclusive: func(q int) bool { return q < 0 }}
 	var wg sync.WaitGroup
 	for g := range 16 {
 		wg.Go(func() {
@@ -215,8 +215,8 @@ func TestCoalescerAloneNeverTwice(t *testing.T) {
 	}
 	wg.Wait()
 	c.wait()
-	if maxAlone != 1 {
-		t.Errorf("%d batches with calls marked alone in flight at once, want 1", maxAlone)
+	if maxExcl != 1 {
+		t.Errorf("%d batches with calls marked exclusive in flight at once, want 1", maxExcl)
 	}
 	if maxInFlight < 2 || mixed == 0 {
 		t.Errorf("at most %d batches in flight, %d batches of both kinds: the test did not load the coalescer", maxInFlight, mixed)

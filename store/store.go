@@ -133,7 +133,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.ap = ap
 		if !c.Cluster {
 			s.lockB = &coalescer[lockOp, lockOpReply]{run: s.lockOps, max: lockBatchMax, flight: lockBatchFlight,
-				alone: func(op lockOp) bool { return op.unlock }}
+				exclusive: func(op lockOp) bool { return op.unlock }}
 			id := NewToken()
 			s.lockRcpt = s.keys.LockReceipt(hex.EncodeToString(id[:]))
 		}
