@@ -786,8 +786,9 @@ func (l *Lock) Unlock(ctx context.Context) (store.ReleaseCode, error) {
 		l.mu.Unlock()
 		return store.Released, nil
 	case l.holds == 0:
-		// Unlocked before: Redis would call this unlock a re-sent one
-		// (unlock.lua, unlock_batch.lua) and say released.
+		// Unlocked before: nothing to ask Redis (which would call this
+		// unlock a re-sent one while the name's released tokens still
+		// hold it, unlock.lua, and say released).
 		l.mu.Unlock()
 		return store.NotHeld, nil
 	}

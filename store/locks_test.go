@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -235,6 +236,69 @@ func TestLockBatchOutcomes(t *testing.T) {
 		// the name is granted.
 		if r, err := s.Lock(ctx, "bad", a, time.Minute); err != nil || !r.Acquired {
 			t.Errorf("lock after the refusal = %+v, %v", r, err)
+		}
+	})
+}
+
+// A batch of unlocks re-sent after a dropped connection gets its first
+// send's reply back, though the names changed hands since; any other
+// call gets what Redis holds now. In particular a token released on one
+// name is no key to another: a stale owner is never told it released,
+// within one batch or across batches. The Store keeps the replies of
+// its last 4 batches that released something.
+func TestUnlockBatchReceipt(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1, AutoPipeline: true})
+		s.MarkEpoch(ctx, 0, 0)
+		lock := func(name string, rec *store.Record) {
+			t.Helper()
+			if r, err := s.Lock(ctx, name, rec, time.Minute); err != nil || !r.Acquired {
+				t.Fatalf("lock %s = %+v, %v", name, r, err)
+			}
+		}
+		unlock := func(ops ...store.LockOpForTest) []store.ReleaseCode {
+			t.Helper()
+			res, err := s.LockOps(ctx, ops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			codes := make([]store.ReleaseCode, len(res))
+			for i, r := range res {
+				codes[i] = r.Code
+			}
+			return codes
+		}
+		want := func(what string, got []store.ReleaseCode, want ...store.ReleaseCode) {
+			t.Helper()
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: %v, want %v", what, got, want)
+			}
+		}
+		mine, other, later := record("mine"), record("other"), record("later")
+		lock("x", mine)
+		lock("y", other)
+		ops := []store.LockOpForTest{{Unlock: true, Name: "x", Token: mine.Token}, {Unlock: true, Name: "y", Token: mine.Token}}
+		want("first send", unlock(ops...), store.Released, store.HeldByOther)
+		lock("x", later) // x changed hands
+		s.RewindLockCalls(1)
+		want("the same call re-sent", unlock(ops...), store.Released, store.HeldByOther)
+		want("a new call with the same tokens", unlock(ops...), store.HeldByOther, store.HeldByOther)
+		want("the released token on another name", unlock(ops[1]), store.HeldByOther)
+
+		// Three more batches that release push nothing out; a fourth does.
+		for i := range 4 {
+			rec := record("r")
+			lock("z", rec)
+			unlock(store.LockOpForTest{Unlock: true, Name: "z", Token: rec.Token})
+			s.RewindLockCalls(uint64(i + 4)) // the first send above, i + 4 calls back
+			got := unlock(ops...)
+			s.SkipLockCalls(uint64(i + 3)) // back where it was: no id twice
+			if i < 3 {
+				want(fmt.Sprintf("re-sent after %d more batches", i+1), got, store.Released, store.HeldByOther)
+			} else {
+				want("re-sent after 4 more batches", got, store.HeldByOther, store.HeldByOther)
+			}
 		}
 	})
 }
