@@ -59,12 +59,3 @@ func (s *Store) LockOps(ctx context.Context, ops []LockOpForTest) ([]LockOpResul
 	}
 	return out, nil
 }
-
-// RewindLockCalls makes the next unlock_batch.lua call reuse the id of
-// the one n calls back: what a call re-sent after a dropped connection
-// looks like to Redis when it is the same call.
-func (s *Store) RewindLockCalls(n uint64) { s.lockCalls.Add(-n) }
-
-// SkipLockCalls moves the unlock_batch.lua call ids on by n, past those
-// a test reused with RewindLockCalls.
-func (s *Store) SkipLockCalls(n uint64) { s.lockCalls.Add(n) }

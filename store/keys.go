@@ -124,8 +124,8 @@ func escapeByte(c byte) bool {
 //	<prefix>:lock:{<id>}      STRING standalone lock record
 //	<prefix>:lock:{<id>}:f    STRING standalone lock fence counter
 //	<prefix>:lock:{<id>}:r    STRING tokens of the last unlocks (unlock.lua)
-//	<prefix>:lockrcpt:<s>     STRING replies of Store <s>'s last batches of
-//	                          unlocks (unlock_batch.lua), PX 1 min
+//	<prefix>:lockrcpt:<s>     STRING names and tokens Store <s>'s last
+//	                          batches of unlocks released, PX 1 min
 //
 // <id> is EncodeID of the item ID.
 type Keys struct {
@@ -252,9 +252,9 @@ func (k Keys) LockFence(name string) string { return k.Lock(name) + lockFenceSuf
 // the lock's slot.
 func (k Keys) LockReleased(name string) string { return k.Lock(name) + lockReleasedSuffix }
 
-// LockReceipt holds the replies of one Store's last unlock_batch.lua
-// calls that released a lock, for such a call re-sent after a dropped
-// connection; id is the Store's (see Store.lockOps).
+// LockReceipt holds the names and tokens that one Store's last
+// unlock_batch.lua calls released, for such a call re-sent after a
+// dropped connection; id is the Store's (see Store.lockOps).
 func (k Keys) LockReceipt(id string) string { return k.prefix + ":lockrcpt:" + id }
 
 const (

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -48,9 +47,9 @@ func (s *Store) Lock(ctx context.Context, name string, rec *Record, ttl time.Dur
 }
 
 // lockReleasedKeep is how long a lock remembers the tokens of its last
-// unlocks (Keys.LockReleased), and a Store the replies of its last calls
-// of unlock_batch.lua that released a lock (Keys.LockReceipt), for an
-// unlock re-sent after a dropped connection: longer than go-redis's retries can take (3 retries, each
+// unlocks (Keys.LockReleased), and a Store the names and tokens its last
+// calls of unlock_batch.lua released (Keys.LockReceipt), for an unlock
+// re-sent after a dropped connection: longer than go-redis's retries can take (3 retries, each
 // bounded by the dial, write and read timeouts, 5+3+3 s by default).
 const lockReleasedKeep = 60 * time.Second
 
@@ -70,10 +69,10 @@ func (s *Store) Unlock(ctx context.Context, name string, tok Token) (ReleaseCode
 // calls: calls per round trip (128 keep a script call well under a
 // millisecond of Redis), and round trips in flight at once. Of those,
 // at most one carries unlocks (the coalescer's exclusive rule): the
-// Store's unlock receipt (unlock_batch.lua) keeps the replies of its last
-// 4 calls that released a lock, for such a call re-sent after a dropped
+// Store's unlock receipt (unlock_batch.lua) keeps what its last 4 calls
+// that released a lock released, for such a call re-sent after a dropped
 // connection, and calls of unlocks running meanwhile, through go-redis's
-// retries, would push that reply out. Two in flight let Redis run one
+// retries, would push that out. Two in flight let Redis run one
 // batch while the client reads the other's replies and gathers the next.
 const (
 	lockBatchMax    = 128
@@ -152,9 +151,7 @@ func (s *Store) lockOps(ctx context.Context, ops []lockOp) ([]lockOpReply, error
 					toks = append(toks, op.tok[:]...)
 				}
 			}
-			var id [8]byte
-			binary.BigEndian.PutUint64(id[:], s.lockCalls.Add(1))
-			unlock.args = []any{lockReleasedKeep.Milliseconds(), toks, string(id[:])}
+			unlock.args = []any{lockReleasedKeep.Milliseconds(), toks}
 		} else {
 			for _, op := range ops { // the one unlock (see above)
 				if op.unlock {

@@ -78,10 +78,8 @@ type Store struct {
 	// Cluster (where names are in different slots). Else nil.
 	lockB *coalescer[lockOp, lockOpReply]
 	// lockRcpt is the key of lockB's unlock receipt (Keys.LockReceipt),
-	// this Store's own, and lockCalls numbers its calls of
-	// unlock_batch.lua, so that a re-sent one finds its own reply there.
-	lockRcpt  string
-	lockCalls atomic.Uint64
+	// this Store's own.
+	lockRcpt string
 	// fresh: Open created the deployment (see Fresh).
 	fresh bool
 
