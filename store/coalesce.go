@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"sync"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // coalescer gathers concurrent calls of one kind into batches, each sent
@@ -38,10 +40,11 @@ type coalescer[Q, R any] struct {
 
 	mu       sync.Mutex
 	queue    []*pendingCall[Q, R]
-	busy     int  // batches in flight
-	exclBusy bool // a batch in flight carries requests marked exclusive
-	wg       sync.WaitGroup
-	calls    sync.Pool // *pendingCall, reused (see get)
+	busy     int            // batches in flight
+	exclBusy bool           // a batch in flight carries requests marked exclusive
+	closed   bool           // see close
+	wg       sync.WaitGroup // every sender: loops and callers sending inline
+	calls    sync.Pool      // *pendingCall, reused (see get)
 }
 
 // pendingCall is one queued request and, once done has a value, its
@@ -83,12 +86,19 @@ func (c *coalescer[Q, R]) do(ctx context.Context, req Q) (R, error) {
 	}
 	p := c.get(ctx, req)
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.put(p)
+		var zero R
+		return zero, redis.ErrClosed
+	}
 	c.queue = append(c.queue, p)
 	if c.busy < c.flight && c.sendable(p) {
 		// A slot is free, so no call that could go out waits in the
 		// queue (a sender gives up its slot only when none is left):
 		// ours goes out at once, the batch's only call.
 		c.busy++
+		c.wg.Add(1)
 		c.send()
 		if c.ready() {
 			c.wg.Add(1)
@@ -97,6 +107,7 @@ func (c *coalescer[Q, R]) do(ctx context.Context, req Q) (R, error) {
 			c.busy--
 		}
 		c.mu.Unlock()
+		c.wg.Done()
 		<-p.done
 		return c.result(p)
 	}
@@ -225,5 +236,12 @@ func (c *coalescer[Q, R]) send() {
 	}
 }
 
-// wait returns when no goroutine of c is sending (Store.Close).
-func (c *coalescer[Q, R]) wait() { c.wg.Wait() }
+// close refuses every later call (with redis.ErrClosed, as the closed
+// client would) and returns when no goroutine is sending for c, its own
+// or a caller's (Store.Close). Calls still queued are sent first.
+func (c *coalescer[Q, R]) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.wg.Wait()
+}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // gate is a coalescer's run that records each batch and blocks until
@@ -82,10 +84,11 @@ func (r *rig) call(ctx context.Context, req int) {
 	}()
 }
 
-// finish waits for every call and for the coalescer's sender.
+// finish waits for every call and for the coalescer's senders; the
+// coalescer stays open.
 func (r *rig) finish() {
 	r.wg.Wait()
-	r.c.wait()
+	r.c.wg.Wait()
 }
 
 // A lone call goes out at once; calls made while the batch is out wait
@@ -214,7 +217,7 @@ func TestCoalescerExclusiveNeverTwice(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	c.wait()
+	c.close()
 	if maxExcl != 1 {
 		t.Errorf("%d batches with calls marked exclusive in flight at once, want 1", maxExcl)
 	}
@@ -222,6 +225,34 @@ func TestCoalescerExclusiveNeverTwice(t *testing.T) {
 		t.Errorf("at most %d batches in flight, %d batches of both kinds: the test did not load the coalescer", maxInFlight, mixed)
 	}
 	t.Logf("at most %d batches in flight; %d carried both kinds", maxInFlight, mixed)
+}
+
+// close waits for a batch a caller is sending in its own goroutine, and
+// refuses later calls as the closed client would.
+func TestCoalescerClose(t *testing.T) {
+	r := newRig(8, 1)
+	g, out := r.g, r.res
+	r.call(t.Context(), 1)
+	<-g.entered // the caller's own goroutine is sending
+	closed := make(chan struct{})
+	go func() {
+		r.c.close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Fatal("close returned while a caller was sending")
+	case <-time.After(50 * time.Millisecond):
+	}
+	g.release <- nil
+	<-closed
+	r.wg.Wait()
+	if len(out) != 1 {
+		t.Errorf("%d results, want the call in flight's", len(out))
+	}
+	if _, err := r.c.do(t.Context(), 2); !errors.Is(err, redis.ErrClosed) {
+		t.Errorf("call after close: %v, want redis.ErrClosed", err)
+	}
 }
 
 // An error of run fails every call of its batch, and only those.

@@ -384,8 +384,8 @@ func (s *Store) Close() error {
 	err = errors.Join(err, s.rdb.Close())
 	if s.lockB != nil {
 		// Lock and Unlock calls still queued fail at once on the closed
-		// client; wait for the goroutine sending them.
-		s.lockB.wait()
+		// client; wait for whoever is sending them, and refuse new ones.
+		s.lockB.close()
 	}
 	if s.mini != nil {
 		close(s.stopClock)
