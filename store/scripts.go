@@ -116,7 +116,7 @@ var (
 	scriptForce   = loadScript("force", "now", "be4", "be8", "unbe", "meta_of", "meta_get", "meta_value", "meta_set")
 	scriptLock    = loadScript("lock", "now", "be8", "unbe", "times", "wrongtype", "token_of", "fence_of", "num")
 	scriptUnlock  = loadScript("unlock", "wrongtype", "get_rec", "token_of")
-	scriptUnlockB = loadScript("unlock_batch", "wrongtype", "get_rec", "token_of")
+	scriptUnlockB = loadScript("unlock_batch", "be4", "wrongtype", "get_rec", "token_of")
 	scriptEpoch   = loadScript("epoch", "now", "wrongtype", "num", "epoch_at")
 	scriptPending = loadScript("pending", "now", "unbe", "meta_of", "meta_get", "is_inf", "due_ms")
 	scriptBatch   = loadScript("batch", "now", "wrongtype", "num")

@@ -36,12 +36,6 @@ local keep, toks, n = ARGV[1], ARGV[2], #KEYS - 1
 local v = redis.call('MGET', unpack(KEYS))
 local rcpt = v[1] or ''
 
--- u32: the 4-byte big-endian length at rcpt[at].
-local function u32(rcpt, at)
-  local a, b, c, d = string.byte(rcpt, at, at + 3)
-  return ((a * 256 + b) * 256 + c) * 256 + d
-end
-
 local out, gone, parts = {}, {'DEL'}, {}
 local cur_of, now = {}, {} -- by key: the record as this call leaves it; the token it released
 for i = 1, n do
@@ -75,13 +69,12 @@ if #gone > 1 then
   local at, len = 1, #rcpt
   for _ = 1, 3 do
     if at + 3 > len then break end
-    local stop = at + 3 + u32(rcpt, at)
+    local a, b, c, d = string.byte(rcpt, at, at + 3) -- be4's length
+    local stop = at + 3 + ((a * 256 + b) * 256 + c) * 256 + d
     if stop > len then break end
     at = stop + 1
   end
   local body = table.concat(parts)
-  local size = #body
-  local head = string.char(math.floor(size / 16777216) % 256, math.floor(size / 65536) % 256, math.floor(size / 256) % 256, size % 256)
-  redis.call('SET', KEYS[1], head .. body .. string.sub(rcpt, 1, at - 1), 'PX', keep)
+  redis.call('SET', KEYS[1], be4(#body) .. body .. string.sub(rcpt, 1, at - 1), 'PX', keep)
 end
 return out
