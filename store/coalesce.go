@@ -26,8 +26,8 @@ import (
 type coalescer[Q, R any] struct {
 	// run sends one batch and returns one result per request, or an
 	// error for all of them. Its ctx is the request's when the batch
-	// holds one request (a lone call is bounded by its ctx, as a quorum Locker's
-	// NodeTimeout needs of a dead server's dial), else the first
+	// holds one request (a lone call is bounded by its ctx, as a quorum
+	// Locker's NodeTimeout needs of a dead server's dial), else the first
 	// request's without its cancellation: a shared batch must not fail
 	// because one caller gave up.
 	run    func(ctx context.Context, reqs []Q) ([]R, error)
@@ -180,36 +180,21 @@ func (c *coalescer[Q, R]) ready() bool {
 // sendable) and hands each its result. Called with c.mu held, which it
 // releases while the batch is out.
 func (c *coalescer[Q, R]) send() {
-	var batch []*pendingCall[Q, R]
+	// The oldest that may go out; those marked exclusive wait while a
+	// batch in flight carries theirs.
+	batch := make([]*pendingCall[Q, R], 0, min(len(c.queue), c.max))
+	left := c.queue[:0]
 	carriesExcl := false
-	if !c.exclBusy {
-		n := min(len(c.queue), c.max)
-		batch = make([]*pendingCall[Q, R], n)
-		copy(batch, c.queue)
-		m := copy(c.queue, c.queue[n:])
-		clear(c.queue[m:])
-		c.queue = c.queue[:m]
-		if c.exclusive != nil {
-			for _, p := range batch {
-				if c.exclusive(p.req) {
-					carriesExcl = true
-					break
-				}
-			}
+	for _, p := range c.queue {
+		if len(batch) < c.max && c.sendable(p) {
+			batch = append(batch, p)
+			carriesExcl = carriesExcl || c.exclusive != nil && c.exclusive(p.req)
+		} else {
+			left = append(left, p)
 		}
-	} else {
-		// Those marked exclusive wait for the batch that carries theirs.
-		left := c.queue[:0]
-		for _, p := range c.queue {
-			if len(batch) < c.max && c.sendable(p) {
-				batch = append(batch, p)
-			} else {
-				left = append(left, p)
-			}
-		}
-		clear(c.queue[len(left):])
-		c.queue = left
 	}
+	clear(c.queue[len(left):])
+	c.queue = left
 	c.exclBusy = c.exclBusy || carriesExcl
 	n := len(batch)
 	c.mu.Unlock()

@@ -49,8 +49,9 @@ func (s *Store) Lock(ctx context.Context, name string, rec *Record, ttl time.Dur
 // lockReleasedKeep is how long a lock remembers the tokens of its last
 // unlocks (Keys.LockReleased), and a Store the names and tokens its last
 // calls of unlock_batch.lua released (Keys.LockReceipt), for an unlock
-// re-sent after a dropped connection: longer than go-redis's retries can take (3 retries, each
-// bounded by the dial, write and read timeouts, 5+3+3 s by default).
+// re-sent after a dropped connection: longer than go-redis's retries can
+// take (3 retries, each bounded by the dial, write and read timeouts,
+// 5+3+3 s by default).
 const lockReleasedKeep = 60 * time.Second
 
 // Unlock compare-and-deletes a standalone lock. An unlock that go-redis
