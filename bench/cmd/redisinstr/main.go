@@ -3,7 +3,8 @@
 // move with the machine's load, unlike the CPU times of benchall, so a
 // change to a script can be judged on a shared 2-core VM in a minute.
 //
-//	cd bench && go run ./cmd/redisinstr            # both workloads
+//	cd bench && go run ./cmd/redisinstr            # every workload
+//	cd bench && go run ./cmd/redisinstr -only lock1,redislock
 //	cd bench && go run ./cmd/redisinstr -keep DIR  # also keep the callgrind files
 //
 // For each workload it starts redis-server under callgrind twice, runs
@@ -16,6 +17,11 @@
 //     the operation is one item claimed and released.
 //   - lock: Store.Lock + Store.Unlock of 50 names in turn, 500 cycles; the
 //     operation is one cycle.
+//   - lock1: the same through a Store with auto-pipelining, whose
+//     coalescer sends each lone call at once (lock.lua, then
+//     unlock_batch.lua): what the Locker runs at 1 goroutine.
+//   - redislock: the peer, bsm/redislock's Obtain + Release of the same
+//     50 names in turn, 500 cycles; the operation is one cycle.
 //   - lockb: the same calls from 32 goroutines at once, each on its own
 //     name, 20 cycles each, through a Store with auto-pipelining, whose
 //     coalescer sends them in batches (a Redis under callgrind is so
@@ -37,9 +43,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/bsm/redislock"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/syncd/syncd/bench"
@@ -49,6 +58,7 @@ import (
 func main() {
 	keep := flag.String("keep", "", "directory to keep the callgrind output files in")
 	server := flag.String("redis-server", "redis-server", "the redis-server binary to count")
+	only := flag.String("only", "", "comma-separated workloads to run (default: all)")
 	flag.Parse()
 	if _, err := exec.LookPath("valgrind"); err != nil {
 		fmt.Fprintln(os.Stderr, "redisinstr: valgrind is not on PATH (apt-get install valgrind)")
@@ -57,7 +67,10 @@ func main() {
 	for _, w := range []struct {
 		name string
 		ops  int // operations the measured rounds make
-	}{{"pick", 100 * 32}, {"lock", 500}, {"lockb", lockbGoroutines * lockbCycles}} {
+	}{{"pick", 100 * 32}, {"lock", 500}, {"lock1", 500}, {"redislock", 500}, {"lockb", lockbGoroutines * lockbCycles}} {
+		if *only != "" && !slices.Contains(strings.Split(*only, ","), w.name) {
+			continue
+		}
 		base, err := count(*server, w.name, false, *keep)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "redisinstr:", err)
@@ -68,8 +81,9 @@ func main() {
 			fmt.Fprintln(os.Stderr, "redisinstr:", err)
 			os.Exit(1)
 		}
-		fmt.Printf("%-5s %8.1fk Redis instructions per %s\n", w.name, float64(with-base)/float64(w.ops)/1000,
+		fmt.Printf("%-9s %8.1fk Redis instructions per %s\n", w.name, float64(with-base)/float64(w.ops)/1000,
 			map[string]string{"pick": "item claimed and released (pick 32 + release 32)", "lock": "lock cycle (lock + unlock)",
+				"lock1": "lock cycle, auto-pipelined Store, one at a time", "redislock": "bsm/redislock cycle (Obtain + Release)",
 				"lockb": "lock cycle, 32 goroutines batched"}[w.name])
 	}
 }
@@ -172,8 +186,11 @@ func lockCycle(ctx context.Context, st *store.Store, name string, w int) error {
 
 // run is the workload: its setup, then (measured) its rounds.
 func run(ctx context.Context, addr, workload string, measured bool) error {
+	if workload == "redislock" {
+		return runRedislock(ctx, addr, measured)
+	}
 	st, err := store.Open(ctx, store.Config{Addrs: []string{addr}, Shards: 1, ReadTimeout: 30 * time.Second,
-		AutoPipeline: workload == "lockb"})
+		AutoPipeline: workload == "lockb" || workload == "lock1"})
 	if err != nil {
 		return err
 	}
@@ -204,7 +221,7 @@ func run(ctx context.Context, addr, workload string, measured bool) error {
 		rounds = 500
 	}
 	for r := range warm + rounds {
-		if workload == "lock" {
+		if workload != "pick" {
 			if err := lockCycle(ctx, st, "lk-"+strconv.Itoa(r%50), 0); err != nil {
 				return err
 			}
@@ -226,6 +243,28 @@ func run(ctx context.Context, addr, workload string, measured bool) error {
 		out, err := st.Release(ctx, 0, reqs)
 		if err != nil || out[0].Code != store.Released {
 			return fmt.Errorf("release: %v %v", out, err)
+		}
+	}
+	return nil
+}
+
+// runRedislock is the redislock workload: the peer's Obtain + Release of
+// 50 names in turn, as lock's rounds run (the setup loads its scripts).
+func runRedislock(ctx context.Context, addr string, measured bool) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 30 * time.Second})
+	defer rdb.Close()
+	lc := redislock.New(rdb)
+	rounds := 1
+	if measured {
+		rounds += 500
+	}
+	for r := range rounds {
+		l, err := lc.Obtain(ctx, "lk-"+strconv.Itoa(r%50), 30*time.Second, nil)
+		if err != nil {
+			return fmt.Errorf("redislock obtain: %w", err)
+		}
+		if err := l.Release(ctx); err != nil {
+			return fmt.Errorf("redislock release: %w", err)
 		}
 	}
 	return nil
