@@ -227,11 +227,23 @@ func (s *Store) lockOps(ctx context.Context, ops []lockOp) ([]lockOpReply, error
 			return nil, err
 		}
 		if c == &unlock {
-			if code, ok := v.(int64); ok && c.sc == scriptUnlock {
-				codes = []int64{code} // unlock.lua: one lock's code
+			if code, ok := v.(int64); ok && unlock.n == 1 {
+				codes = []int64{code} // one unlock: its code alone
 			} else if codes, err = ints(v, unlock.n); err != nil {
 				return nil, err
 			}
+			continue
+		}
+		if one, ok := v.(int64); ok && lock.n == 1 {
+			// One lock acquired or held: one integer (lock.lua's end).
+			if one == 0 {
+				return nil, errors.New("store: lock.lua replied 0 for a lock")
+			}
+			code, n := int64(1), one
+			if one < 0 {
+				code, n = 0, -1-one
+			}
+			locks = []any{code, n}
 			continue
 		}
 		arr, ok := v.([]any)

@@ -240,6 +240,78 @@ func TestLockBatchOutcomes(t *testing.T) {
 	})
 }
 
+// A call that goes alone (what the coalescer sends at low load: lock.lua
+// and unlock_batch.lua reply one integer then, without the tables a
+// batch needs) has the outcome it has in a batch, and the receipt serves
+// lone calls and batches alike: a batch re-sent alone, op by op, and a
+// lone unlock re-sent in a batch, still report released.
+func TestLoneLockOutcomes(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1, AutoPipeline: true})
+		s.MarkEpoch(ctx, 0, 0)
+		one := func(op store.LockOpForTest) store.LockOpResult {
+			t.Helper()
+			res, err := s.LockOps(ctx, []store.LockOpForTest{op})
+			if err != nil || len(res) != 1 {
+				t.Fatalf("%+v: %v, %v", op, res, err)
+			}
+			return res[0]
+		}
+		mine, other, gone, a := record("mine"), record("other"), record("gone"), record("a")
+		s.Client().Set(ctx, s.Keys().LockFence("bad"), "1e300", 0)
+		s.Client().HSet(ctx, s.Keys().Lock("wrongtype"), "x", "y")
+
+		r := one(store.LockOpForTest{Name: "held", Rec: other, TTL: time.Minute})
+		if r.Err != nil || !r.Lock.Acquired || r.Lock.Fence == 0 {
+			t.Fatalf("lock of a free name = %+v", r)
+		}
+		first := r.Lock.Fence
+		r = one(store.LockOpForTest{Name: "held", Rec: other, TTL: time.Minute})
+		if r.Err != nil || !r.Lock.Acquired || r.Lock.Fence != first {
+			t.Errorf("the same lock re-sent = %+v, want acquired with fence %d", r, first)
+		}
+		r = one(store.LockOpForTest{Name: "held", Rec: a, TTL: time.Minute})
+		if r.Err != nil || r.Lock.Acquired || r.Lock.HeldOff || r.Lock.Wait <= 58*time.Second || r.Lock.Wait > time.Minute {
+			t.Errorf("lock of a held name = %+v, want refused with the holder's ttl left", r)
+		}
+		if r = one(store.LockOpForTest{Name: "bad", Rec: a, TTL: time.Minute}); r.Err == nil || !strings.Contains(r.Err.Error(), "cannot be raised exactly") {
+			t.Errorf("lock with a planted fence counter = %+v", r)
+		}
+		r = one(store.LockOpForTest{Name: "wrongtype", Rec: a, TTL: time.Minute})
+		if r.Err != nil || r.Lock.Acquired || r.Lock.Wait <= 0 || r.Lock.Wait > time.Minute {
+			t.Errorf("lock of a key of another type = %+v, want refused for one ttl", r)
+		}
+
+		unlock := func(what, name string, tok store.Token, want store.ReleaseCode) {
+			t.Helper()
+			if r := one(store.LockOpForTest{Unlock: true, Name: name, Token: tok}); r.Err != nil || r.Code != want {
+				t.Errorf("%s: %v, %v; want %v", what, r.Code, r.Err, want)
+			}
+		}
+		unlock("unlock of a name nobody holds", "nobody", gone.Token, store.NotHeld)
+		unlock("unlock of a name another holds", "held", gone.Token, store.HeldByOther)
+		unlock("unlock of a key of another type", "wrongtype", gone.Token, store.HeldByOther)
+		if r := one(store.LockOpForTest{Name: "x", Rec: mine, TTL: time.Minute}); !r.Lock.Acquired {
+			t.Fatalf("lock x = %+v", r)
+		}
+		unlock("unlock", "x", mine.Token, store.Released)
+		unlock("the unlock re-sent", "x", mine.Token, store.Released)
+		one(store.LockOpForTest{Name: "x", Rec: a, TTL: time.Minute}) // x changed hands
+		unlock("the unlock re-sent after x changed hands", "x", mine.Token, store.Released)
+		unlock("the released token on another name", "held", mine.Token, store.HeldByOther)
+
+		// A lone unlock's receipt serves a batch, and a batch's a lone
+		// call.
+		res, err := s.LockOps(ctx, []store.LockOpForTest{{Unlock: true, Name: "x", Token: mine.Token}, {Unlock: true, Name: "held", Token: other.Token}})
+		if err != nil || res[0].Code != store.Released || res[1].Code != store.Released {
+			t.Fatalf("a batch re-sending the lone unlock, and releasing held: %+v, %v", res, err)
+		}
+		one(store.LockOpForTest{Name: "held", Rec: a, TTL: time.Minute}) // held changed hands
+		unlock("the batch's unlock re-sent alone", "held", other.Token, store.Released)
+	})
+}
+
 // A batch of unlocks re-sent after a dropped connection (or an unlock
 // repeated soon after) still reports released, though the name changed
 // hands since: the Store's receipt pairs each released token with its

@@ -10,8 +10,9 @@
 --   the lock fence counter (same slot); also the lock's epoch marker
 --   with k = 3: the epoch marker of the name's shard (see epoch.lua),
 --   passed when it is on the same server (not in Cluster)
--- Result: two values per lock: 1, fence acquired (or already ours with
--- this token: a retried call); 0, pttl held by another owner for pttl ms
+-- Result: two values per lock (for one lock acquired or held, one
+-- integer: see the end): 1, fence acquired (or already ours with this
+-- token: a retried call); 0, pttl held by another owner for pttl ms
 -- more (0: it expires within this millisecond); -2, ms held off for ms
 -- more because Redis lost its data (see hold_off); -3, why: refused, its
 -- fence counter cannot be raised exactly. A record without expiry
@@ -110,5 +111,13 @@ for i = 0, #ARGV / 2 - 2 do
     end
   until true
   out[2 * i + 1], out[2 * i + 2] = code, v
+end
+-- One lock, as at low load nearly every call carries: one integer, the
+-- fence when acquired (never 0: it comes from the clock or a counter
+-- at or above it) or -1 - pttl when held, because a table reply costs
+-- Redis a reply length written afterwards and its own reply buffer.
+if #out == 2 then
+  if out[1] == 1 and out[2] > 0 then return out[2] end
+  if out[1] == 0 then return -1 - out[2] end
 end
 return out
