@@ -156,6 +156,9 @@ func TestClaimAheadStopHandsBack(t *testing.T) {
 	fast := &recorder{}
 	b := newEngine(t, st, fast, engine.Config{Workers: 8, Poll: 10 * time.Millisecond, Ownership: ownership.Config{TTL: 30 * time.Second}})
 	b.Start(ctx)
-	waitFor(t, 3*time.Second, "the peer to sync every item (ttl is 30s)", func() bool { return len(fast.snapshot()) == items })
+	// Handed back, the items are due at once; kept, they would wait out
+	// the 30s ttl. 10s tells the two apart on a loaded 2-core machine
+	// (3s was once too short there, with other suites running).
+	waitFor(t, 10*time.Second, "the peer to sync every item (ttl is 30s)", func() bool { return len(fast.snapshot()) == items })
 	t.Logf("%d claimed (2 syncing) at Stop; all handed back", claimed)
 }
