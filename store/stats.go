@@ -108,37 +108,64 @@ func (s *Store) Now(ctx context.Context) (int64, error) {
 type ShardHead struct {
 	// Due is the lowest due score of the shard (ms, Redis clock, clamped
 	// to ±MaxDue; in the future when nothing is due yet), NoDue when the
-	// shard has nothing claimable.
+	// shard has nothing claimable or was not read.
 	Due int64
-	// Err is a *DamageError when the shard's due index is damaged; Due is
-	// then NoDue.
+	// Err is a *DamageError when the shard's due index is damaged, and in
+	// a Cluster the read's own error when the shard's master did not
+	// answer while others did; Due is then NoDue.
 	Err error
 }
 
-// Oldest returns the lowest due score of each shard, in one round trip.
-// A shard whose due index is damaged has its own error, in its
-// ShardHead; the error returned is for a call that failed as a whole
-// (Redis unreachable).
-func (s *Store) Oldest(ctx context.Context) ([]ShardHead, error) {
+// Oldest returns the lowest due score of each shard, in one round trip
+// (one per master in a Cluster), but for the shards in skip, which it
+// does not read (their Due is NoDue). A shard whose due index is damaged
+// has its own error, in its ShardHead, and so has, in a Cluster, a shard
+// whose master did not answer while another master did: one master out
+// of reach must not hold up the shards of the others. The error returned
+// is for a call that failed as a whole (Redis, or every master read,
+// unreachable).
+func (s *Store) Oldest(ctx context.Context, skip ...int) ([]ShardHead, error) {
 	n := s.keys.Shards()
+	out := make([]ShardHead, n)
+	for i := range out {
+		out[i].Due = NoDue
+	}
 	cmds := make([]*redis.ZSliceCmd, n)
+	skipped := make([]bool, n)
+	for _, sh := range skip {
+		if sh >= 0 && sh < n {
+			skipped[sh] = true
+		}
+	}
 	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range n {
-			cmds[i] = p.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: s.keys.Due(i), Start: 0, Stop: 0})
+			if !skipped[i] {
+				cmds[i] = p.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: s.keys.Due(i), Start: 0, Stop: 0})
+			}
 		}
 		return nil
 	})
-	out := make([]ShardHead, n)
+	var failed, read int
+	var firstErr error
 	for i, c := range cmds {
-		out[i].Due = NoDue
+		if c == nil {
+			continue // skipped: not read
+		}
+		read++
 		switch z, err := c.Result(); {
 		case isDamageReply(err):
 			out[i].Err = s.dueDamage(i, err)
 		case err != nil:
-			return nil, fmt.Errorf("store: oldest: %w", err)
+			failed++
+			firstErr = cmp.Or(firstErr, err)
+			out[i].Err = fmt.Errorf("store: oldest of shard %d: %w", i, err)
 		case len(z) > 0:
 			out[i].Due = dueOf(z[0].Score)
 		}
+	}
+	if failed > 0 && (!s.cfg.Cluster || failed == read) {
+		// One server holds every shard: its error is the call's.
+		return nil, fmt.Errorf("store: oldest: %w", firstErr)
 	}
 	return out, nil
 }

@@ -80,6 +80,8 @@ type Store struct {
 	// lockRcpt is the key of lockB's unlock receipt (Keys.LockReceipt),
 	// this Store's own.
 	lockRcpt string
+	// closed is set by the first Close.
+	closed atomic.Bool
 	// fresh: Open created the deployment (see Fresh).
 	fresh bool
 
@@ -375,8 +377,12 @@ func (s *Store) driveClock() {
 }
 
 // Close closes the auto-pipeliner (its queued commands are sent first),
-// the client, and stops the embedded store.
+// the client, and stops the embedded store. Calls after the first return
+// redis.ErrClosed, as go-redis's Close does.
 func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return redis.ErrClosed
+	}
 	var err error
 	if s.ap != nil {
 		err = s.ap.Close()

@@ -539,6 +539,51 @@ func TestCluster(t *testing.T) {
 	}
 }
 
+// Oldest leaves out the shards it is told to skip (their Due is NoDue
+// though they hold due items) and reads the others; with one server, a
+// read that fails is the call's error, whatever it skips.
+func TestOldestSkips(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 4})
+		var ids []string
+		for i := range 64 {
+			ids = append(ids, fmt.Sprintf("item-%02d", i))
+		}
+		s.Add(ctx, ids...)
+		all, err := s.Oldest(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for sh, h := range all {
+			if h.Err != nil || h.Due == store.NoDue {
+				t.Fatalf("shard %d: %+v, want a due head", sh, h)
+			}
+		}
+		some, err := s.Oldest(ctx, 1, 3, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for sh, h := range some {
+			want := all[sh].Due
+			if sh == 1 || sh == 3 {
+				want = store.NoDue
+			}
+			if h.Err != nil || h.Due != want {
+				t.Errorf("shard %d with 1 and 3 skipped: %+v, want due %d", sh, h, want)
+			}
+		}
+		s.Close()
+		if _, err := s.Oldest(ctx, 0); err == nil {
+			t.Error("Oldest on a closed store: no error")
+		}
+		// Closing again (the cleanup does too) is harmless.
+		if err := s.Close(); !errors.Is(err, redis.ErrClosed) {
+			t.Errorf("second Close = %v, want redis.ErrClosed", err)
+		}
+	})
+}
+
 func TestBatchModeAndPending(t *testing.T) {
 	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
 		ctx := t.Context()
