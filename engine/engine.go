@@ -43,10 +43,11 @@ type claimer interface {
 // *store.Store implements it.
 type dueIndex interface {
 	Keys() store.Keys
-	// Oldest returns the lowest due score of each shard (ms, Redis
-	// clock; store.NoDue when the shard has nothing claimable), with an
-	// error of its own for a shard whose due index is damaged.
-	Oldest(ctx context.Context) ([]store.ShardHead, error)
+	// Oldest returns the lowest due score of each shard but those in
+	// skip (ms, Redis clock; store.NoDue when the shard has nothing
+	// claimable or was skipped), with an error of its own for a shard
+	// whose due index is damaged or, in a Cluster, out of reach.
+	Oldest(ctx context.Context, skip ...int) ([]store.ShardHead, error)
 	// Now returns Redis's clock, in ms.
 	Now(ctx context.Context) (int64, error)
 	// Backlog returns how many items are due and the oldest due time
@@ -75,6 +76,7 @@ type Engine struct {
 	m    *Metrics
 	// damage tracks the shards whose keys are damaged.
 	damage *damage
+	away   *away // shards out of reach (a Cluster master)
 	// tgt gates claims on the target's limits and breaker; nil over a
 	// fake store.
 	tgt       *target
@@ -153,6 +155,7 @@ func newEngine(idx dueIndex, own claimer, sink sinks.Sink, c Config) *Engine {
 		inflight: map[*ownership.Lease]context.CancelCauseFunc{}, tracer: newTracer(c.TracerProvider)}
 	e.m = newMetrics(own.Stats())
 	e.damage = newDamage(e.log, &e.m.ShardsDamaged)
+	e.away = newAway(e.log)
 	e.rel = newReleaser(own, own.Config().Heartbeat)
 	for w := c.Workers - 1; w >= 0; w-- {
 		e.ids = append(e.ids, w)

@@ -30,6 +30,8 @@ type fakeOwn struct {
 	holds    map[int]time.Time     // shard -> held until
 	holdNext map[int]time.Duration // shard -> hold learned at its next pick
 	damaged  map[int]error         // shard -> the error its picks fail with
+	away     map[int]error         // shard -> the error its reads and picks fail with (out of reach)
+	reads    map[int][]time.Time   // shard -> when Oldest read it
 	picks    []fakePick            // every ClaimPick, in order
 	releases []fakeRelease         // every released lease, in order
 }
@@ -61,7 +63,27 @@ type fakeRelease struct {
 
 func newFakeOwn(shards int) *fakeOwn {
 	return &fakeOwn{shards: shards, cfg: ownership.Config{TTL: 30 * time.Second, Heartbeat: 10 * time.Second},
-		items: map[string]*fakeItem{}, holds: map[int]time.Time{}, holdNext: map[int]time.Duration{}, damaged: map[int]error{}}
+		items: map[string]*fakeItem{}, holds: map[int]time.Time{}, holdNext: map[int]time.Duration{}, damaged: map[int]error{},
+		away: map[int]error{}, reads: map[int][]time.Time{}}
+}
+
+// unreachable makes the reads and picks of shard fail as those of a
+// Cluster master out of reach do (nil: it answers again).
+func (f *fakeOwn) unreachable(shard int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		delete(f.away, shard)
+		return
+	}
+	f.away[shard] = err
+}
+
+// readLog returns when Oldest read shard.
+func (f *fakeOwn) readLog(shard int) []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.reads[shard])
 }
 
 // damage makes the picks of shard fail as a claim of a shard with a
@@ -164,6 +186,10 @@ func (f *fakeOwn) pick(p ownership.ClaimPickParams) (*ownership.ClaimPickResult,
 		f.picks = append(f.picks, pick)
 		return nil, &ownership.HoldError{Shard: p.Shard, For: left}
 	}
+	if err := f.away[p.Shard]; err != nil {
+		f.picks = append(f.picks, pick)
+		return nil, err
+	}
 	if err := f.damaged[p.Shard]; err != nil {
 		pick.damaged = true
 		f.picks = append(f.picks, pick)
@@ -243,11 +269,20 @@ func (f *fakeOwn) Release(ctx context.Context, leases []*ownership.Lease, outs [
 
 func (f *fakeOwn) Keys() store.Keys { return store.NewKeys("fake", f.shards) }
 
-func (f *fakeOwn) Oldest(context.Context) ([]store.ShardHead, error) {
+func (f *fakeOwn) Oldest(_ context.Context, skip ...int) ([]store.ShardHead, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make([]store.ShardHead, f.shards)
 	for sh := range out {
+		out[sh].Due = store.NoDue
+		if slices.Contains(skip, sh) {
+			continue
+		}
+		f.reads[sh] = append(f.reads[sh], time.Now())
+		if err := f.away[sh]; err != nil {
+			out[sh].Err = err
+			continue
+		}
 		out[sh].Due = f.headLocked(sh)
 	}
 	return out, nil

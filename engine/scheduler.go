@@ -390,6 +390,29 @@ func (s *dueSource) order(ctx context.Context) ([]int, error) {
 	return order, nil
 }
 
+// probe reads the heads of shards out of reach into read, bounded by
+// awayProbeTimeout: a master that still does not answer costs the round
+// that little. A read that fails as a whole (every shard probed is on
+// that master) leaves each probed shard with its error.
+func (s *dueSource) probe(ctx context.Context, shards []int, read []store.ShardHead) {
+	var others []int
+	for sh := range read {
+		if !slices.Contains(shards, sh) {
+			others = append(others, sh)
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, awayProbeTimeout)
+	got, err := s.e.idx.Oldest(pctx, others...)
+	cancel()
+	for _, sh := range shards {
+		if err != nil {
+			read[sh] = store.ShardHead{Due: store.NoDue, Err: err}
+		} else {
+			read[sh] = got[sh]
+		}
+	}
+}
+
 // cachedHeads returns the heads, read whole when the cache is stale,
 // and the claims in flight per shard. The
 // loop that finds them stale reads them; the other goes on with the
@@ -404,18 +427,36 @@ func (s *dueSource) cachedHeads(ctx context.Context) ([]int64, []int, error) {
 	}
 	s.mu.Unlock()
 	if stale {
-		read, err := s.e.idx.Oldest(ctx)
+		// Shards out of reach are not read with the others (the round
+		// would wait out the read timeout); those due for a probe are
+		// read apart, briefly.
+		away, probe := s.e.away.due()
+		read, err := s.e.idx.Oldest(ctx, away...)
 		if err != nil {
 			s.mu.Lock()
 			s.read = time.Time{} // the next round reads them again
 			s.mu.Unlock()
 			return nil, nil, err
 		}
+		if len(probe) > 0 {
+			s.probe(ctx, probe, read)
+		}
 		heads := make([]int64, len(read))
 		for sh, h := range read {
 			heads[sh] = h.Due
-			if h.Err != nil {
+			var dmg *store.DamageError
+			switch {
+			case errors.As(h.Err, &dmg):
 				s.e.damage.mark(sh, h.Err)
+			case outOfReach(h.Err):
+				s.e.away.mark(sh, h.Err)
+			case h.Err != nil:
+				// A redirection or a failover's passing state (MOVED,
+				// TRYAGAIN, CLUSTERDOWN): no head this round, read
+				// again next round.
+				s.e.log.Debug().Err(h.Err).Int("shard", sh).Msg("read the shard's head")
+			case !slices.Contains(away, sh) || slices.Contains(probe, sh):
+				s.e.away.clear(sh)
 			}
 		}
 		s.mu.Lock()

@@ -3,7 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -278,4 +283,81 @@ func TestSchedulerProbesDamagedShard(t *testing.T) {
 			t.Errorf("Damaged() after the fix = %v, want none", got)
 		}
 	})
+}
+
+// A shard out of reach (its Cluster master paused or cut off while the
+// others answer) costs only itself: the other shards sync at once, the
+// scheduler reads it again only every awayProbe instead of waiting on
+// it in every round, and its items sync within a probe once it answers.
+func TestSchedulerSkipsShardOutOfReach(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeOwn(2)
+		f.add(0, "away", -20*time.Second)
+		f.add(1, "fine", -10*time.Second)
+		f.unreachable(0, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded})
+		const poll = 250 * time.Millisecond
+		sink := &syncLog{hold: 10 * time.Millisecond}
+		start := time.Now()
+		e := startFake(t, f, sink, Config{Workers: 1, Batch: 1, Poll: poll, Interval: time.Hour})
+		time.Sleep(2*damageProbe + time.Second)
+		f.unreachable(0, nil)
+		back := time.Now()
+		time.Sleep(damageProbe + time.Second)
+		e.Stop(context.Background())
+		if diff := cmp.Diff(sink.order(), []string{"fine", "away"}); diff != "" {
+			t.Fatalf("sync order (-got +want):\n%s", diff)
+		}
+		if at := sink.at["fine"].Sub(start); at != 0 {
+			t.Errorf("the shard that answers synced at +%v, want at once", at)
+		}
+		if at := sink.at["away"].Sub(back); at > awayProbe+poll {
+			t.Errorf("shard 0 synced %v after it answered again, want within a probe (%v)", at, awayProbe)
+		}
+		var reads []time.Duration
+		for _, at := range f.readLog(0) {
+			if at.Before(back) {
+				reads = append(reads, at.Sub(start))
+			}
+		}
+		// Found at once, then read at the first round after each probe
+		// time.
+		if len(reads) < 10 || len(reads) > 12 || reads[0] != 0 {
+			t.Fatalf("shard 0 was read at %v while out of reach, want at 0 and about every %v", reads, awayProbe)
+		}
+		for i, at := range reads[1:] {
+			if since := at - reads[i]; since < awayProbe || since > awayProbe+poll {
+				t.Errorf("shard 0 was read at %v, want every %v (within a poll)", reads, awayProbe)
+			}
+		}
+		if n := len(f.readLog(1)); n < 3 {
+			t.Errorf("shard 1 was read %d times, want every round", n)
+		}
+		for _, p := range f.pickLog() {
+			if p.shard == 0 && p.at.Before(back) {
+				t.Errorf("shard 0 was picked at +%v while out of reach", p.at.Sub(start))
+			}
+		}
+	})
+}
+
+// Only a read that did not reach its server, or got no reply in time,
+// puts a shard out of reach; a reply that is an error does not.
+func TestOutOfReach(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, true},
+		{fmt.Errorf("store: oldest of shard 3: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), true},
+		{fmt.Errorf("store: oldest of shard 3: %w", io.EOF), true},
+		{context.DeadlineExceeded, true},
+		{errors.New("MOVED 3999 127.0.0.1:6381"), false},
+		{errors.New("CLUSTERDOWN The cluster is down"), false},
+		{&store.DamageError{Shard: 1, Err: errors.New("WRONGTYPE")}, false},
+	} {
+		if got := outOfReach(c.err); got != c.want {
+			t.Errorf("outOfReach(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
 }

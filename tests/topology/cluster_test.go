@@ -3,8 +3,10 @@ package topology
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -286,4 +288,123 @@ func errorKinds(logs string) string {
 		return "none"
 	}
 	return strings.Join(out, ", ")
+}
+
+// One Cluster master out of reach stops only its own shards: the
+// others keep syncing. Three masters without replicas, set to serve their
+// slots when another master fails (cluster-require-full-coverage no, as
+// an operator who prefers part of the service to none sets it); one is
+// paused (SIGSTOP) until every item of the other masters' shards synced
+// again, 8 seconds at most; then every item syncs after it.
+func TestClusterMasterUnreachable(t *testing.T) {
+	t.Parallel()
+	const (
+		items    = 60
+		shards   = 16
+		interval = 300 * time.Millisecond
+		pause    = 8 * time.Second
+	)
+	c := redistest.StartCluster(t, 3, 0)
+	ctx := t.Context()
+	for _, n := range c.Nodes() {
+		if err := n.Client(t).ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs logBuffer
+	cfg := store.Config{Addrs: c.Addrs(), Cluster: true, KeyPrefix: "cu", Shards: shards,
+		DialTimeout: 300 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
+		Logger: logs.logger(zerolog.InfoLevel)}
+	st, err := store.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ids := make([]string, items)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("item-%02d", i)
+	}
+	if _, err := st.Add(ctx, ids...); err != nil {
+		t.Fatal(err)
+	}
+	for sh := range shards {
+		if _, err := st.MarkEpoch(ctx, sh, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := c.Masters(t)[0]
+	down := map[int]bool{}
+	for _, sh := range shardsOn(t, c, victim, cfg.KeyPrefix, shards) {
+		down[sh] = true
+	}
+	var healthy []string
+	for _, id := range ids {
+		if !down[st.Keys().Shard(id)] {
+			healthy = append(healthy, id)
+		}
+	}
+	if len(down) == 0 || len(healthy) == 0 {
+		t.Fatalf("shards %v on the victim, %d items elsewhere: the test needs both", down, len(healthy))
+	}
+
+	checker := newFenceChecker(func() time.Duration { return time.Millisecond })
+	e, err := engine.New(st, checker.sink(0), engine.Config{Workers: 4, Interval: interval, Poll: 20 * time.Millisecond,
+		MaxAttempts: 1000, BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond, DrainTimeout: time.Second,
+		Ownership: ownership.Config{TTL: 3 * time.Second}, Logger: cfg.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Stop(context.Background()) })
+	syncedSince := func(t0 time.Time, of []string) int {
+		want := map[string]bool{}
+		for _, id := range of {
+			want[id] = true
+		}
+		seen := map[string]bool{}
+		for _, s := range checker.snapshot() {
+			if s.accepted && s.start.After(t0) && want[s.id] {
+				seen[s.id] = true
+			}
+		}
+		return len(seen)
+	}
+	start := time.Now()
+	waitFor(t, 30*time.Second, "every item synced", func() bool { return syncedSince(start, ids) == items })
+
+	victim.Pause(t)
+	paused := time.Now()
+	within := time.Duration(0)
+	for time.Since(paused) < pause && within == 0 {
+		if syncedSince(paused, healthy) == len(healthy) {
+			within = time.Since(paused)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	got := syncedSince(paused, healthy)
+	var onVictim []string
+	for _, id := range ids {
+		if down[st.Keys().Shard(id)] {
+			onVictim = append(onVictim, id)
+		}
+	}
+	stuck := syncedSince(paused, onVictim) // none can be claimed: the pause took hold
+	held := time.Since(paused)
+	victim.Resume(t)
+	resumed := time.Now()
+	waitFor(t, 30*time.Second, "every item synced after the pause", func() bool { return syncedSince(resumed, ids) == items })
+	t.Logf("master %s (shards %v) paused %v: %d of the other masters' %d items synced again within %v; every item synced %v after the resume; store errors logged: %s",
+		victim.Addr(), slices.Sorted(maps.Keys(down)), held.Round(time.Millisecond), got, len(healthy), within.Round(time.Millisecond),
+		time.Since(resumed).Round(time.Millisecond), errorKinds(logs.String()))
+	if stuck > 0 {
+		t.Errorf("%d items of the paused master's shards synced during the pause", stuck)
+	}
+	if got < len(healthy) {
+		t.Errorf("with one master paused, %d of the other masters' %d items synced in %v: one unreachable master held up the rest", got, len(healthy), pause)
+	}
+	if r := checkFences(checker.snapshot()); r.fenceDown > 0 {
+		t.Errorf("%d syncs ran with a fence not above an earlier claim's: %v", r.fenceDown, r.examples)
+	}
 }

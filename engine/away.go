@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// outOfReach reports an error of a read that did not reach its server,
+// or got no reply in time: a connection refused, cut or timed out. A
+// reply that is an error (a redirection, a failover's passing state) is
+// not: the server answered.
+func outOfReach(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "connection refused")
+}
+
+// away tracks the shards whose due index could not be read while other
+// shards could: in a Cluster, those of a master out of reach (crashed,
+// paused, cut off) before a replica takes over, or for good when it has
+// none and the Cluster serves the rest (cluster-require-full-coverage
+// no). Reading them with the others would make every scheduling round
+// wait out the read timeout, so the scheduler leaves them out of its
+// reads and reads them apart every awayProbe, for awayProbeTimeout at
+// most; meanwhile their items wait and every other shard goes on. A
+// shard whose master came back, or whose replica took over, is read
+// again within awayProbe. Logged when a shard goes out of reach and when
+// it answers again.
+// awayProbe is how often a shard out of reach is read again, and
+// awayProbeTimeout how long that read may take.
+const (
+	awayProbe        = time.Second
+	awayProbeTimeout = 250 * time.Millisecond
+)
+
+type away struct {
+	log zerolog.Logger
+
+	mu     sync.Mutex
+	shards map[int]time.Time // shard: when to read it again
+}
+
+func newAway(log zerolog.Logger) *away {
+	return &away{log: log, shards: map[int]time.Time{}}
+}
+
+// mark records that shard did not answer, as err says.
+func (a *away) mark(shard int, err error) {
+	a.mu.Lock()
+	_, known := a.shards[shard]
+	a.shards[shard] = time.Now().Add(awayProbe)
+	a.mu.Unlock()
+	if !known {
+		a.log.Warn().Err(err).Int("shard", shard).Int64("retry_every_ms", awayProbe.Milliseconds()).
+			Msg("shard out of reach (its Redis did not answer while others did): its items wait, every other shard goes on")
+	}
+}
+
+// clear records that shard answered; logged once if it was out of reach.
+func (a *away) clear(shard int) {
+	a.mu.Lock()
+	_, known := a.shards[shard]
+	delete(a.shards, shard)
+	a.mu.Unlock()
+	if known {
+		a.log.Info().Int("shard", shard).Msg("shard answers again")
+	}
+}
+
+// due returns, in order, the shards out of reach, and of those the ones
+// due to be read again now, whose next read it moves awayProbe on (so
+// only one loop reads them).
+func (a *away) due() (all, probe []int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.shards) == 0 {
+		return nil, nil
+	}
+	now := time.Now()
+	for sh, next := range a.shards {
+		all = append(all, sh)
+		if !now.Before(next) {
+			probe = append(probe, sh)
+			a.shards[sh] = now.Add(awayProbe)
+		}
+	}
+	sort.Ints(all)
+	sort.Ints(probe)
+	return all, probe
+}
