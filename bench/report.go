@@ -977,6 +977,20 @@ func (r *Results) innerOf(prefix string) string {
 	return "?"
 }
 
+// The Redis commands of a lone lock and unlock call (lock.lua,
+// unlock_batch.lua), and Redis instructions per lone cycle as
+// bench/cmd/redisinstr counted them (-only lock1,redislock, on Debian's
+// redis-server 7.0.15 built with symbols) at lockInstrAt: not measured by
+// benchall, which cannot run valgrind in its time budget. Refresh them
+// when the scripts change.
+const (
+	lockCommands       = 3
+	unlockCommands     = 3
+	lockInstrOurs      = "163k"
+	lockInstrRedislock = "55k"
+	lockInstrAt        = "commit 9edc961"
+)
+
 // Findings is the interpretation, with the numbers it rests on. Every
 // statement about what the product does is derived from this run: the
 // commands Redis counted, the scripts' own text, the profiles.
@@ -1031,6 +1045,17 @@ func Findings(r *Results) string {
 		b.p("- **Redis side: %.0f µs more per cycle than hand-rolled, most of it `lock.lua`.** Per call (section 7): `lock.lua` %s µs against %s µs for the native SET NX PX it replaces; `unlock.lua` %s µs against %s µs for the hand-rolled delete. `lock.lua` runs %s. Each command called from Lua costs more than the command itself: a script with the prelude and one `GET` of a missing key takes %s µs, one `SET NX PX` of a new key %s µs, against %s µs for the prelude and `return 1` (and %s for a bare `return 1`); the fence-counter write (`SET ... PX 604800000`, a week) is the second new-key write per lock. Besides the commands: the owner record, %s (%s µs in the probe, prelude included), and the fence formatted with `string.format`.",
 			rcpu("ours")-rcpu("handrolled"), sc("lock.lua"), sc("native SET"), sc("unlock.lua"), sc("hand-rolled delete"), r.innerOf("lock.lua"),
 			sc("prelude + one redis.call: GET"), sc("prelude + one redis.call: SET"), sc("EVALSHA syncd prelude"), sc("EVALSHA `return 1`"), recDesc, sc(recProbe))
+		s1 := LockScenarios[0].Name
+		med1 := func(impl string, f func(LoopResult) float64) float64 { return l.spread(impl, s1, f).Med }
+		p50 := func(impl string) float64 {
+			return med1(impl, func(x LoopResult) float64 { return us(x.P(0.5)) })
+		}
+		rcpu1 := func(impl string) float64 {
+			return med1(impl, func(x LoopResult) float64 { return x.PerOK(us(x.W.RedisCPU)) })
+		}
+		b.p("- **1 goroutine: the Redis work on the path of every call.** A lone caller waits out two round trips per cycle whatever it does, so what Redis runs per call adds to every cycle: the auto-pipelined Locker's cycle took %.0f µs (p50) against bsm/redislock's %.0f, with %.0f µs of Redis CPU per cycle against %.0f. Its Store sends a lone call at once, alone (no batch to wait for), but a lock runs %d Redis commands (`lock.lua`: TIME, the fence counter's SET ... GET, SET NX ... GET) where bsm/redislock's Obtain runs 1, and an unlock %d (`unlock_batch.lua`: one MGET of the record and the Store's receipt, DEL, SET of the receipt) where its Release runs 2. `bench/cmd/redisinstr`, which counts Redis's instructions under valgrind (no noise from other processes), counted %s per lone cycle against %s for bsm/redislock (%s). With both scripts cut down to bsm/redislock's commands (a throwaway experiment, same run, calls interleaved), a Store's lock took within 2 µs of bsm/redislock's Obtain: the gap is the Redis work of the fence counter, the owner record and the unlock receipt, which make the guarantees. Closing it needs fewer commands per call, such as a lock record that keeps its own fence and receipt after release (one key per name instead of three), a change of the lock's key layout and of every script that reads it.",
+			p50("ours-ap"), p50("redislock"), rcpu1("ours-ap"), rcpu1("redislock"), lockCommands, unlockCommands,
+			lockInstrOurs, lockInstrRedislock, lockInstrAt)
 		var client []string
 		if p := r.Profiles; p != nil && p.AllocOurs != nil {
 			var lease, leaseB float64
