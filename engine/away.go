@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sort"
@@ -48,18 +49,23 @@ type away struct {
 	log zerolog.Logger
 
 	mu     sync.Mutex
-	shards map[int]time.Time // shard: when to read it again
+	shards map[int]*awayShard
+}
+
+type awayShard struct {
+	err  error     // why its last read failed
+	next time.Time // when to read it again
 }
 
 func newAway(log zerolog.Logger) *away {
-	return &away{log: log, shards: map[int]time.Time{}}
+	return &away{log: log, shards: map[int]*awayShard{}}
 }
 
 // mark records that shard did not answer, as err says.
 func (a *away) mark(shard int, err error) {
 	a.mu.Lock()
 	_, known := a.shards[shard]
-	a.shards[shard] = time.Now().Add(awayProbe)
+	a.shards[shard] = &awayShard{err: err, next: time.Now().Add(awayProbe)}
 	a.mu.Unlock()
 	if !known {
 		a.log.Warn().Err(err).Int("shard", shard).Int64("retry_every_ms", awayProbe.Milliseconds()).
@@ -88,14 +94,31 @@ func (a *away) due() (all, probe []int) {
 		return nil, nil
 	}
 	now := time.Now()
-	for sh, next := range a.shards {
+	for sh, as := range a.shards {
 		all = append(all, sh)
-		if !now.Before(next) {
+		if !now.Before(as.next) {
 			probe = append(probe, sh)
-			a.shards[sh] = now.Add(awayProbe)
+			as.next = now.Add(awayProbe)
 		}
 	}
 	sort.Ints(all)
 	sort.Ints(probe)
 	return all, probe
+}
+
+// list returns, by shard, an error for each shard out of reach, naming
+// it and why.
+func (a *away) list() []error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	shards := make([]int, 0, len(a.shards))
+	for sh := range a.shards {
+		shards = append(shards, sh)
+	}
+	sort.Ints(shards)
+	out := make([]error, len(shards))
+	for i, sh := range shards {
+		out[i] = fmt.Errorf("shard %d out of reach (its items wait; read again every %v): %w", sh, awayProbe, a.shards[sh].err)
+	}
+	return out
 }

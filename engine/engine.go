@@ -180,6 +180,12 @@ func (e *Engine) Ready() bool { return e.ready.Load() }
 // deleted. Nil when every shard works.
 func (e *Engine) Damaged() []error { return e.damage.list() }
 
+// OutOfReach returns, by shard, an error for each shard whose Redis did
+// not answer while the others did (a Cluster master crashed, paused or
+// cut off): its items wait while every other shard goes on, and the
+// shard is read again every second. Nil when every shard answers.
+func (e *Engine) OutOfReach() []error { return e.away.list() }
+
 // Add adds items to the set; each new one is due at once.
 func (e *Engine) Add(ctx context.Context, ids ...string) (int, error) { return e.st.Add(ctx, ids...) }
 

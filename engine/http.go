@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -39,6 +40,7 @@ func Handler(e *Engine) http.Handler {
 //	GET /readyz   200 "ready" while the attached engine claims and every
 //	              shard works; 503 before Attach, while Redis is
 //	              unreachable, and "degraded" naming each damaged shard
+//	              and each shard out of reach (a Cluster master)
 //
 // It is safe for concurrent use.
 type Endpoints struct {
@@ -81,7 +83,7 @@ func (p *Endpoints) readyz(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not ready: starting, redis not reached yet", http.StatusServiceUnavailable)
 		return
 	}
-	code, text := Readiness(e.Ready(), e.Damaged())
+	code, text := Readiness(e.Ready(), slices.Concat(e.Damaged(), e.OutOfReach()))
 	if code != http.StatusOK {
 		http.Error(w, text, code)
 		return
@@ -93,7 +95,8 @@ func (p *Endpoints) readyz(w http.ResponseWriter, r *http.Request) {
 // claims and every shard works; 503 while Redis is unreachable or the
 // engine is not claiming yet, and 503 "degraded", naming each damaged
 // shard and its error, while a shard's damaged key keeps its items
-// waiting (every other shard syncs on).
+// waiting (every other shard syncs on); degraded lists the shards out
+// of reach (Engine.OutOfReach) too.
 func Readiness(ready bool, damaged []error) (int, string) {
 	if !ready {
 		return http.StatusServiceUnavailable, "not ready: redis unreachable or not claiming yet"

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -300,9 +301,18 @@ func TestSchedulerSkipsShardOutOfReach(t *testing.T) {
 		start := time.Now()
 		e := startFake(t, f, sink, Config{Workers: 1, Batch: 1, Poll: poll, Interval: time.Hour})
 		time.Sleep(2*damageProbe + time.Second)
+		if got := e.OutOfReach(); len(got) != 1 || !strings.Contains(got[0].Error(), "shard 0 out of reach") {
+			t.Errorf("OutOfReach() = %v, want shard 0", got)
+		}
+		if got := e.Damaged(); len(got) != 0 {
+			t.Errorf("Damaged() = %v, want none: the shard is out of reach, not damaged", got)
+		}
 		f.unreachable(0, nil)
 		back := time.Now()
 		time.Sleep(damageProbe + time.Second)
+		if got := e.OutOfReach(); len(got) != 0 {
+			t.Errorf("OutOfReach() once the shard answers = %v, want none", got)
+		}
 		e.Stop(context.Background())
 		if diff := cmp.Diff(sink.order(), []string{"fine", "away"}); diff != "" {
 			t.Fatalf("sync order (-got +want):\n%s", diff)

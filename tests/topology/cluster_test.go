@@ -391,6 +391,14 @@ func TestClusterMasterUnreachable(t *testing.T) {
 		}
 	}
 	stuck := syncedSince(paused, onVictim) // none can be claimed: the pause took hold
+	// The engine names the paused master's shards (for /readyz).
+	var away []int
+	for _, err := range e.OutOfReach() {
+		var sh int
+		if _, err := fmt.Sscanf(err.Error(), "shard %d out of reach", &sh); err == nil {
+			away = append(away, sh)
+		}
+	}
 	held := time.Since(paused)
 	victim.Resume(t)
 	resumed := time.Now()
@@ -398,6 +406,9 @@ func TestClusterMasterUnreachable(t *testing.T) {
 	t.Logf("master %s (shards %v) paused %v: %d of the other masters' %d items synced again within %v; every item synced %v after the resume; store errors logged: %s",
 		victim.Addr(), slices.Sorted(maps.Keys(down)), held.Round(time.Millisecond), got, len(healthy), within.Round(time.Millisecond),
 		time.Since(resumed).Round(time.Millisecond), errorKinds(logs.String()))
+	if want := slices.Sorted(maps.Keys(down)); !slices.Equal(away, want) {
+		t.Errorf("OutOfReach during the pause names shards %v, want the paused master's %v", away, want)
+	}
 	if stuck > 0 {
 		t.Errorf("%d items of the paused master's shards synced during the pause", stuck)
 	}
