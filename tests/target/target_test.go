@@ -353,11 +353,16 @@ sink:
 }
 
 // Three daemons with 8 workers each, 200 items due, target.rate 20/s and
-// target.max_in_flight 4: the fleet starts 20 syncs a second (±10%), and
-// never more than 4 run at the target at once, across a SIGKILL of one
-// daemon in the middle of its syncs.
+// target.max_in_flight 8: the fleet starts 20 syncs a second (±10%), and
+// never more than 8 run at the target at once, across a SIGKILL of one
+// daemon in the middle of its syncs. With syncs of 50 ms the rate binds,
+// not the permits: 4 permits did bind on a loaded 2-core machine (with
+// -race and other suites running, a sync and its permit's hand-back took
+// about 250 ms, so 4 permits capped the fleet at 16 syncs a second, with
+// or without the rate limit).
 func TestRateAndMaxInFlightFleetWide(t *testing.T) {
 	t.Parallel()
+	const maxInFlight = 8
 	srv := redistest.Start(t, nil)
 	var running, peak atomic.Int64
 	var slow atomic.Bool
@@ -395,8 +400,8 @@ sink:
     url: %s/sync
 target:
   rate: "20/s"
-  max_in_flight: 4
-`, target.URL))
+  max_in_flight: %d
+`, target.URL, maxInFlight))
 	ds := daemons(t, 3, cfg)
 	waitFor(t, 30*time.Second, "the first sync", func() bool { return len(seen.snapshot()) > 0 })
 	start := seen.snapshot()[0].at
@@ -406,14 +411,14 @@ target:
 	if n < 180 || n > 220 {
 		t.Errorf("%d starts in 10 s at target.rate 20/s, want 200 ± 10%%", n)
 	}
-	if p := peak.Load(); p > 4 {
-		t.Errorf("%d syncs ran at the target at once, target.max_in_flight is 4", p)
+	if p := peak.Load(); p > maxInFlight {
+		t.Errorf("%d syncs ran at the target at once, target.max_in_flight is %d", p, maxInFlight)
 	}
 	// Syncs of 1 s: now max_in_flight binds (20/s would be 20 at once).
 	slow.Store(true)
 	time.Sleep(3 * time.Second)
-	if p := peak.Load(); p != 4 {
-		t.Errorf("with 1 s syncs at most %d ran at once, want exactly target.max_in_flight, 4", p)
+	if p := peak.Load(); p != maxInFlight {
+		t.Errorf("with 1 s syncs at most %d ran at once, want exactly target.max_in_flight, %d", p, maxInFlight)
 	}
 	// SIGKILL one daemon in the middle of its syncs: its permits are
 	// leases, not handed to others until they expire (ttl 3s).
@@ -430,8 +435,8 @@ target:
 	})
 	victim.Signal(syscall.SIGKILL)
 	time.Sleep(6 * time.Second)
-	if p := peak.Load(); p > 4 {
-		t.Errorf("%d syncs ran at the target at once across a SIGKILL, target.max_in_flight is 4", p)
+	if p := peak.Load(); p > maxInFlight {
+		t.Errorf("%d syncs ran at the target at once across a SIGKILL, target.max_in_flight is %d", p, maxInFlight)
 	}
 	if after := between(seen.snapshot(), time.Now().Add(-2*time.Second), time.Now()); after == 0 {
 		t.Error("no sync in the 2 s after the killed daemon's permits expired")
