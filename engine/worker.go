@@ -31,6 +31,14 @@ func (e *Engine) work(l *ownership.Lease, permit string, probe bool, claim trace
 				e.ahead.slots.Add(-1) // the dispatcher took it
 			}
 			e.sem.Release(1)
+			if e.ahead != nil {
+				// A free worker raises the budget's limit (ahead.limit):
+				// wake a claim loop waiting for it. Without this, a loop
+				// that looked while this worker was still busy (after
+				// observe woke it) waited for a wake-up that, with one
+				// worker and nothing queued, never came.
+				e.ahead.give(0)
+			}
 		}
 	}
 	defer func() {
