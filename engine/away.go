@@ -1,31 +1,22 @@
 package engine
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
+	"maps"
+	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 )
 
-// outOfReach reports an error of a read that did not reach its server,
-// or got no reply in time: a connection refused, cut or timed out. A
-// reply that is an error (a redirection, a failover's passing state) is
-// not: the server answered.
-func outOfReach(err error) bool {
-	if err == nil {
-		return false
-	}
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "connection refused")
-}
+// awayProbe is how often a shard out of reach is read again, and
+// awayProbeTimeout how long that read may take.
+const (
+	awayProbe        = time.Second
+	awayProbeTimeout = 250 * time.Millisecond
+)
 
 // away tracks the shards whose due index could not be read while other
 // shards could: in a Cluster, those of a master out of reach (crashed,
@@ -38,13 +29,6 @@ func outOfReach(err error) bool {
 // shard whose master came back, or whose replica took over, is read
 // again within awayProbe. Logged when a shard goes out of reach and when
 // it answers again.
-// awayProbe is how often a shard out of reach is read again, and
-// awayProbeTimeout how long that read may take.
-const (
-	awayProbe        = time.Second
-	awayProbeTimeout = 250 * time.Millisecond
-)
-
 type away struct {
 	log zerolog.Logger
 
@@ -111,11 +95,7 @@ func (a *away) due() (all, probe []int) {
 func (a *away) list() []error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	shards := make([]int, 0, len(a.shards))
-	for sh := range a.shards {
-		shards = append(shards, sh)
-	}
-	sort.Ints(shards)
+	shards := slices.Sorted(maps.Keys(a.shards))
 	out := make([]error, len(shards))
 	for i, sh := range shards {
 		out[i] = fmt.Errorf("shard %d out of reach (its items wait; read again every %v): %w", sh, awayProbe, a.shards[sh].err)

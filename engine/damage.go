@@ -1,7 +1,8 @@
 package engine
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,11 +99,7 @@ func (d *damage) check(shard int) (skip, probe bool) {
 func (d *damage) list() []error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	shards := make([]int, 0, len(d.shards))
-	for sh := range d.shards {
-		shards = append(shards, sh)
-	}
-	sort.Ints(shards)
+	shards := slices.Sorted(maps.Keys(d.shards))
 	out := make([]error, len(shards))
 	for i, sh := range shards {
 		out[i] = d.shards[sh].err

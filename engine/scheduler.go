@@ -448,7 +448,7 @@ func (s *dueSource) cachedHeads(ctx context.Context) ([]int64, []int, error) {
 			switch {
 			case errors.As(h.Err, &dmg):
 				s.e.damage.mark(sh, h.Err)
-			case outOfReach(h.Err):
+			case store.IsUnreachable(h.Err):
 				s.e.away.mark(sh, h.Err)
 			case h.Err != nil:
 				// A redirection or a failover's passing state (MOVED,

@@ -3,13 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net"
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -348,26 +345,4 @@ func TestSchedulerSkipsShardOutOfReach(t *testing.T) {
 			}
 		}
 	})
-}
-
-// Only a read that did not reach its server, or got no reply in time,
-// puts a shard out of reach; a reply that is an error does not.
-func TestOutOfReach(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		want bool
-	}{
-		{nil, false},
-		{&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, true},
-		{fmt.Errorf("store: oldest of shard 3: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), true},
-		{fmt.Errorf("store: oldest of shard 3: %w", io.EOF), true},
-		{context.DeadlineExceeded, true},
-		{errors.New("MOVED 3999 127.0.0.1:6381"), false},
-		{errors.New("CLUSTERDOWN The cluster is down"), false},
-		{&store.DamageError{Shard: 1, Err: errors.New("WRONGTYPE")}, false},
-	} {
-		if got := outOfReach(c.err); got != c.want {
-			t.Errorf("outOfReach(%v) = %v, want %v", c.err, got, c.want)
-		}
-	}
 }

@@ -486,14 +486,28 @@ func ints(v any, want int) ([]int64, error) {
 	return out, nil
 }
 
+// IsUnreachable reports an error of a call that did not reach its
+// server, or got no reply in time: a connection refused, cut or timed
+// out. A reply that is an error (a redirection, a failover's passing
+// state) is not: the server answered.
+func IsUnreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "connection refused")
+}
+
 // IsUnavailable reports whether err means Redis could not be reached or
-// did not answer in time, as opposed to a reply saying no.
+// did not answer in time (IsUnreachable), or answered that it cannot
+// serve now (loading, a failover under way), as opposed to a reply
+// saying no.
 func IsUnavailable(err error) bool {
 	if err == nil || errors.Is(err, ErrDamaged) {
 		return false
 	}
-	var ne net.Error
-	if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrClosed) {
+	if IsUnreachable(err) || errors.Is(err, redis.ErrClosed) {
 		return true
 	}
 	msg := err.Error()

@@ -1,11 +1,16 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -834,4 +839,30 @@ func TestReleaseSyncedState(t *testing.T) {
 			t.Error("a synced release put a removed item back")
 		}
 	})
+}
+
+// Only a call that did not reach its server, or got no reply in time,
+// is unreachable; a reply that is an error is not, though a failover's
+// passing state still counts as unavailable.
+func TestIsUnreachable(t *testing.T) {
+	for _, c := range []struct {
+		err                      error
+		unreachable, unavailable bool
+	}{
+		{nil, false, false},
+		{&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, true, true},
+		{fmt.Errorf("store: oldest of shard 3: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), true, true},
+		{fmt.Errorf("store: oldest of shard 3: %w", io.EOF), true, true},
+		{context.DeadlineExceeded, true, true},
+		{errors.New("MOVED 3999 127.0.0.1:6381"), false, false},
+		{errors.New("CLUSTERDOWN The cluster is down"), false, true},
+		{&store.DamageError{Shard: 1, Err: errors.New("WRONGTYPE")}, false, false},
+	} {
+		if got := store.IsUnreachable(c.err); got != c.unreachable {
+			t.Errorf("IsUnreachable(%v) = %v, want %v", c.err, got, c.unreachable)
+		}
+		if got := store.IsUnavailable(c.err); got != c.unavailable {
+			t.Errorf("IsUnavailable(%v) = %v, want %v", c.err, got, c.unavailable)
+		}
+	}
 }
