@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -156,63 +157,75 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		}
 	}
 	logf := o.Logf
+	// Each section starts with what the earlier ones left in this
+	// process: goroutines still running and the live heap take CPU and
+	// GC time from every window after them.
+	section := func(name string) bool {
+		if !want(name) {
+			return false
+		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		logf("section %s: %d goroutines, %.0f MB heap in use", name, runtime.NumGoroutine(), float64(ms.HeapInuse)/(1<<20))
+		return true
+	}
 
-	if want("redis") {
+	if section("redis") {
 		if res.Limits, err = RunLimits(ctx, srv, LimitCases(set.limitScale), set.reps, logf); err != nil {
 			return nil, err
 		}
 	}
-	if want("locks") {
+	if section("locks") {
 		if res.Locks, err = RunLocks(ctx, srv, set.reps, set.lockWarm, set.lockDur, logf); err != nil {
 			return nil, err
 		}
 	}
-	if want("batch") {
+	if section("batch") {
 		if res.Batches, err = RunBatches(ctx, srv, set.reps, set.batchPerShard, set.batchWarm, set.batchDur, logf); err != nil {
 			return nil, err
 		}
 	}
-	if want("e2e") {
+	if section("e2e") {
 		if res.E2E, err = RunE2E(ctx, srv, set.reps, set.enginePool, set.settlePool, set.asynqPool, set.e2eWarm, set.e2eDur, logf); err != nil {
 			return nil, err
 		}
 	}
-	if want("cluster") {
+	if section("cluster") {
 		if res.Cluster, err = RunCluster(ctx, srv, set.reps, set.enginePool, set.e2eWarm, set.e2eDur, logf); err != nil {
 			return nil, err
 		}
 	}
-	if want("settle") {
+	if section("settle") {
 		if res.Settle, err = RunSettle(ctx, srv, set.reps, set.settleItems, set.settleWarm, set.settleDur, logf); err != nil {
 			return nil, err
 		}
 	}
-	if want("scale") {
+	if section("scale") {
 		if res.Scale, err = RunScale(ctx, srv, set.scaleSizes, set.scaleReps, set.scaleDur, logf); err != nil {
 			return nil, err
 		}
 	}
-	if want("fairness") {
+	if section("fairness") {
 		if res.Fairness, err = RunFairness(ctx, srv, set.fairScenarios, set.fairReps, logf); err != nil {
 			return nil, err
 		}
 	}
-	if want("scripts") {
+	if section("scripts") {
 		if res.Scripts, err = RunScriptCosts(ctx, srv, o.RepoDir, set.scriptCalls, set.reps, logf); err != nil {
 			return nil, err
 		}
 	}
-	if want("profile") {
+	if section("profile") {
 		if res.Profiles, err = runProfiles(ctx, srv, o, set); err != nil {
 			return nil, err
 		}
 	}
-	if want("reconcile") {
+	if section("reconcile") {
 		if res.Reconcile, err = RunReconcile(ctx, srv, set.reconcileIDs, set.reps, logf); err != nil {
 			return nil, err
 		}
 	}
-	if want("api") {
+	if section("api") {
 		if res.API, err = RunAPI(ctx, srv, set.apiItems, set.apiCalls, logf); err != nil {
 			return nil, err
 		}
