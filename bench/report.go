@@ -461,6 +461,7 @@ func locks(b *md, r *Results) {
 	b.p("- **syncd Locker (one per goroutine)**: the same, one Locker (and watchdog) per goroutine, so every attempt goes to Redis like the peers'.")
 	b.p("- **syncd Manager Claim+Release (engine path)**: `ownership.Manager.ClaimIDs` of one item + `Manager.Release` with `ownership.OutcomeSynced`, delay 0, Settle 0; items pre-added with `store.Add`, epochs marked first.")
 	b.p("- **hand-rolled**: `SET key token NX PX 30000`, then EVALSHA of the classic `if get == token then del`; 16 random bytes of token.")
+	b.p("- **fenced floor** (`bench.FloorCycle`, not a product path and not a safe lock): one EVALSHA of TIME + `SET key token..fence NX PX 30000`, the fence being Redis's clock in µs, then the hand-rolled delete. It is the least a lock with a fence from Redis can run, with none of the Locker's other guarantees (fence counter, hold-off after data loss, owner record, unlock receipt), and shows what is left for them in each scenario.")
 	b.p("- **bsm/redislock**: `Client.Obtain` (no retry) + `Lock.Release`. **go-redsync**: `redsync.New(goredis.NewPool(client))`, one Mutex per name reused, `WithTries(1)`, `TryLockContext` + `UnlockContext`.")
 	b.nl()
 	b.p("Allocations and bytes are the process's heap allocations per cycle (`runtime.MemStats` deltas over the window, so they include go-redis and the runtime). Client CPU is this process's user+system time per cycle (getrusage), Redis CPU the server's (/proc, 10 ms ticks); round trips are counted by a go-redis hook.")
@@ -979,7 +980,7 @@ func (r *Results) innerOf(prefix string) string {
 
 // The Redis commands of a lone lock and unlock call (lock.lua,
 // unlock_batch.lua), and Redis instructions per lone cycle as
-// bench/cmd/redisinstr counted them (-only lock1,redislock, on Debian's
+// bench/cmd/redisinstr counted them (-only lock1,redislock,floor, on Debian's
 // redis-server 7.0.15 built with symbols) at lockInstrAt: not measured by
 // benchall, which cannot run valgrind in its time budget. Refresh them
 // when the scripts change.
@@ -988,6 +989,7 @@ const (
 	unlockCommands     = 3
 	lockInstrOurs      = "163k"
 	lockInstrRedislock = "55k"
+	lockInstrFloor     = "67k"
 	lockInstrAt        = "commit 9edc961"
 )
 
@@ -1053,9 +1055,16 @@ func Findings(r *Results) string {
 		rcpu1 := func(impl string) float64 {
 			return med1(impl, func(x LoopResult) float64 { return x.PerOK(us(x.W.RedisCPU)) })
 		}
-		b.p("- **1 goroutine: the Redis work on the path of every call.** A lone caller waits out two round trips per cycle whatever it does, so what Redis runs per call adds to every cycle: the auto-pipelined Locker's cycle took %.0f µs (p50) against bsm/redislock's %.0f, with %.0f µs of Redis CPU per cycle against %.0f. Its Store sends a lone call at once, alone (no batch to wait for), but a lock runs %d Redis commands (`lock.lua`: TIME, the fence counter's SET ... GET, SET NX ... GET) where bsm/redislock's Obtain runs 1, and an unlock %d (`unlock_batch.lua`: one MGET of the record and the Store's receipt, DEL, SET of the receipt) where its Release runs 2. `bench/cmd/redisinstr`, which counts Redis's instructions under valgrind (no noise from other processes), counted %s per lone cycle against %s for bsm/redislock (%s). With both scripts cut down to bsm/redislock's commands (a throwaway experiment on this machine, not part of this run: one goroutine timing each call, the calls of both interleaved), a Store's lock took within 2 µs of bsm/redislock's Obtain: the gap is the Redis work of the fence counter, the owner record and the unlock receipt, which make the guarantees. Closing it needs fewer commands per call, such as a lock record that keeps its own fence and receipt after release (one key per name instead of three), a change of the lock's key layout and of every script that reads it.",
+		b.p("- **1 goroutine: the Redis work on the path of every call.** A lone caller waits out two round trips per cycle whatever it does, so what Redis runs per call adds to every cycle: the auto-pipelined Locker's cycle took %.0f µs (p50) against bsm/redislock's %.0f, with %.0f µs of Redis CPU per cycle against %.0f. Its Store sends a lone call at once, alone (no batch to wait for), but a lock runs %d Redis commands (`lock.lua`: TIME, the fence counter's SET ... GET, SET NX ... GET) where bsm/redislock's Obtain runs 1, and an unlock %d (`unlock_batch.lua`: one MGET of the record and the Store's receipt, DEL, SET of the receipt) where its Release runs 2. `bench/cmd/redisinstr`, which counts Redis's instructions under valgrind (no noise from other processes), counted %s per lone cycle against %s for bsm/redislock (%s).",
 			p50("ours-ap"), p50("redislock"), rcpu1("ours-ap"), rcpu1("redislock"), lockCommands, unlockCommands,
 			lockInstrOurs, lockInstrRedislock, lockInstrAt)
+		floor := l.ratio("floor", "redislock", s1)
+		reach := "So even the floor misses the target on this machine: no lock whose fence Redis issues in a script, Redis's script call costing what it does, is sure to run as fast as bsm/redislock's plain SET NX at 1 goroutine, and the Locker's gap beyond the floor is"
+		if floor.Med >= 1 {
+			reach = "So a fence alone is within reach of the target, and the Locker's gap is"
+		}
+		b.p("- **What a fenced lock can do at 1 goroutine: the floor.** The \"fenced floor\" row (`bench.FloorCycle`) is the least a lock whose fence comes from Redis can run: one script of TIME and SET NX PX with the fence in the value, and the classic compare-and-delete (%s Redis instructions per cycle). It ran %s bsm/redislock at 1 goroutine in this run, the Locker %s. %s what it runs beyond the floor, each part a guarantee the floor lacks: the fence counter (fences keep rising when Redis's clock steps back, as after a failover), the hold-off of a name after Redis lost its data, the owner record (who holds the lock, since when), and the unlock receipt (an unlock re-sent after a dropped connection still reports Released). Fewer commands per call for the same guarantees, such as a lock record that keeps its own fence and receipt after release (one key per name instead of three), would narrow that gap but not close it: by our estimate it removes one Redis command of the six per cycle.",
+			lockInstrFloor, ratioSpread(floor), ratioSpread(l.ratio("ours-ap", "redislock", s1)), reach)
 		var client []string
 		if p := r.Profiles; p != nil && p.AllocOurs != nil {
 			var lease, leaseB float64

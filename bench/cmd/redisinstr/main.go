@@ -22,6 +22,9 @@
 //     unlock_batch.lua): what the Locker runs at 1 goroutine.
 //   - redislock: the peer, bsm/redislock's Obtain + Release of the same
 //     50 names in turn, 500 cycles; the operation is one cycle.
+//   - floor: bench.FloorCycle, the least a lock with a fence from Redis's
+//     clock can run (one script of TIME + SET NX PX, and the classic
+//     compare-and-delete), on the same 50 names in turn, 500 cycles.
 //   - lockb: the same calls from 32 goroutines at once, each on its own
 //     name, 20 cycles each, through a Store with auto-pipelining, whose
 //     coalescer sends them in batches (a Redis under callgrind is so
@@ -67,7 +70,7 @@ func main() {
 	for _, w := range []struct {
 		name string
 		ops  int // operations the measured rounds make
-	}{{"pick", 100 * 32}, {"lock", 500}, {"lock1", 500}, {"redislock", 500}, {"lockb", lockbGoroutines * lockbCycles}} {
+	}{{"pick", 100 * 32}, {"lock", 500}, {"lock1", 500}, {"redislock", 500}, {"floor", 500}, {"lockb", lockbGoroutines * lockbCycles}} {
 		if *only != "" && !slices.Contains(strings.Split(*only, ","), w.name) {
 			continue
 		}
@@ -84,6 +87,7 @@ func main() {
 		fmt.Printf("%-9s %8.1fk Redis instructions per %s\n", w.name, float64(with-base)/float64(w.ops)/1000,
 			map[string]string{"pick": "item claimed and released (pick 32 + release 32)", "lock": "lock cycle (lock + unlock)",
 				"lock1": "lock cycle, auto-pipelined Store, one at a time", "redislock": "bsm/redislock cycle (Obtain + Release)",
+				"floor": "fenced floor cycle (bench.FloorCycle)",
 				"lockb": "lock cycle, 32 goroutines batched"}[w.name])
 	}
 }
@@ -186,8 +190,8 @@ func lockCycle(ctx context.Context, st *store.Store, name string, w int) error {
 
 // run is the workload: its setup, then (measured) its rounds.
 func run(ctx context.Context, addr, workload string, measured bool) error {
-	if workload == "redislock" {
-		return runRedislock(ctx, addr, measured)
+	if workload == "redislock" || workload == "floor" {
+		return runPeer(ctx, addr, workload, measured)
 	}
 	st, err := store.Open(ctx, store.Config{Addrs: []string{addr}, Shards: 1, ReadTimeout: 30 * time.Second,
 		AutoPipeline: workload == "lockb" || workload == "lock1"})
@@ -248,9 +252,10 @@ func run(ctx context.Context, addr, workload string, measured bool) error {
 	return nil
 }
 
-// runRedislock is the redislock workload: the peer's Obtain + Release of
-// 50 names in turn, as lock's rounds run (the setup loads its scripts).
-func runRedislock(ctx context.Context, addr string, measured bool) error {
+// runPeer is the redislock workload, the peer's Obtain + Release, or the
+// floor workload, bench.FloorCycle, of 50 names in turn, as lock's rounds
+// run (the setup loads the scripts).
+func runPeer(ctx context.Context, addr, workload string, measured bool) error {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 30 * time.Second})
 	defer rdb.Close()
 	lc := redislock.New(rdb)
@@ -259,6 +264,12 @@ func runRedislock(ctx context.Context, addr string, measured bool) error {
 		rounds += 500
 	}
 	for r := range rounds {
+		if workload == "floor" {
+			if ok, err := bench.FloorCycle(ctx, rdb, "lk-"+strconv.Itoa(r%50)); err != nil || !ok {
+				return fmt.Errorf("floor cycle: %v %v", ok, err)
+			}
+			continue
+		}
 		l, err := lc.Obtain(ctx, "lk-"+strconv.Itoa(r%50), 30*time.Second, nil)
 		if err != nil {
 			return fmt.Errorf("redislock obtain: %w", err)
