@@ -90,6 +90,13 @@ func (a *away) due() (all, probe []int) {
 	return all, probe
 }
 
+// shardList returns the shards out of reach, in order.
+func (a *away) shardList() []int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Sorted(maps.Keys(a.shards))
+}
+
 // list returns, by shard, an error for each shard out of reach, naming
 // it and why.
 func (a *away) list() []error {

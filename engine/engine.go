@@ -48,12 +48,14 @@ type dueIndex interface {
 	// claimable or was skipped), with an error of its own for a shard
 	// whose due index is damaged or, in a Cluster, out of reach.
 	Oldest(ctx context.Context, skip ...int) ([]store.ShardHead, error)
-	// Now returns Redis's clock, in ms.
-	Now(ctx context.Context) (int64, error)
+	// Now returns Redis's clock, in ms, asking (in a Cluster) a master
+	// of a shard not in skip.
+	Now(ctx context.Context, skip ...int) (int64, error)
 	// Backlog returns how many items are due and the oldest due time
-	// (store.NoDue when none); with an error wrapping store.ErrDamaged,
-	// those of the shards it could read.
-	Backlog(ctx context.Context) (due int64, oldest int64, err error)
+	// (store.NoDue when none), of every shard but those in skip; with an
+	// error wrapping store.ErrDamaged or store.ErrUnread, those of the
+	// shards it could read.
+	Backlog(ctx context.Context, skip ...int) (due int64, oldest int64, err error)
 }
 
 var (
@@ -341,9 +343,9 @@ func (e *Engine) Run(ctx context.Context) error {
 
 // syncClock measures the offset between Redis's clock and ours, used only
 // to decide how long to sleep when nothing is due.
-func (e *Engine) syncClock(ctx context.Context) error {
+func (e *Engine) syncClock(ctx context.Context, skip ...int) error {
 	before := time.Now()
-	now, err := e.idx.Now(ctx)
+	now, err := e.idx.Now(ctx, skip...)
 	if err != nil {
 		return err
 	}
@@ -384,12 +386,17 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 			registered = time.Now()
 			e.register(ctx, false)
 		}
-		due, oldest, err := e.idx.Backlog(ctx)
-		if errors.Is(err, store.ErrDamaged) {
-			err = nil // the other shards' figures; the scheduler reports the damage
+		// Shards out of reach (a Cluster master that does not answer) are
+		// left out, as the scheduler leaves them out of its reads: each
+		// read of them would wait out the timeout, and the gauges of the
+		// others would go stale meanwhile.
+		away := e.away.shardList()
+		due, oldest, err := e.idx.Backlog(ctx, away...)
+		if errors.Is(err, store.ErrDamaged) || errors.Is(err, store.ErrUnread) {
+			err = nil // the other shards' figures; the scheduler reports the damage and the shards out of reach
 		}
 		if err == nil {
-			err = e.syncClock(ctx)
+			err = e.syncClock(ctx, away...)
 		}
 		if err == nil {
 			e.checkDeployment(ctx)

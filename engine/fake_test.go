@@ -288,9 +288,9 @@ func (f *fakeOwn) Oldest(_ context.Context, skip ...int) ([]store.ShardHead, err
 	return out, nil
 }
 
-func (f *fakeOwn) Now(context.Context) (int64, error) { return nowMs(), nil }
+func (f *fakeOwn) Now(context.Context, ...int) (int64, error) { return nowMs(), nil }
 
-func (f *fakeOwn) Backlog(context.Context) (int64, int64, error) {
+func (f *fakeOwn) Backlog(context.Context, ...int) (int64, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	due, oldest, now := int64(0), store.NoDue, nowMs()

@@ -5,40 +5,65 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
+// ErrUnread marks, in a Cluster, a shard that Backlog could not read
+// because its master did not answer while another master did: the
+// figures returned are the other shards'.
+var ErrUnread = errors.New("store: shard not read")
+
 // Backlog counts, per shard in one round trip, the items that are due
 // now, and returns the total and the oldest due time (ms, Redis clock;
-// NoDue when nothing is due). A shard whose due index is damaged is left
-// out: the error then wraps ErrDamaged (a *DamageError per such shard)
-// and due and oldest count the other shards.
-func (s *Store) Backlog(ctx context.Context) (due int64, oldest int64, err error) {
-	now, err := s.Now(ctx)
+// NoDue when nothing is due), leaving out the shards in skip (as Oldest
+// does). A shard whose due index is damaged is left out: the error then
+// wraps ErrDamaged (a *DamageError per such shard) and due and oldest
+// count the other shards. In a Cluster, so is a shard whose master did
+// not answer while another did, with an error wrapping ErrUnread; the
+// call fails as a whole only when no shard could be read.
+func (s *Store) Backlog(ctx context.Context, skip ...int) (due int64, oldest int64, err error) {
+	now, err := s.Now(ctx, skip...)
 	if err != nil {
 		return 0, NoDue, err
 	}
 	n := s.keys.Shards()
+	skipped := skipSet(n, skip)
 	counts := make([]*redis.IntCmd, n)
 	heads := make([]*redis.ZSliceCmd, n)
 	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		max := strconv.FormatInt(now, 10)
 		for i := range n {
-			counts[i] = p.ZCount(ctx, s.keys.Due(i), "-inf", max)
-			heads[i] = p.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: s.keys.Due(i), Start: 0, Stop: 0})
+			if !skipped[i] {
+				counts[i] = p.ZCount(ctx, s.keys.Due(i), "-inf", max)
+				heads[i] = p.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: s.keys.Due(i), Start: 0, Stop: 0})
+			}
 		}
 		return nil
 	})
 	oldest = NoDue
-	var damaged []error
+	var partial []error
+	var firstErr error
+	read, failed := 0, 0
 	for i := range n {
+		if counts[i] == nil {
+			continue // skipped
+		}
+		read++
 		if err := cmp.Or(counts[i].Err(), heads[i].Err()); err != nil {
-			if !isDamageReply(err) {
+			switch {
+			case isDamageReply(err):
+				partial = append(partial, s.dueDamage(i, err))
+			case !s.cfg.Cluster:
 				return 0, NoDue, fmt.Errorf("store: backlog: %w", err)
+			default:
+				failed++
+				firstErr = cmp.Or(firstErr, err)
+				partial = append(partial, fmt.Errorf("store: backlog of shard %d: %w: %w", i, ErrUnread, err))
 			}
-			damaged = append(damaged, s.dueDamage(i, err))
 			continue
 		}
 		due += counts[i].Val()
@@ -46,7 +71,21 @@ func (s *Store) Backlog(ctx context.Context) (due int64, oldest int64, err error
 			oldest = min(oldest, dueOf(z[0].Score))
 		}
 	}
-	return due, oldest, errors.Join(damaged...)
+	if failed > 0 && failed == read {
+		return 0, NoDue, fmt.Errorf("store: backlog: %w", firstErr) // no master answered
+	}
+	return due, oldest, errors.Join(partial...)
+}
+
+// skipSet marks the shards in skip, of n.
+func skipSet(n int, skip []int) []bool {
+	out := make([]bool, n)
+	for _, sh := range skip {
+		if sh >= 0 && sh < n {
+			out[sh] = true
+		}
+	}
+	return out
 }
 
 // Count returns the number of items in the set and up to max
@@ -95,9 +134,26 @@ func (s *Store) ShardSize(ctx context.Context, shard int) (int, error) {
 	return int(n), nil
 }
 
-// Now returns Redis's clock, in ms: the one clock of the fleet.
-func (s *Store) Now(ctx context.Context) (int64, error) {
-	t, err := s.rdb.Time(ctx).Result()
+// Now returns Redis's clock, in ms: the one clock of the fleet. In a
+// Cluster with shards in skip, it asks the master of a shard not skipped.
+func (s *Store) Now(ctx context.Context, skip ...int) (int64, error) {
+	var t time.Time
+	var err error
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok && len(skip) > 0 {
+		// TIME has no key: go-redis sends it to any master, the skipped
+		// ones too. Ask the master of the first shard not skipped.
+		skipped := skipSet(s.keys.Shards(), skip)
+		sh := slices.Index(skipped, false)
+		if sh < 0 {
+			return 0, errors.New("store: TIME: every shard skipped")
+		}
+		var m *redis.Client
+		if m, err = cc.MasterForKey(ctx, s.keys.Due(sh)); err == nil {
+			t, err = m.Time(ctx).Result()
+		}
+	} else {
+		t, err = s.rdb.Time(ctx).Result()
+	}
 	if err != nil {
 		return 0, fmt.Errorf("store: TIME: %w", err)
 	}
@@ -131,12 +187,7 @@ func (s *Store) Oldest(ctx context.Context, skip ...int) ([]ShardHead, error) {
 		out[i].Due = NoDue
 	}
 	cmds := make([]*redis.ZSliceCmd, n)
-	skipped := make([]bool, n)
-	for _, sh := range skip {
-		if sh >= 0 && sh < n {
-			skipped[sh] = true
-		}
-	}
+	skipped := skipSet(n, skip)
 	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range n {
 			if !skipped[i] {

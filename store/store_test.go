@@ -545,8 +545,9 @@ func TestCluster(t *testing.T) {
 }
 
 // Oldest leaves out the shards it is told to skip (their Due is NoDue
-// though they hold due items) and reads the others; with one server, a
-// read that fails is the call's error, whatever it skips.
+// though they hold due items) and reads the others, and so does Backlog;
+// with one server, a read that fails is the call's error, whatever it
+// skips.
 func TestOldestSkips(t *testing.T) {
 	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
 		ctx := t.Context()
@@ -577,6 +578,19 @@ func TestOldestSkips(t *testing.T) {
 			if h.Err != nil || h.Due != want {
 				t.Errorf("shard %d with 1 and 3 skipped: %+v, want due %d", sh, h, want)
 			}
+		}
+		// Backlog leaves the same shards out.
+		want := int64(0)
+		for _, id := range ids {
+			if sh := s.Keys().Shard(id); sh != 1 && sh != 3 {
+				want++
+			}
+		}
+		if due, oldest, err := s.Backlog(ctx, 1, 3, 9); err != nil || due != want || oldest == store.NoDue {
+			t.Errorf("Backlog with 1 and 3 skipped: %d due, oldest %d, %v; want %d due", due, oldest, err, want)
+		}
+		if due, _, err := s.Backlog(ctx); err != nil || due != int64(len(ids)) {
+			t.Errorf("Backlog: %d due, %v; want %d", due, err, len(ids))
 		}
 		s.Close()
 		if _, err := s.Oldest(ctx, 0); err == nil {

@@ -399,6 +399,21 @@ func TestClusterMasterUnreachable(t *testing.T) {
 			away = append(away, sh)
 		}
 	}
+	// The monitor leaves the shards out of reach out of its reads too: the
+	// backlog gauges go on for the other masters' shards (before, every
+	// read waited on the paused master and failed, redis_up read 0 and
+	// the gauges went stale for the whole pause).
+	// A read begun before the scheduler found the master out of reach
+	// waits out the monitor's timeout (2 s): sample after that.
+	waitFor(t, 5*time.Second, "the paused master's shards out of reach", func() bool { return len(e.OutOfReach()) >= len(down) })
+	time.Sleep(2500 * time.Millisecond)
+	var down0, samples int
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); samples++ {
+		if e.Metrics().RedisUp.Load() != 1 {
+			down0++
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	held := time.Since(paused)
 	victim.Resume(t)
 	resumed := time.Now()
@@ -411,6 +426,10 @@ func TestClusterMasterUnreachable(t *testing.T) {
 	}
 	if stuck > 0 {
 		t.Errorf("%d items of the paused master's shards synced during the pause", stuck)
+	}
+	if down0 > 0 {
+		t.Errorf("with the paused master's shards out of reach, redis_up read 0 in %d of %d samples over 1.5 s: the monitor's backlog read waits on that master (%s)", down0, samples,
+			strings.Join(grepLines(logs.String(), "cannot read the backlog"), "; "))
 	}
 	if got < len(healthy) {
 		t.Errorf("with one master paused, %d of the other masters' %d items synced in %v: one unreachable master held up the rest", got, len(healthy), pause)
