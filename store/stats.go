@@ -54,12 +54,9 @@ func (s *Store) Backlog(ctx context.Context, skip ...int) (due int64, oldest int
 		}
 		read++
 		if err := cmp.Or(counts[i].Err(), heads[i].Err()); err != nil {
-			switch {
-			case isDamageReply(err):
+			if isDamageReply(err) {
 				partial = append(partial, s.dueDamage(i, err))
-			case !s.cfg.Cluster:
-				return 0, NoDue, fmt.Errorf("store: backlog: %w", err)
-			default:
+			} else {
 				failed++
 				firstErr = cmp.Or(firstErr, err)
 				partial = append(partial, fmt.Errorf("store: backlog of shard %d: %w: %w", i, ErrUnread, err))
@@ -71,10 +68,19 @@ func (s *Store) Backlog(ctx context.Context, skip ...int) (due int64, oldest int
 			oldest = min(oldest, dueOf(z[0].Score))
 		}
 	}
-	if failed > 0 && failed == read {
-		return 0, NoDue, fmt.Errorf("store: backlog: %w", firstErr) // no master answered
+	if s.failsWhole(failed, read) {
+		return 0, NoDue, fmt.Errorf("store: backlog: %w", firstErr)
 	}
 	return due, oldest, errors.Join(partial...)
+}
+
+// failsWhole reports whether failed reads of shards (not replies
+// naming damage), of read, fail a call over every shard as a whole: with
+// one server, which holds every shard, any failed read does; in a
+// Cluster only when no master answered, for one master out of reach must
+// not hold up the shards of the others.
+func (s *Store) failsWhole(failed, read int) bool {
+	return failed > 0 && (!s.cfg.Cluster || failed == read)
 }
 
 // skipSet marks the shards in skip, of n.
@@ -214,8 +220,7 @@ func (s *Store) Oldest(ctx context.Context, skip ...int) ([]ShardHead, error) {
 			out[i].Due = dueOf(z[0].Score)
 		}
 	}
-	if failed > 0 && (!s.cfg.Cluster || failed == read) {
-		// One server holds every shard: its error is the call's.
+	if s.failsWhole(failed, read) {
 		return nil, fmt.Errorf("store: oldest: %w", firstErr)
 	}
 	return out, nil
