@@ -13,8 +13,13 @@ import (
 
 type md struct{ strings.Builder }
 
-func (b *md) p(format string, args ...any) { fmt.Fprintf(&b.Builder, format+"\n", args...) }
-func (b *md) nl()                          { b.WriteString("\n") }
+// p writes a paragraph line. The format goes to Fprintf as it is, so
+// that go vet checks every call's verbs against its arguments.
+func (b *md) p(format string, args ...any) {
+	fmt.Fprintf(&b.Builder, format, args...)
+	b.WriteString("\n")
+}
+func (b *md) nl() { b.WriteString("\n") }
 
 func (b *md) table(head []string, rows [][]string) {
 	b.p("| %s |", strings.Join(head, " | "))
@@ -722,7 +727,7 @@ func scale(b *md, s *ScaleResults) {
 			idLen = runs[0].IDLen
 		}
 	}
-	b.p("On a redis-server of its own (a deployment's Redis runs only syncd; after the sections before, the same rounds ran about 30% slower at the median), a fresh deployment (16 shards) gets N items with `store.Add` (ids like `item-0000042`, %d bytes); memory is INFO `used_memory` after minus before. \"After Add\" holds only the due index; \"after one sync\" is after every item was claimed and released as synced once (the due index plus one entry per item in the shard's state hash: fence, lastSync and attempts in 14 bytes, store/meta.go), the steady state of a running deployment. A claim round is what the engine does per shard: `ClaimPick` of 32 (the script finds the 32 longest-waiting due items and claims them) + `Release(32, synced)` on one shard, sequential for %v on an otherwise idle Redis; with more than one shard the engine also calls `Oldest` (16 ZRANGEs in one pipeline) before each round, timed apart. Then 8 goroutines run rounds at once for %v.", idLen, s.Dur, s.Dur)
+	b.p("On a redis-server of its own (a deployment's Redis runs only syncd; after the sections before, the same rounds ran about 30%% slower at the median), a fresh deployment (16 shards) gets N items with `store.Add` (ids like `item-0000042`, %d bytes); memory is INFO `used_memory` after minus before. \"After Add\" holds only the due index; \"after one sync\" is after every item was claimed and released as synced once (the due index plus one entry per item in the shard's state hash: fence, lastSync and attempts in 14 bytes, store/meta.go), the steady state of a running deployment. A claim round is what the engine does per shard: `ClaimPick` of 32 (the script finds the 32 longest-waiting due items and claims them) + `Release(32, synced)` on one shard, sequential for %v on an otherwise idle Redis; with more than one shard the engine also calls `Oldest` (16 ZRANGEs in one pipeline) before each round, timed apart. Then 8 goroutines run rounds at once for %v.", idLen, s.Dur, s.Dur)
 	b.nl()
 	var rows [][]string
 	for _, n := range s.Sizes {
