@@ -141,7 +141,11 @@
 // shard marker: of whoever set it first), so Lockers of one name and
 // the engine of one key prefix should use the same TTL; a TTL raised
 // with Refresh is not covered after a data loss. None of this costs a
-// round trip or a Redis command while the counter exists.
+// round trip or a Redis command while the counter exists. A FLUSHALL on
+// a Redis up longer than the TTL, with no engine to set the shard
+// markers (whose claims hold a shard off one TTL whatever the uptime),
+// is not seen: a name is granted at once, and its fence, from Redis's
+// clock, still rises past the flushed holder's.
 //
 // # What ownership owns, and what it must not touch
 //

@@ -370,31 +370,21 @@ func (s *Store) claimWait(ctx context.Context, sc *redis.Script, keys []string, 
 }
 
 // MarkEpoch sets a shard's data-loss marker after a claim returned
-// ErrEpochMissing and returns how long the shard stays held off: the part
-// of ttl that the serving Redis has not been up for. An owner that claimed
-// before Redis lost its data cannot hold a lease past that. A new
-// deployment on a Redis that has run longer than ttl is not held off.
+// ErrEpochMissing and returns how long the shard stays held off: one ttl
+// from the first call that found the marker missing (the first caller's
+// marker wins, see epoch.lua), so an owner that claimed before Redis lost
+// its data cannot still hold a lease when the next claim is granted. A
+// marker goes missing with Redis's data, and Redis tells nothing of how:
+// a restart without persistence, but also a FLUSHALL on a Redis up for
+// days, or a new deployment (whose first claims then wait one ttl, once).
 // Never more than ttl: a marker already there that is not one syncd
-// writes (see epoch.lua) is rewritten to hold the shard off one ttl.
+// writes (see epoch.lua) is rewritten to hold the shard off one ttl. The
+// embedded store's data never outlives its holders: no hold-off.
 func (s *Store) MarkEpoch(ctx context.Context, shard int, ttl time.Duration) (time.Duration, error) {
 	key := s.keys.Epoch(shard)
-	hold := time.Duration(0)
-	if s.mini == nil {
-		node, err := s.nodeFor(ctx, key)
-		if err != nil {
-			return 0, fmt.Errorf("store: mark epoch of shard %d: %w", shard, err)
-		}
-		text, err := node.Info(ctx, "server").Result()
-		if err != nil {
-			return 0, fmt.Errorf("store: mark epoch of shard %d: %w", shard, err)
-		}
-		// uptime_in_seconds is floor(now) - floor(start): it can read
-		// 1 s a few milliseconds after the start. Take a second off, so
-		// the hold errs long, never short (found by tests/fault).
-		up := max(time.Duration(parseInfo(text).UptimeSeconds)*time.Second-time.Second, 0)
-		if up < ttl {
-			hold = ttl - up
-		}
+	hold := ttl
+	if s.mini != nil {
+		hold = 0
 	}
 	v, err := s.runScript(ctx, s.rdb, scriptEpoch, []string{key}, hold.Milliseconds(), ttl.Milliseconds())
 	if err != nil {
