@@ -112,7 +112,7 @@ var (
 	scriptAdd     = loadScript("add", "now")
 	scriptRemove  = loadScript("remove", "wrongtype")
 	scriptRequeue = loadScript("requeue", "now", "be4", "be8", "unbe", "meta_of", "meta_get", "meta_value", "meta_set", "is_inf", "due_ms")
-	scriptTrigger = loadScript("trigger", "now", "wrongtype", "num", "is_inf", "due_ms")
+	scriptTrigger = loadScript("trigger", "now", "wrongtype", "num", "is_inf", "due_ms", "own_type")
 	scriptForce   = loadScript("force", "now", "be4", "be8", "unbe", "meta_of", "meta_get", "meta_value", "meta_set")
 	scriptLock    = loadScript("lock", "now", "be8", "unbe", "times", "wrongtype", "token_of", "fence_of", "num")
 	scriptUnlock  = loadScript("unlock", "wrongtype", "get_rec", "token_of")

@@ -41,7 +41,8 @@ type TriggerParams struct {
 	// MaxTriggerBoost.
 	Boost time.Duration
 	// Add adds an ID that is not in the item set (triggered, due at once)
-	// instead of reporting it unknown.
+	// instead of reporting it unknown, and marks it added by hand, as
+	// AddByHand does: a reconcile keeps it until it is removed by hand.
 	Add bool
 }
 
@@ -153,8 +154,8 @@ func (s *Store) Trigger(ctx context.Context, p TriggerParams) (TriggerResult, er
 		for len(ids) > 0 {
 			chunk := ids[:min(len(ids), 1000)]
 			ids = ids[len(chunk):]
-			keys := make([]string, 0, 3+len(chunk))
-			keys = append(keys, s.keys.Due(sh), s.keys.Triggers(sh), s.keys.Again(sh))
+			keys := make([]string, 0, 4+len(chunk))
+			keys = append(keys, s.keys.Due(sh), s.keys.Triggers(sh), s.keys.Again(sh), s.keys.Manual(sh))
 			args := make([]any, 0, 3+len(chunk))
 			args = append(args, boost.Milliseconds(), p.Reason, add)
 			for _, id := range chunk {

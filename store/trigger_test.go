@@ -197,6 +197,17 @@ func TestTriggerUnknownQuarantinedInvalid(t *testing.T) {
 		if unknown, _ := s.Unknown(ctx, "nope"); len(unknown) != 0 {
 			t.Error("Add did not add")
 		}
+		// Added by hand (the CLI's trigger --add, the API's auto_add): a
+		// reconcile keeps it. An item that was there stays as it was.
+		for id, want := range map[string]bool{"nope": true, "known": false} {
+			manual, err := s.Manual(ctx, s.Keys().Shard(id))
+			if err != nil || manual[id] != want {
+				t.Errorf("after a trigger with Add, %s marked manual = %v (%v), want %v", id, manual[id], err, want)
+			}
+		}
+		if n, err := s.Reconcile(ctx, s.Keys().Shard("nope"), 1, false, []string{"nope"}); err != nil || n != 0 {
+			t.Errorf("reconcile removing the added item: %d removed, %v; want it kept", n, err)
+		}
 
 		for _, p := range []store.TriggerParams{
 			{IDs: []string{"ok", "bad\x01"}},
