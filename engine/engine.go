@@ -118,6 +118,14 @@ type Engine struct {
 // RunBatch stop it too): call Stop even if the engine never started. It
 // does not close st or sink.
 func New(st *store.Store, sink sinks.Sink, cfg Config) (*Engine, error) {
+	switch {
+	case st == nil:
+		return nil, errors.New("engine: the store is nil")
+	case sink == nil:
+		// Every sync would panic, and each panic count against its item
+		// until every item is quarantined.
+		return nil, errors.New("engine: the sink is nil")
+	}
 	c, err := cfg.resolve()
 	if err != nil {
 		return nil, err

@@ -352,6 +352,15 @@ func TestConfigValidate(t *testing.T) {
 	if err := bad.Validate(); !errors.As(err, &oe) || oe.Field != "heartbeat" {
 		t.Errorf("heartbeat >= ttl: %v", err)
 	}
+	// A nil store panicked after starting goroutines; a nil sink
+	// quarantined every item, one recovered panic at a time.
+	st := openStore(t, "", 1)
+	if e, err := engine.New(nil, &recorder{}, engine.Config{}); err == nil || e != nil {
+		t.Errorf("New with a nil store = %v, %v", e, err)
+	}
+	if e, err := engine.New(st, nil, engine.Config{}); err == nil || e != nil {
+		t.Errorf("New with a nil sink = %v, %v", e, err)
+	}
 }
 
 // Batch mode on the embedded store: every item once, then a report.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -116,9 +117,18 @@ type lockReader interface {
 
 // NewLocker returns a Locker over one store, or a quorum Locker over
 // several independent ones.
+//
+// Each store must be its own server: a server listed twice (the same
+// Store, or two Stores of one address) would cast two votes, and two
+// Lockers could then both hold a name. NewLocker refuses that, as it can
+// see it: it cannot tell two names of one host apart (localhost and
+// 127.0.0.1), or replicas of one master.
 func NewLocker(cfg LockerConfig, stores ...Store) (*Locker, error) {
 	if len(stores) == 0 {
 		return nil, &ConfigError{Field: "stores", Reason: "need at least one"}
+	}
+	if err := distinct(stores); err != nil {
+		return nil, err
 	}
 	c, err := cfg.Config.resolve()
 	if err != nil {
@@ -275,6 +285,37 @@ func (lk *Locker) precheck(ctx context.Context, name string, o lockOptions) (*Lo
 		return cur, nil
 	}
 	return nil, err
+}
+
+// distinct refuses a nil store and a server listed twice (see NewLocker).
+func distinct(stores []Store) error {
+	addrs := map[string]int{}
+	for i, st := range stores {
+		if isNil(st) {
+			return &ConfigError{Field: "stores", Reason: fmt.Sprintf("store %d is nil", i+1)}
+		}
+		for j := range i {
+			if stores[j] == st {
+				return &ConfigError{Field: "stores", Reason: fmt.Sprintf("stores %d and %d are the same store: each server would vote twice", j+1, i+1)}
+			}
+		}
+		a, ok := st.(interface{ Addr() string })
+		if !ok || a.Addr() == store.EmbeddedAddr {
+			continue // an embedded store is a server of its own
+		}
+		if j, dup := addrs[a.Addr()]; dup {
+			return &ConfigError{Field: "stores", Reason: fmt.Sprintf("stores %d and %d are both %s: each server would vote twice", j+1, i+1, a.Addr())}
+		}
+		addrs[a.Addr()] = i
+	}
+	return nil
+}
+
+// isNil reports whether st is nil, or a nil pointer in the interface (a
+// *store.Store not opened): either would panic at its first call.
+func isNil(st Store) bool {
+	v := reflect.ValueOf(st)
+	return st == nil || v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // votes is what the servers answered one lock attempt.

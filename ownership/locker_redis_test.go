@@ -150,3 +150,33 @@ func TestLockerHoldsOffAfterRedisLostData(t *testing.T) {
 		t.Errorf("fence %d after %d", lb.Fence(), la.Fence())
 	}
 }
+
+// A server listed twice would vote twice: with [a, a, b] and [c, c, b],
+// two Lockers each reached a majority on their own server and both held
+// one name (an API user's trial). NewLocker refuses the list instead.
+func TestLockerRefusesServerTwice(t *testing.T) {
+	t.Parallel()
+	srvA, srvB := redistest.Start(t, nil), redistest.Start(t, nil)
+	a, a2, b := openStore(t, srvA.Addr(), ""), openStore(t, srvA.Addr(), ""), openStore(t, srvB.Addr(), "")
+	cfg := ownership.LockerConfig{Config: ownership.Config{TTL: time.Second}}
+	var nilStore *store.Store
+	for name, stores := range map[string][]ownership.Store{
+		"same store":   {a, a, b},
+		"same address": {a, b, a2},
+		"nil":          {a, nil, b},
+		"typed nil":    {a, nilStore, b},
+	} {
+		lk, err := ownership.NewLocker(cfg, stores...)
+		var ce *ownership.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "stores" {
+			t.Errorf("%s: NewLocker = %v, %v; want a ConfigError of stores", name, lk, err)
+		}
+		if lk != nil {
+			lk.Close()
+		}
+	}
+	lk := newLocker(t, cfg, a, b)
+	if lk == nil {
+		t.Fatal("two servers refused")
+	}
+}

@@ -61,6 +61,9 @@ type Stats struct {
 
 // New returns a Manager over st. Close it to stop its heartbeats.
 func New(st Store, cfg Config) (*Manager, error) {
+	if isNil(st) {
+		return nil, &ConfigError{Field: "store", Reason: "is nil"}
+	}
 	c, err := cfg.resolve()
 	if err != nil {
 		return nil, err

@@ -500,4 +500,11 @@ func TestConfigValidate(t *testing.T) {
 	if err := (Config{}).Validate(); err != nil {
 		t.Errorf("zero Config: %v", err)
 	}
+	var ce *ConfigError
+	var st *store.Store
+	for _, s := range []Store{nil, st} {
+		if m, err := New(s, Config{}); !errors.As(err, &ce) || ce.Field != "store" || m != nil {
+			t.Errorf("New(%#v) = %v, %v; want a ConfigError of store", s, m, err)
+		}
+	}
 }

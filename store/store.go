@@ -263,10 +263,13 @@ func versionAtLeast(v string, major int) bool {
 	return err != nil || n >= major
 }
 
+// EmbeddedAddr is what Addr returns for the embedded store.
+const EmbeddedAddr = "embedded store"
+
 func (s *Store) describe() string {
 	switch {
 	case s.mini != nil:
-		return "embedded store"
+		return EmbeddedAddr
 	case s.cfg.Cluster:
 		return "cluster " + strings.Join(s.cfg.Addrs, ",")
 	case s.cfg.MasterName != "":
