@@ -94,7 +94,7 @@ func (b *batchRun) record(id string, what outcomeKind, recorded bool, took time.
 	case what == outcomeSynced && recorded:
 		b.synced[id] = true
 		b.durations = append(b.durations, took)
-	case (what == outcomeFailed || what == outcomeQuarantined) && recorded:
+	case (what == outcomeFailed || what == outcomeQuarantined || what == outcomeStale) && recorded:
 		b.failed++
 	case what == outcomeLost || what == outcomeSynced || what == outcomeFailed || what == outcomeQuarantined:
 		b.lost++

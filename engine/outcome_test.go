@@ -74,3 +74,52 @@ func TestResourceErrorNeverQuarantines(t *testing.T) {
 			m.Quarantined.Load(), m.SyncsFailed.Load(), m.SyncsResource.Load())
 	}
 }
+
+// A target that keeps refusing the fence of a claim that is still current
+// (its fence came from elsewhere: another deployment, a counter that went
+// back) fails the item, with backoff, until quarantine. Before, a stale
+// fence handed the item back due at once: an API user's trial saw 777
+// syncs of one item in 10 s, its attempts never counted. A stale fence
+// whose claim was taken meanwhile (the case the class exists for) is still
+// dropped uncounted: its release finds another owner.
+func TestStaleFenceOfCurrentClaimQuarantines(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 1)
+	st.Add(t.Context(), "stale", "taken")
+	var stale, taken atomic.Int32
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		switch it.ID {
+		case "stale":
+			stale.Add(1)
+		case "taken":
+			// A newer owner took the claim: this one's release is
+			// refused, and the attempt is dropped (the item comes back
+			// when its lease would have ended, past this test).
+			taken.Add(1)
+			st.Client().Del(ctx, st.Keys().Record(0, it.ID))
+		}
+		return fmt.Errorf("target said 409: %w", sinks.ErrStaleFence)
+	}}
+	e := newEngine(t, st, rec, engine.Config{Workers: 2, MaxAttempts: 3, Interval: time.Hour,
+		BackoffMin: 20 * time.Millisecond, BackoffMax: 40 * time.Millisecond, Poll: 5 * time.Millisecond})
+	if err := e.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the stale item quarantined and the other dropped", func() bool {
+		return e.Metrics().Quarantined.Load() == 1 && taken.Load() == 1
+	})
+	time.Sleep(200 * time.Millisecond) // a loop would go on meanwhile
+	e.Stop(context.Background())
+	if n := stale.Load(); n != 3 {
+		t.Errorf("the stale item synced %d times, want 3 (max_attempts)", n)
+	}
+	if score := st.Client().ZScore(t.Context(), st.Keys().Due(0), "stale").Val(); !math.IsInf(score, 1) {
+		t.Errorf("the stale item's score is %v, want quarantined (+inf)", score)
+	}
+	m := e.Metrics()
+	if m.StaleFences.Load() != 4 || m.SyncsFailed.Load() != 3 || taken.Load() != 1 {
+		t.Errorf("metrics: stale fences %d, failed %d, the taken item synced %d times; want 4 (3 + the dropped one), 3 and 1",
+			m.StaleFences.Load(), m.SyncsFailed.Load(), taken.Load())
+	}
+}

@@ -134,7 +134,15 @@ func (e *Engine) account(ctx context.Context, l *ownership.Lease, what outcomeKi
 		log.Warn().Err(context.Cause(ctx)).Msg("lease lost during sync: cancelled, not recorded")
 	case outcomeStale:
 		e.m.StaleFences.Add(1)
-		log.Warn().Err(err).Msg("sink rejected the fence: a newer claim wrote first")
+		if !recorded {
+			log.Warn().Err(err).Msg("sink rejected the fence: a newer claim wrote first")
+			break
+		}
+		kind := outcomeFailed
+		if out.Kind == ownership.OutcomeQuarantine {
+			kind = outcomeQuarantined
+		}
+		e.failed(log, kind, out, res, out.Err)
 	case outcomeShutdown:
 		e.m.HandedBack.Add(1)
 		log.Info().Msg("handed back at shutdown")
@@ -185,7 +193,19 @@ func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error, pro
 		e.tgt.report(l.ID(), class, 0, nil)
 		return ownership.Outcome{Kind: ownership.OutcomeSynced, Delay: e.cfg.Interval}, outcomeSynced
 	case class == sinks.ClassStale:
-		return handBack, outcomeStale
+		// A newer claim wrote first, so this lease is gone: the release
+		// finds the record taken (or expired) and records nothing, and
+		// the attempt is dropped. When it finds this claim still current,
+		// the fence the target holds came from elsewhere (another
+		// deployment, a counter that went back): that is the item's
+		// failure, counted and backed off, so a target that keeps
+		// refusing ends in quarantine, not in a loop of instant retries
+		// (an API user's trial saw 777 syncs of one item in 10 s).
+		stale := fmt.Errorf("the target refused fence %d as stale, though this claim was still current: %w", l.Fence(), err)
+		if l.Attempt() >= e.cfg.MaxAttempts {
+			return ownership.Outcome{Kind: ownership.OutcomeQuarantine, Err: stale}, outcomeStale
+		}
+		return ownership.Outcome{Kind: ownership.OutcomeFailed, Delay: e.backoff(l.Attempt()), Err: stale}, outcomeStale
 	case isResourceErr(err):
 		return handBack, outcomeResource
 	case class == sinks.ClassPermanent:

@@ -57,7 +57,8 @@ const (
 	// quarantined at once.
 	ClassPermanent
 	// ClassStale: the target rejected the fence (ErrStaleFence); the
-	// attempt is dropped.
+	// attempt is dropped, or counted as the item's failure when its claim
+	// was still current (see ErrStaleFence).
 	ClassStale
 )
 

@@ -40,7 +40,9 @@ type Item struct {
 // RetryAfter when the target rather than the item failed (the attempt is
 // not counted and the target's breaker opens), or return an error
 // wrapping ErrStaleFence when the target rejected the fence: that attempt
-// is dropped without a retry (see Classify). Because a sync may be cut off at any moment
+// is dropped without a retry when a newer claim took the item, and counted
+// as the item's failure when the claim was still current (see
+// ClassStale). Because a sync may be cut off at any moment
 // (a crash, a lost lease), the same item can be synced again with the same
 // data: Sync must be idempotent.
 type Sink interface {
@@ -51,7 +53,11 @@ type Sink interface {
 
 // ErrStaleFence reports that a target rejected a write because it had
 // already accepted one with a higher fence: the claim this sync ran under
-// is stale. The engine does not retry such an attempt.
+// is stale. The engine does not retry such an attempt; but when its claim
+// turns out to be still current, the target's fence came from elsewhere
+// (another deployment writing the same target, say), and the engine
+// counts the attempt as the item's failure: backed off, and quarantined
+// after max_attempts, instead of retried at once for ever.
 var ErrStaleFence = errors.New("sinks: stale fence")
 
 // PermanentError marks an error that retrying cannot fix.

@@ -12,7 +12,8 @@
 //	                  counted against the item
 //	65 (EX_DATAERR)   the item is bad: sinks.Permanent, quarantined at once
 //	79                the target rejected the fence: wraps
-//	                  sinks.ErrStaleFence, the attempt is dropped
+//	                  sinks.ErrStaleFence, the attempt is dropped (counted
+//	                  against the item if its claim was still current)
 //	any other         ordinary error: retried with backoff, quarantined
 //	                  after max_attempts
 //
