@@ -54,7 +54,9 @@ type Config struct {
 	MaxAttempts int
 	// BackoffMin and BackoffMax bound the retry delay after a failure: it
 	// starts at BackoffMin, doubles per attempt up to BackoffMax, with
-	// jitter. Defaults BackoffMinDefault (1s) and BackoffMaxDefault (5m).
+	// jitter up to the next doubling (the first retry comes after 1 to 2
+	// BackoffMin). Defaults BackoffMinDefault (1s) and BackoffMaxDefault
+	// (5m).
 	BackoffMin, BackoffMax time.Duration
 	// DrainTimeout is how long Stop lets in-flight syncs finish before it
 	// cancels them. Default DrainTimeoutDefault (30s).

@@ -45,3 +45,25 @@ func FuzzParseRate(f *testing.F) {
 		}
 	})
 }
+
+// The retry delay stays within the bounds Config promises: from
+// BackoffMin, doubling per attempt, never past BackoffMax (the jitter was
+// [d/2, d], which retried after 158 ms with BackoffMin 300 ms).
+func TestBackoffBounds(t *testing.T) {
+	e := &Engine{cfg: Config{BackoffMin: 300 * time.Millisecond, BackoffMax: 2 * time.Second}}
+	for attempt := 1; attempt <= 8; attempt++ {
+		lo := min(300*time.Millisecond<<(attempt-1), 2*time.Second)
+		hi := min(2*lo, 2*time.Second)
+		seen := map[bool]bool{}
+		for range 500 {
+			d := e.backoff(attempt)
+			if d < lo || d > hi {
+				t.Fatalf("attempt %d: backoff %v, want within [%v, %v]", attempt, d, lo, hi)
+			}
+			seen[d == lo] = true
+		}
+		if lo < hi && !seen[false] {
+			t.Errorf("attempt %d: no jitter in 500 delays", attempt)
+		}
+	}
+}

@@ -253,14 +253,17 @@ func isResourceErr(err error) bool {
 }
 
 // backoff is BackoffMin doubled per failed attempt, capped at BackoffMax,
-// with jitter in [d/2, d] so failing items do not retry in lockstep.
+// with jitter up to the next doubling, [d, min(2d, BackoffMax)], so
+// failing items do not retry in lockstep and no delay leaves the bounds
+// the config promises (the jitter was [d/2, d], which went below
+// BackoffMin).
 func (e *Engine) backoff(attempt int) time.Duration {
 	d := e.cfg.BackoffMin
 	for i := 1; i < attempt && d < e.cfg.BackoffMax; i++ {
 		d *= 2
 	}
 	d = min(d, e.cfg.BackoffMax)
-	return d/2 + rand.N(d/2+1)
+	return d + rand.N(min(2*d, e.cfg.BackoffMax)-d+1)
 }
 
 // syncSafely calls the sink and turns a panic into an error, so one bad
