@@ -9,8 +9,10 @@ import (
 	"github.com/syncd/syncd/store"
 )
 
-// ErrHeldOff reports a claim of a shard held off after Redis lost its
-// data; the error is a *HoldError that says for how long.
+// ErrHeldOff reports a claim of a shard, or a lock of a name, held off
+// after Redis lost its data; errors.As finds a *HoldError in the error
+// that says for how long (for a lock: the longest any server holds it
+// off, and the shard of the name).
 var ErrHeldOff = store.ErrHeldOff
 
 // HoldError is returned by the claim methods while a shard is held off

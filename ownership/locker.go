@@ -173,6 +173,9 @@ func (lk *Locker) TryLock(ctx context.Context, name string, opts ...LockOption) 
 // (never sleeping past the holder's remaining lease), until it is taken,
 // ctx ends, or LimitTries attempts failed. Either way it gives up with an
 // error wrapping ErrNotObtained, and also ctx's cause or the last error.
+// A name this Locker holds (and is not Reentrant) is waited for like any
+// other, as with a sync.Mutex: another goroutine's Unlock lets it in, but
+// a goroutine that locks a name it holds waits until ctx ends.
 func (lk *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	o := options(opts)
 	backoff := lk.cfg.RetryMin
@@ -389,9 +392,12 @@ func (lk *Locker) voteEach(ctx context.Context, name string, rec *store.Record) 
 // Redis lost its data: errors.Is matches ErrHeldOff as well as
 // ErrNotObtained, so a caller can try again once the hold ends (at most
 // a TTL) instead of treating the name as busy.
-type heldOffError struct{ error }
+type heldOffError struct {
+	error
+	hold *HoldError // for how long: errors.As finds it, as for a claim
+}
 
-func (e heldOffError) Unwrap() []error { return []error{e.error, ErrHeldOff} }
+func (e heldOffError) Unwrap() []error { return []error{e.error, e.hold} }
 
 // refused is the error of an attempt without a majority (or validity).
 func (lk *Locker) refused(name string, v votes) error {
@@ -404,7 +410,7 @@ func (lk *Locker) refused(name string, v votes) error {
 	}
 	err := fmt.Errorf("%w: %q (%d of %d servers granted it, %d needed%s)", ErrNotObtained, name, v.n, len(lk.stores), lk.quorum, why)
 	if v.heldOff {
-		err = heldOffError{err}
+		err = heldOffError{err, &HoldError{Shard: lk.stores[0].Keys().Shard(name), For: max(v.wait, 0)}}
 	}
 	if len(v.errs) > 0 {
 		// Keep the cause visible: servers that failed are why there is
@@ -795,13 +801,17 @@ func (lk *Locker) Inspect(ctx context.Context, name string) (*LockInfo, error) {
 			continue
 		}
 		var ttls []time.Duration
+		fence := uint64(0)
 		for _, o := range replies {
 			if o.rec != nil && o.rec.Token == r.rec.Token {
 				ttls = append(ttls, max(o.ttl, 0))
+				fence = max(fence, o.rec.Fence)
 			}
 		}
 		if len(ttls) >= lk.quorum {
-			return &LockInfo{Owner: r.rec.Owner, Fence: r.rec.Fence, Metadata: r.rec.Metadata,
+			// The holder's fence is the highest its servers issued
+			// (vote), not the first server's.
+			return &LockInfo{Owner: r.rec.Owner, Fence: fence, Metadata: r.rec.Metadata,
 				Since: r.rec.ClaimedAt, TTL: lk.majorityTTL(ttls)}, nil
 		}
 	}

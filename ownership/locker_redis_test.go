@@ -180,3 +180,20 @@ func TestLockerRefusesServerTwice(t *testing.T) {
 		t.Fatal("two servers refused")
 	}
 }
+
+// A name held off after data loss says for how long, as a claim does: a
+// *HoldError in the error (it had only ErrHeldOff, no duration).
+func TestLockerHeldOffSaysHowLong(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil) // just started, no epoch marker: held off
+	st := openStore(t, srv.Addr(), "")
+	lk := newLocker(t, ownership.LockerConfig{Config: ownership.Config{TTL: 3 * time.Second}}, st)
+	_, err := lk.TryLock(t.Context(), "job")
+	var hold *ownership.HoldError
+	if !errors.Is(err, ownership.ErrHeldOff) || !errors.Is(err, ownership.ErrNotObtained) || !errors.As(err, &hold) {
+		t.Fatalf("TryLock on a fresh Redis = %v; want ErrHeldOff, ErrNotObtained and a *HoldError", err)
+	}
+	if hold.For <= 0 || hold.For > 3*time.Second || hold.Shard != st.Keys().Shard("job") {
+		t.Errorf("HoldError = %+v; want up to 3s, shard %d", hold, st.Keys().Shard("job"))
+	}
+}

@@ -335,6 +335,11 @@ func TestQuorumAgainstRedis(t *testing.T) {
 			if _, err := other.TryLock(ctx, "job"); !errors.Is(err, ownership.ErrNotObtained) {
 				t.Fatalf("second owner: %v, want ErrNotObtained", err)
 			}
+			// Each server issued its own fence; the lock's is the highest,
+			// and so is what Inspect reports (it gave the first server's).
+			if info, err := other.Inspect(ctx, "job"); err != nil || info == nil || info.Fence != l.Fence() {
+				t.Errorf("Inspect = %+v, %v; want the lock's fence %d", info, err, l.Fence())
+			}
 			time.Sleep(2 * time.Second) // the watchdog renews on the majority
 			if l.Err() != nil {
 				t.Fatalf("lock lost with a majority up: %v", l.Err())
