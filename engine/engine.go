@@ -23,6 +23,9 @@ var ErrShutdown = errors.New("engine: shutting down")
 // ErrStarted reports a second Start, or a batch run on a running engine.
 var ErrStarted = errors.New("engine: already started")
 
+// ErrStopped reports a Start or batch run after Stop: an engine runs once.
+var ErrStopped = errors.New("engine: stopped: an engine runs once, make a new one")
+
 // claimer is what the engine needs from ownership; *ownership.Manager
 // implements it. The engine claims through it, releases through it and
 // asks it which shards are held off: ownership alone tracks hold-offs.
@@ -228,7 +231,10 @@ func (e *Engine) Start(ctx context.Context) error {
 func (e *Engine) begin() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.started {
+	switch {
+	case e.stopped:
+		return ErrStopped
+	case e.started:
 		return ErrStarted
 	}
 	e.started = true
@@ -281,6 +287,11 @@ func (e *Engine) startWatch() {
 //     instead of waiting out the TTL;
 //  4. stop heartbeats (close the claim Manager).
 //
+// Stop returns only once every Sync has returned, whatever ctx says: a
+// sync that runs on must keep its lease heartbeated, or a peer could
+// start the item meanwhile. A sink that ignores its ctx therefore holds
+// Stop up (it logs, every 5 s, how many syncs it waits for).
+//
 // Stop is safe to call more than once and before Start.
 func (e *Engine) Stop(ctx context.Context) error {
 	e.stopOnce.Do(func() {
@@ -307,7 +318,22 @@ func (e *Engine) Stop(ctx context.Context) error {
 		case <-ctx.Done():
 			e.cancelInflight()
 		}
-		<-drained
+		for waited := time.Duration(0); ; {
+			tick := time.NewTimer(5 * time.Second)
+			select {
+			case <-drained:
+				tick.Stop()
+			case <-tick.C:
+				waited += 5 * time.Second
+				e.mu.Lock()
+				n := len(e.inflight)
+				e.mu.Unlock()
+				e.log.Warn().Int("syncs", n).Int64("waited_ms", waited.Milliseconds()).
+					Msg("stop waits for syncs that were cancelled but have not returned: the sink ignores its context")
+				continue
+			}
+			break
+		}
 		e.mu.Lock()
 		if e.watchStop != nil {
 			close(e.watchStop)

@@ -327,8 +327,14 @@ func TestStartStopLifecycle(t *testing.T) {
 	}
 	e.Stop(context.Background())
 	e.Stop(context.Background())
+	if err := e.Start(context.Background()); !errors.Is(err, engine.ErrStopped) {
+		t.Errorf("Start after Stop: %v, want ErrStopped", err)
+	}
 	never := newEngine(t, st, &recorder{}, engine.Config{})
 	never.Stop(context.Background()) // before Start
+	if _, err := never.RunBatch(context.Background(), engine.BatchOptions{}); !errors.Is(err, engine.ErrStopped) {
+		t.Errorf("RunBatch after Stop: %v, want ErrStopped", err)
+	}
 }
 
 func TestConfigValidate(t *testing.T) {
