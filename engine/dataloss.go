@@ -30,9 +30,10 @@ func (e *Engine) checkDeployment(ctx context.Context) {
 		return
 	}
 	w := &e.deploy
+	count := -1
 	if w.beat%countEvery == 0 {
 		if n, _, err := e.st.Count(ctx, 0); err == nil {
-			w.items = n
+			count = n
 		}
 	}
 	w.beat++
@@ -43,6 +44,12 @@ func (e *Engine) checkDeployment(ctx context.Context) {
 	known := w.id
 	w.id = d.ID
 	if known == "" || known == d.ID {
+		// A count stands only if the marker was still there after it:
+		// one read just after the loss would report nothing lost (an
+		// operator's trial saw items_before=0 for 10 items).
+		if count >= 0 {
+			w.items = count
+		}
 		return
 	}
 	// Not the monitor's read timeout (2 s): the sources may run a
