@@ -93,7 +93,12 @@ func Reconcile(ctx context.Context, st *store.Store, source func(context.Context
 	defer lk.Close()
 	l, err := lk.TryLock(ctx, "reconcile", ownership.WithMetadata("reconcile"))
 	if err != nil {
-		if errors.Is(err, ownership.ErrNotObtained) {
+		switch {
+		case errors.Is(err, ownership.ErrHeldOff):
+			// Nobody holds it: it waits out the hold-off (an operator
+			// read "another process is reconciling" here, with none).
+			return res, fmt.Errorf("engine: the reconcile lock waits until no lease from before can be trusted (Redis lost its data, or the deployment is new): %w", err)
+		case errors.Is(err, ownership.ErrNotObtained):
 			return res, fmt.Errorf("%w (%w)", ErrNotLeader, err)
 		}
 		return res, err

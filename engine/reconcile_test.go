@@ -149,6 +149,11 @@ func TestReconcileHeldOffIsRetriedSoon(t *testing.T) {
 		t.Fatalf("TryLock while held off = %v; want ErrHeldOff and ErrNotObtained", err)
 	}
 	lk.Close()
+	// Nobody holds it: a reconcile must not say another process does.
+	if _, err := engine.Reconcile(context.Background(), st, func(context.Context) ([]string, error) { return nil, nil },
+		engine.ReconcileOptions{MaxRemoval: 10}); !errors.Is(err, ownership.ErrHeldOff) || errors.Is(err, engine.ErrNotLeader) {
+		t.Errorf("Reconcile while held off = %v; want ErrHeldOff, not ErrNotLeader", err)
+	}
 	start := time.Now()
 	e, err := engine.New(st, sinks.Func(func(context.Context, sinks.Item) error { return nil }), engine.Config{
 		Workers: 1, Interval: time.Hour, Logger: zerolog.New(zerolog.NewTestWriter(t)),

@@ -16,6 +16,7 @@ import (
 	"github.com/syncd/syncd/cmd/syncd/internal/config"
 	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
 	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/ownership"
 	execsink "github.com/syncd/syncd/sinks/exec"
 	"github.com/syncd/syncd/store"
 )
@@ -121,7 +122,11 @@ func cmdReconcile(args []string, stdout, stderr io.Writer) error {
 	ec := cfg.Engine().WithDefaults()
 	res, err := engine.Reconcile(ctx, st, src, engine.ReconcileOptions{MaxRemoval: ec.Items.MaxRemoval,
 		Force: *force, TTL: ec.Ownership.WithDefaults().TTL, Logger: log})
-	if errors.Is(err, engine.ErrNotLeader) {
+	var hold *ownership.HoldError
+	switch {
+	case errors.As(err, &hold):
+		return &exitError{code: exitFailed, err: fmt.Errorf("%w; try again in %v", err, hold.For.Round(time.Second)+time.Second)}
+	case errors.Is(err, engine.ErrNotLeader):
 		return &exitError{code: exitFailed, err: fmt.Errorf("%w; try again in a moment", err)}
 	}
 	if res.SourceErr != nil {
