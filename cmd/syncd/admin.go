@@ -11,6 +11,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/cmd/syncd/internal/config"
 	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
 	"github.com/syncd/syncd/store"
 )
@@ -280,6 +283,16 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 	}
 	if _, err := cfg.Items(nil); err != nil {
 		return &exitError{code: exitUsage, err: err}
+	}
+	// The sink as run builds it (the exec sink finds its program, the
+	// http sink checks its URL and TLS files), so that validate refuses
+	// what run would. Not the file sink: it creates its file.
+	if cfg.Sink().Type != config.SinkFile {
+		s, err := cfg.BuildSink(zerolog.Nop())
+		if err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		s.Close()
 	}
 	out, err := cfg.Redacted()
 	if err != nil {

@@ -69,6 +69,10 @@ func openStore(ctx context.Context, cfg *config.File, log zerolog.Logger) (*stor
 	sc.Logger = log
 	st, err := store.Open(ctx, sc)
 	if err != nil {
+		if store.IsUnavailable(err) && len(sc.Addrs) > 0 {
+			// Redis did not answer where the file says it is.
+			err = cfg.At("redis.addrs", err)
+		}
 		return nil, &exitError{code: exitUsage, err: err}
 	}
 	return st, nil

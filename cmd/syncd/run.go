@@ -59,7 +59,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if addr := cfg.Listen(); addr != "" {
 		srv, err := serveHTTP(addr, ep, apiH, log)
 		if err != nil {
-			return &exitError{code: exitUsage, err: err}
+			return &exitError{code: exitUsage, err: cfg.At("http.listen", err)}
 		}
 		defer func() {
 			sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
@@ -99,7 +99,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 func serveHTTP(addr string, ep *engine.Endpoints, api http.Handler, log zerolog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("http.listen: %w", err)
+		return nil, err
 	}
 	mux := http.NewServeMux()
 	ep.Register(mux) // GET /metrics, GET /healthz, GET /readyz

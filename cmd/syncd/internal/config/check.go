@@ -86,6 +86,13 @@ func (f *File) errorAt(err error, field string, alt []string, msg string) *Field
 	return &FieldError{File: f.name, Line: f.keys.Line(field, alt...), Field: field, Msg: msg, Err: err}
 }
 
+// At names err as a problem with field, at its line in the file (or the
+// file alone when the field is not set there: a default), such as Redis
+// not answering at redis.addrs. The error unwraps to err.
+func (f *File) At(field string, err error) error {
+	return f.errorAt(err, field, nil, err.Error())
+}
+
 // isSet reports whether field is set to a non-null value.
 func (f *File) isSet(field string) bool {
 	_, ok := f.keys[field]
