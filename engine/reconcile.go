@@ -297,6 +297,6 @@ func (e *Engine) reconcileOnce(ctx context.Context) bool {
 		ev = e.log.Info()
 	}
 	ev.Int("added", res.Added).Int("removed", res.Removed).Int("kept_manual", res.KeptManual).Int("items", res.Desired).
-		Dur("took", res.Elapsed).Uint64("fence", res.Fence).Msg("item set reconciled with its sources")
+		Int64("took_ms", res.Elapsed.Milliseconds()).Uint64("fence", res.Fence).Msg("item set reconciled with its sources")
 	return false
 }

@@ -24,7 +24,7 @@ var stdin io.Reader = os.Stdin
 // cmdItems adds, removes or lists items.
 func cmdItems(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usageErr("items: say add, remove, list or reconcile")
+		return usageErr("say add, remove, list or reconcile")
 	}
 	verb := args[0]
 	if verb == "reconcile" {
@@ -32,7 +32,7 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 	}
 	what, ok := map[string]string{"add": "added", "remove": "removed", "list": ""}[verb]
 	if !ok {
-		return usageErr("items: unknown action %q (add, remove or list)", verb)
+		return usageErr("unknown action %q (add, remove, list or reconcile)", verb)
 	}
 	f := newFlags("items "+verb, stderr)
 	file := f.fs.String("file", "", "read IDs from this file, one per line (# comments); - reads standard input")
@@ -237,10 +237,10 @@ func cmdRelease(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if !*force {
-		return usageErr("release: pass --force: this takes a claim away from its owner; a fenced sink rejects that owner's late writes")
+		return usageErr("pass --force: this takes a claim away from its owner; a fenced sink rejects that owner's late writes")
 	}
 	if len(ids) != 1 {
-		return usageErr("release: give exactly one ID")
+		return usageErr("give exactly one ID")
 	}
 	ctx := context.Background()
 	st, err := adminStore(ctx, f)

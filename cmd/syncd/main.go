@@ -53,10 +53,15 @@ const usage = `syncd: a Redis-backed data-sync engine
 
 usage:
   syncd run      -c config.yaml                 run the daemon
-  syncd batch    -c config.yaml [--report F]    sync every item once, then exit
-  syncd status   -c config.yaml [--json]        show items, owners, fences and waits
+  syncd batch    -c config.yaml [--report F] [--max-unavailable D]
+                                                sync every item once, then exit
+  syncd status   -c config.yaml [--json] [--limit N]
+                                                show items, owners, fences and waits
   syncd items    add|remove|list -c config.yaml [ID...] [--file F|-]
-  syncd requeue  -c config.yaml ID...           make items due now, clearing failures
+  syncd items    reconcile -c config.yaml [--force]
+                                                bring the item set in line with the sources now
+  syncd requeue  -c config.yaml ID...           make items due now, clearing failures and
+                                                bringing quarantined ones back
   syncd trigger  -c config.yaml [--reason R] [--add] ID...
                                                 sync items now, ahead of the others (in flight: again right after)
   syncd release  -c config.yaml --force ID      delete a stuck claim and raise its fence

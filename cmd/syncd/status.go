@@ -172,7 +172,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.limit < 0 {
-		return usageErr("status: --limit %d is negative", o.limit)
+		return usageErr("--limit %d is negative", o.limit)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -257,7 +257,7 @@ func statusRows(ctx context.Context, st *store.Store, o statusOpts, sum *summary
 		p, err := st.ListPage(ctx, q)
 		if err != nil && !errors.Is(err, store.ErrDamaged) {
 			if errors.Is(err, store.ErrBadQuery) || errors.Is(err, store.ErrBadCursor) {
-				return nil, usageErr("status: %v", err)
+				return nil, usageErr("%v", err)
 			}
 			return nil, &exitError{code: exitUsage, err: err}
 		}
@@ -314,8 +314,9 @@ func printStatus(stdout io.Writer, sum summary, rows []itemRow, o statusOpts, no
 			dash(r.SinceSync), dash(r.Waiting), r.Attempts, dash(shown(r.LastError, 60)))
 	}
 	tw.Flush()
-	fmt.Fprintf(stdout, "\n%d items: %d due, %d in flight, %d backing off, %d quarantined; oldest wait %s; %d daemons, %d workers (%s)\n",
-		sum.Items, sum.Due, sum.InFlight, sum.BackingOff, sum.Quarantined, sum.OldestWait, sum.Daemons, sum.Workers, sum.Redis)
+	fmt.Fprintf(stdout, "\n%s: %d due, %d in flight, %d backing off, %d quarantined; oldest wait %s; %s, %s (%s)\n",
+		count(sum.Items, "item"), sum.Due, sum.InFlight, sum.BackingOff, sum.Quarantined, sum.OldestWait,
+		count(sum.Daemons, "daemon"), count(sum.Workers, "worker"), sum.Redis)
 	if sum.NextCursor != "" {
 		of := "more"
 		if o.query.State == "" && o.query.Prefix == "" && o.query.Cursor == "" {
@@ -346,3 +347,11 @@ func dash(s string) string {
 
 // shown is api.Shown: text from Redis made safe for a terminal.
 func shown(s string, n int) string { return api.Shown(s, n) }
+
+// count is n and noun, plural but for one: "1 daemon", "2 daemons".
+func count[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

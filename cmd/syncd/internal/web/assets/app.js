@@ -231,7 +231,9 @@
     setCount('nav-quarantined-count', s.quarantined > 0 ? String(s.quarantined) : '');
     const t = s.target;
     setCount('target', t
-      ? `breaker ${t.state.replace('_', ' ')} since ${fmtTime(t.since_ms)} (${fmtDur(s.now_ms - t.since_ms)})` +
+      ? `breaker ${t.state.replace('_', ' ')}` +
+        // since_ms is 0 for a breaker that never changed state: no time to show.
+        (t.since_ms ? ` since ${fmtTime(t.since_ms)} (${fmtDur(s.now_ms - t.since_ms)})` : '') +
         (t.next_probe_ms ? ` · next probe ${fmtTime(t.next_probe_ms)}` : '') +
         (t.limit ? ` · permits in use ${fmtNum(t.permits_in_use)} of ${fmtNum(t.limit)}` : ` · permits in use ${fmtNum(t.permits_in_use)}`) +
         (t.last_error ? ` · last error: ${t.last_error}` : '')
