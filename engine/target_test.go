@@ -149,7 +149,7 @@ func TestTargetRetryAfterHoldsTheFleet(t *testing.T) {
 			first = now
 		}
 		if now.Sub(first) < 50*time.Millisecond {
-			return sinks.RetryAfter(errors.New("status 429"), 2*time.Second)
+			return sinks.RetryAfter(errors.New("status 429"), 3*time.Second)
 		}
 		return nil
 	}}
@@ -164,9 +164,11 @@ func TestTargetRetryAfterHoldsTheFleet(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, c := range calls {
-		// The engines learn of the 429 within their view's refresh.
-		if d := c.Sub(first); d > 300*time.Millisecond && d < 2*time.Second {
-			t.Errorf("a call %v after the 429, within its Retry-After of 2s", d.Round(time.Millisecond))
+		// The engines learn of the 429 within their view's refresh
+		// (200 ms), which a machine running every suite at once stretched
+		// to about 1 s.
+		if d := c.Sub(first); d > time.Second && d < 3*time.Second {
+			t.Errorf("a call %v after the 429, within its Retry-After of 3s", d.Round(time.Millisecond))
 		}
 	}
 }
