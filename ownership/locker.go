@@ -264,7 +264,7 @@ func (lk *Locker) try(ctx context.Context, name string, o lockOptions) (*Lock, t
 // handles a name this Locker already holds: refused, or re-entered (the
 // held lock is returned) when Reentrant.
 func (lk *Locker) precheck(ctx context.Context, name string, o lockOptions) (*Lock, error) {
-	if err := store.ValidateID(name); err != nil {
+	if err := lockName(name); err != nil {
 		return nil, err
 	}
 	if len(o.metadata) > store.MaxMetadataLen {
@@ -319,6 +319,18 @@ func distinct(stores []Store) error {
 func isNil(st Store) bool {
 	v := reflect.ValueOf(st)
 	return st == nil || v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// lockName checks a lock name by the rules of item IDs, and says "lock
+// name" when it refuses one (errors.Is(err, store.ErrInvalidID) holds).
+func lockName(name string) error {
+	var ide *store.IDError
+	if err := store.ValidateID(name); errors.As(err, &ide) {
+		return fmt.Errorf("ownership: invalid lock name %q: %s (%w)", ide.ID, ide.Reason, store.ErrInvalidID)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // votes is what the servers answered one lock attempt.
@@ -676,6 +688,9 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	lk := l.lk
 	l.Lease.mu.Lock()
+	if ttl < 0 {
+		return fmt.Errorf("ownership: refresh %q: ttl %v is negative (0: the lock's own ttl)", l.name, ttl)
+	}
 	if ttl == 0 {
 		ttl = l.ttl
 	}
@@ -789,7 +804,7 @@ func (lk *Locker) read(ctx context.Context, name string) ([]readReply, error) {
 // metadata, since when and for how long more. It returns nil and no
 // error when nobody holds it (with a quorum: no holder on a majority).
 func (lk *Locker) Inspect(ctx context.Context, name string) (*LockInfo, error) {
-	if err := store.ValidateID(name); err != nil {
+	if err := lockName(name); err != nil {
 		return nil, err
 	}
 	replies, err := lk.read(ctx, name)
@@ -890,8 +905,10 @@ func (lk *Locker) unlockEach(ctx context.Context, name string, tok store.Token) 
 	return codes, errs
 }
 
-// Close stops the watchdog and ends every lock still held (they are not
-// unlocked in Redis; they expire). Close is idempotent.
+// Close stops the watchdog and ends every lock still held: their
+// contexts are cancelled and nothing renews them, so they expire in
+// Redis, unless their holders call Unlock, which still deletes them
+// there. TryLock and Lock then return ErrClosed. Close is idempotent.
 func (lk *Locker) Close() error {
 	lk.mu.Lock()
 	if lk.closed {

@@ -14,7 +14,9 @@
 // cancelled with a cause wrapping ownership.ErrLeaseLost, and Sync must stop
 // promptly and return; context.Cause(ctx) tells it why. Sync is called from
 // many goroutines at once and must be safe for concurrent use. Close is
-// called once, after the last Sync returned.
+// for whoever made the sink to call, once, after the engine's Stop
+// returned (then the last Sync has returned); the engine does not close
+// it (syncd run and batch do).
 //
 // # Retries and idempotency
 //

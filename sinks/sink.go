@@ -15,7 +15,10 @@ type Item struct {
 	// the highest fence it accepted and rejects lower ones (see FenceGuard)
 	// never accepts a write from an owner that lost its claim.
 	Fence uint64
-	// Owner names the worker that holds the claim ("host/pid/run/w3").
+	// Owner names the claim's holder ("host/pid/run/w3"). The number is
+	// a claim slot, not a worker's index: with claim-ahead (on by
+	// default) slots run from 0 to workers + claim_ahead - 1, and a
+	// claim keeps its slot's number from claim to release.
 	Owner string
 	// Attempt counts consecutive attempts, starting at 1; it is above 1
 	// only when earlier attempts failed.
@@ -47,7 +50,8 @@ type Item struct {
 // data: Sync must be idempotent.
 type Sink interface {
 	Sync(ctx context.Context, item Item) error
-	// Close releases the sink's resources after the last Sync returned.
+	// Close releases the sink's resources; whoever made the sink calls
+	// it after the last Sync returned (see the package doc).
 	Close() error
 }
 
