@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -36,21 +37,51 @@ type Report struct {
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 	Since    int64     `json:"since_ms"`
-	// SyncP50, SyncP99 and SyncMax are this process's sink durations.
-	SyncP50 time.Duration `json:"sync_p50"`
-	SyncP99 time.Duration `json:"sync_p99"`
-	SyncMax time.Duration `json:"sync_max"`
+	// SyncP50, SyncP99 and SyncMax are this process's sink durations
+	// (JSON: sync_p50_ms and so on, in ms).
+	SyncP50 time.Duration `json:"-"`
+	SyncP99 time.Duration `json:"-"`
+	SyncMax time.Duration `json:"-"`
 	// QuarantinedIDs lists up to 100 quarantined items.
 	QuarantinedIDs []string `json:"quarantined_ids,omitempty"`
 	// TargetUnavailable is how long this process saw the target's
-	// breaker open during the run.
-	TargetUnavailable time.Duration `json:"target_unavailable"`
+	// breaker open during the run (JSON: target_unavailable_ms).
+	TargetUnavailable time.Duration `json:"-"`
 	// GaveUp says why the run ended early because the target stayed
 	// unavailable (BatchOptions.MaxUnavailable); empty otherwise.
 	GaveUp string `json:"gave_up,omitempty"`
 	// Damaged names, by shard, the shards whose keys are damaged: their
 	// items were neither synced nor counted (see Engine.Damaged).
 	Damaged []string `json:"damaged_shards,omitempty"`
+}
+
+// reportJSON is Report on the wire: its durations in ms, named so (an
+// operator read nanoseconds from sync_p50).
+type reportJSON struct {
+	*reportFields
+	SyncP50           float64 `json:"sync_p50_ms"`
+	SyncP99           float64 `json:"sync_p99_ms"`
+	SyncMax           float64 `json:"sync_max_ms"`
+	TargetUnavailable float64 `json:"target_unavailable_ms"`
+}
+
+type reportFields Report // Report without its methods
+
+// MarshalJSON writes r with its durations in ms.
+func (r Report) MarshalJSON() ([]byte, error) {
+	return json.Marshal(reportJSON{reportFields: (*reportFields)(&r), SyncP50: ms(r.SyncP50), SyncP99: ms(r.SyncP99),
+		SyncMax: ms(r.SyncMax), TargetUnavailable: ms(r.TargetUnavailable)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *Report) UnmarshalJSON(b []byte) error {
+	w := reportJSON{reportFields: (*reportFields)(r)}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	fromMS := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	r.SyncP50, r.SyncP99, r.SyncMax, r.TargetUnavailable = fromMS(w.SyncP50), fromMS(w.SyncP99), fromMS(w.SyncMax), fromMS(w.TargetUnavailable)
+	return nil
 }
 
 // OK reports whether every item synced.

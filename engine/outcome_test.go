@@ -2,9 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -121,5 +123,25 @@ func TestStaleFenceOfCurrentClaimQuarantines(t *testing.T) {
 	if m.StaleFences.Load() != 4 || m.SyncsFailed.Load() != 3 || taken.Load() != 1 {
 		t.Errorf("metrics: stale fences %d, failed %d, the taken item synced %d times; want 4 (3 + the dropped one), 3 and 1",
 			m.StaleFences.Load(), m.SyncsFailed.Load(), taken.Load())
+	}
+}
+
+// A batch report's JSON gives its durations in ms, under names that say
+// so (sync_p50 was in ns), and reads back as written.
+func TestReportJSONDurationsInMS(t *testing.T) {
+	rep := engine.Report{Items: 3, Synced: 3, SyncP50: 1500 * time.Microsecond, SyncP99: 2 * time.Second,
+		SyncMax: 3 * time.Second, TargetUnavailable: time.Minute, Damaged: []string{"shard 2"}}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"sync_p50_ms":1.5`, `"sync_p99_ms":2000`, `"sync_max_ms":3000`, `"target_unavailable_ms":60000`, `"items":3`, `"damaged_shards":["shard 2"]`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("report JSON %s lacks %s", b, want)
+		}
+	}
+	var back engine.Report
+	if err := json.Unmarshal(b, &back); err != nil || back.SyncP50 != rep.SyncP50 || back.TargetUnavailable != rep.TargetUnavailable || back.Items != 3 {
+		t.Errorf("read back %+v, %v; want %+v", back, err, rep)
 	}
 }
