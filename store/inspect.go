@@ -51,6 +51,12 @@ type Counts struct {
 	// Daemons and Workers count the live daemons in the registry and
 	// their workers.
 	Daemons, Workers int
+	// HeldOff counts the shards whose claims are held off after Redis
+	// lost its data, or on a new deployment (see MarkEpoch), and
+	// HeldUntil is when the last of them may be claimed again (ms,
+	// Redis clock; 0 when none is held off).
+	HeldOff   int
+	HeldUntil int64
 }
 
 // OldestDueAge is how long the longest-waiting due item has waited, ms;
@@ -82,14 +88,14 @@ func (s *Store) Counts(ctx context.Context) (Counts, error) {
 		c.InFlight += int64(d.InFlightCount)
 	}
 	n := s.keys.Shards()
-	cmds := make([][6]redis.Cmder, n)
+	cmds := make([][7]redis.Cmder, n)
 	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		max := strconv.FormatInt(now, 10)
 		for i := range n {
 			due := s.keys.Due(i)
-			cmds[i] = [6]redis.Cmder{p.ZCard(ctx, due), p.ZCount(ctx, due, "-inf", max), p.ZCount(ctx, due, "+inf", "+inf"),
+			cmds[i] = [7]redis.Cmder{p.ZCard(ctx, due), p.ZCount(ctx, due, "-inf", max), p.ZCount(ctx, due, "+inf", "+inf"),
 				p.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: due, Start: 0, Stop: 0}),
-				p.HLen(ctx, s.keys.Meta(i)), p.HLen(ctx, s.keys.Errors(i))}
+				p.HLen(ctx, s.keys.Meta(i)), p.HLen(ctx, s.keys.Errors(i)), p.Get(ctx, s.keys.Epoch(i))}
 		}
 		return nil
 	})
@@ -108,7 +114,13 @@ func (s *Store) Counts(ctx context.Context) (Counts, error) {
 }
 
 // add counts one shard's replies (see Counts).
-func (c *Counts) add(now int64, r [6]redis.Cmder) {
+func (c *Counts) add(now int64, r [7]redis.Cmder) {
+	// The epoch marker: the time the shard is held off until (a value
+	// not syncd's, planted by hand, reads as none: claims rewrite it).
+	if at, err := strconv.ParseInt(r[6].(*redis.StringCmd).Val(), 10, 64); err == nil && at > now {
+		c.HeldOff++
+		c.HeldUntil = max(c.HeldUntil, at)
+	}
 	quar := r[2].(*redis.IntCmd).Val()
 	c.Items += r[0].(*redis.IntCmd).Val()
 	c.Due += r[1].(*redis.IntCmd).Val()

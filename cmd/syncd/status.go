@@ -59,6 +59,11 @@ type summary struct {
 	Target targetSummary `json:"target"`
 	// DataLoss is the last time Redis lost the deployment's data.
 	DataLoss *store.DataLoss `json:"data_loss,omitempty"`
+	// HeldOffShards counts the shards whose claims wait out a hold-off
+	// (after Redis lost its data, or on a new deployment), for
+	// HeldOffLeftMs more at most.
+	HeldOffShards int   `json:"held_off_shards,omitempty"`
+	HeldOffLeftMs int64 `json:"held_off_left_ms,omitempty"`
 }
 
 // targetSummary is the target's state in status output.
@@ -234,6 +239,9 @@ func summaryOf(as api.Summary, addr string) summary {
 		Quarantined: as.Quarantined, OldestDueMs: as.OldestDueMs, Daemons: as.Daemons, Workers: as.Workers,
 		Redis: addr, Target: targetOf(as.TargetState)}
 	sum.OldestWait = (time.Duration(as.OldestDueMs) * time.Millisecond).String()
+	if as.HeldOffShards > 0 {
+		sum.HeldOffShards, sum.HeldOffLeftMs = as.HeldOffShards, max(as.HeldOffUntilMs-as.NowMs, 0)
+	}
 	for _, err := range as.DamagedShards {
 		var d *store.DamageError
 		if errors.As(err, &d) {
@@ -329,6 +337,10 @@ func printStatus(stdout io.Writer, sum summary, rows []itemRow, o statusOpts, no
 		fmt.Fprintf(stdout, "showing %d of %s items%s; use --limit (0: all) or --cursor %s\n", sum.Shown, of, more, sum.NextCursor)
 	}
 	fmt.Fprintln(stdout, sum.Target.line(time.UnixMilli(now)))
+	if sum.HeldOffShards > 0 {
+		fmt.Fprintf(stdout, "claims wait: %s held off for up to %v more, until no lease from before can be trusted (Redis lost its data, or the deployment is new: it waits one ttl)\n",
+			count(sum.HeldOffShards, "shard"), (time.Duration(sum.HeldOffLeftMs) * time.Millisecond).Round(100*time.Millisecond))
+	}
 	if l := sum.DataLoss; l != nil {
 		fmt.Fprintf(stdout, "redis lost this deployment's data at %s (%d times): %d items restored from the sources; up to %d in no source (added by hand) were lost\n",
 			l.At.UTC().Format(time.RFC3339), l.Count, l.Restored, l.Lost)

@@ -79,3 +79,36 @@ func TestStatusSaysWhenTruncated(t *testing.T) {
 		t.Errorf("status says the list was cut when it was not:\n%s", out.String())
 	}
 }
+
+// status says when claims wait out a hold-off (a new deployment waits one
+// ttl): an operator saw due items and nothing syncing for 30 s, and no
+// reason anywhere.
+func TestStatusSaysClaimsWait(t *testing.T) {
+	cfg, st := adminConfig(t, "hold")
+	ctx := context.Background()
+	st.Add(ctx, "a")
+	status := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := runMain(append([]string{"status", "-c", cfg}, args...), &out, &errb); code != exitOK {
+			t.Fatalf("status: exit %d, %s", code, errb.String())
+		}
+		return out.String()
+	}
+	if out := status(); strings.Contains(out, "claims wait") {
+		t.Errorf("status with no hold-off:\n%s", out)
+	}
+	if _, err := st.MarkEpoch(ctx, 1, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if out := status(); !strings.Contains(out, "claims wait: 1 shard held off for up to 2") {
+		t.Errorf("status while a shard is held off:\n%s", out)
+	}
+	var got struct{ Summary summary }
+	if err := json.Unmarshal([]byte(status("--json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	if s := got.Summary; s.HeldOffShards != 1 || s.HeldOffLeftMs <= 19000 || s.HeldOffLeftMs > 20000 {
+		t.Errorf("status --json: %d shards held off for %d ms; want 1 for about 20000", s.HeldOffShards, s.HeldOffLeftMs)
+	}
+}

@@ -36,18 +36,23 @@ func targetOf(ts store.TargetState, limit int) *Target {
 
 // Summary is GET /api/v1/summary, and what `syncd status` prints.
 type Summary struct {
-	NowMs       int64    `json:"now_ms"`
-	Items       int64    `json:"items"`
-	Due         int64    `json:"due"`
-	InFlight    int64    `json:"in_flight"`
-	BackingOff  int64    `json:"backing_off"`
-	Quarantined int64    `json:"quarantined"`
-	OldestDueMs int64    `json:"oldest_due_ms"` // age of the longest-waiting due item
-	Daemons     int      `json:"daemons"`
-	Workers     int      `json:"workers"`
-	Target      *Target  `json:"target"`
-	Writable    bool     `json:"writable"`
-	History     []Sample `json:"history"`
+	NowMs       int64 `json:"now_ms"`
+	Items       int64 `json:"items"`
+	Due         int64 `json:"due"`
+	InFlight    int64 `json:"in_flight"`
+	BackingOff  int64 `json:"backing_off"`
+	Quarantined int64 `json:"quarantined"`
+	OldestDueMs int64 `json:"oldest_due_ms"` // age of the longest-waiting due item
+	Daemons     int   `json:"daemons"`
+	Workers     int   `json:"workers"`
+	// HeldOffShards counts the shards whose claims wait after Redis lost
+	// its data or on a new deployment, until HeldOffUntilMs (Redis
+	// clock; 0 when none waits).
+	HeldOffShards  int      `json:"held_off_shards"`
+	HeldOffUntilMs int64    `json:"held_off_until_ms"`
+	Target         *Target  `json:"target"`
+	Writable       bool     `json:"writable"`
+	History        []Sample `json:"history"`
 	// Damaged names the shards whose keys are damaged: their items are
 	// not counted.
 	Damaged []string `json:"damaged,omitempty"`
@@ -72,6 +77,7 @@ func ReadSummary(ctx context.Context, st *store.Store) (Summary, error) {
 	}
 	s := Summary{NowMs: c.Now, Items: c.Items, Due: c.Due, InFlight: c.InFlight, BackingOff: c.BackingOff,
 		Quarantined: c.Quarantined, OldestDueMs: c.OldestDueAge(), Daemons: c.Daemons, Workers: c.Workers,
+		HeldOffShards: c.HeldOff, HeldOffUntilMs: c.HeldUntil,
 		Target: targetOf(ts, 0), History: []Sample{}, TargetState: ts, DamagedShards: damaged}
 	for _, d := range damaged {
 		s.Damaged = append(s.Damaged, d.Error())

@@ -239,6 +239,11 @@
         (t.last_error ? ` · last error: ${t.last_error}` : '')
       : 'No target configured.');
     const damaged = Array.isArray(s.damaged) ? s.damaged : [];
+    const held = s.held_off_shards > 0 && s.held_off_until_ms > s.now_ms;
+    $('held-off').hidden = !held;
+    setCount('held-off', held
+      ? `Claims wait: ${fmtNum(s.held_off_shards)} shard${s.held_off_shards === 1 ? '' : 's'} held off for up to ${fmtDur(s.held_off_until_ms - s.now_ms)} more, until no lease from before can be trusted (Redis lost its data, or the deployment is new: it waits one ttl).`
+      : '');
     $('damaged').hidden = damaged.length === 0;
     setCount('damaged', damaged.length ? 'Damaged shards, their items wait: ' + damaged.join('; ') : '');
     setWritable(!!s.writable);
