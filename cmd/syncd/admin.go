@@ -60,7 +60,15 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
-		fmt.Fprintf(stdout, "%d of %d items added\n", n, len(ids))
+		if n == len(ids) {
+			fmt.Fprintf(stdout, "%d of %d items added\n", n, len(ids))
+			return nil
+		}
+		// The others were in the set already: they are marked added by
+		// hand all the same (add_manual.lua), which an operator could
+		// not tell from "0 of 1 items added".
+		fmt.Fprintf(stdout, "%d of %d items added; %d already in the set, now also marked added by hand (a reconcile keeps them until items remove)\n",
+			n, len(ids), len(ids)-n)
 		return nil
 	case "remove":
 		return changeKnown(ctx, st, st.Remove, ids, what, stdout)

@@ -95,6 +95,11 @@ func TestItemsFileStdinAndCRLF(t *testing.T) {
 	if in := itemSet(t, st, "s1", "s2", "s3", "s1\r"); !cmp.Equal(in, []string{"s1", "s2", "s3"}) {
 		t.Errorf("item set holds %q; want s1, s2, s3", in)
 	}
+	// An ID already there is marked added by hand too, and the output
+	// says so.
+	if code, out, _ := syncd("items", "add", "-c", cfg, "s1", "s9"); code != exitOK || !strings.HasPrefix(out, "1 of 2 items added; 1 already in the set, now also marked added by hand") {
+		t.Errorf("items add of a known and a new ID: exit %d, %q", code, out)
+	}
 
 	stdin = strings.NewReader("s4\n\x7f\n")
 	code, _, stderr = syncd("items", "add", "-c", cfg, "--file", "-")
