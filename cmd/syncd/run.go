@@ -18,6 +18,7 @@ import (
 	"github.com/syncd/syncd/cmd/syncd/internal/api"
 	"github.com/syncd/syncd/cmd/syncd/internal/web"
 	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/store"
 )
 
 // cmdRun is the daemon. The first SIGTERM or SIGINT drains and hands
@@ -73,6 +74,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 
 	st, err := openStoreRetry(ctx, cfg, log)
 	if err != nil {
+		if ctx.Err() != nil && store.IsUnavailable(err) {
+			// Told to stop while it waited for Redis: a stop, not a
+			// failure (nothing was claimed).
+			log.Info().Err(err).Msg("stopped before redis was reached")
+			return nil
+		}
 		return err
 	}
 	defer st.Close()
