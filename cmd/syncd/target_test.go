@@ -11,19 +11,22 @@ import (
 	"github.com/syncd/syncd/store"
 )
 
+// statusOut runs syncd status -c cfg args and returns its output.
+func statusOut(t *testing.T, cfg string, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := runMain(append([]string{"status", "-c", cfg}, args...), &out, &errb); code != exitOK {
+		t.Fatalf("status: exit %d, %s", code, errb.String())
+	}
+	return out.String()
+}
+
 // status shows the target's breaker: up, then unavailable with its last
 // error and next probe, in text and JSON.
 func TestStatusShowsTarget(t *testing.T) {
 	cfg, st := adminConfig(t, "tg")
 	ctx := context.Background()
-	status := func(args ...string) string {
-		t.Helper()
-		var out, errb bytes.Buffer
-		if code := runMain(append([]string{"status", "-c", cfg}, args...), &out, &errb); code != exitOK {
-			t.Fatalf("status: exit %d, %s", code, errb.String())
-		}
-		return out.String()
-	}
+	status := func(args ...string) string { return statusOut(t, cfg, args...) }
 	if out := status(); !strings.Contains(out, "\ntarget: up (breaker opened 0 times") {
 		t.Errorf("status of a healthy target:\n%s", out)
 	}
@@ -87,14 +90,7 @@ func TestStatusSaysClaimsWait(t *testing.T) {
 	cfg, st := adminConfig(t, "hold")
 	ctx := context.Background()
 	st.Add(ctx, "a")
-	status := func(args ...string) string {
-		t.Helper()
-		var out, errb bytes.Buffer
-		if code := runMain(append([]string{"status", "-c", cfg}, args...), &out, &errb); code != exitOK {
-			t.Fatalf("status: exit %d, %s", code, errb.String())
-		}
-		return out.String()
-	}
+	status := func(args ...string) string { return statusOut(t, cfg, args...) }
 	if out := status(); strings.Contains(out, "claims wait") {
 		t.Errorf("status with no hold-off:\n%s", out)
 	}

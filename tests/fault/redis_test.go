@@ -160,6 +160,49 @@ func TestRedisStall(t *testing.T) {
 	sc.finish()
 }
 
+// afterLoss waits, from since, for every item to sync after Redis lost
+// its data (what) at t0, and checks the trial's writes: no claim made
+// after the loss (begun from since, with a fence, from Redis's clock, of
+// newer or later) began before every lease from before could have
+// expired (t0 + ttl − margin), and each daemon logged the loss once.
+func (sc *scenario) afterLoss(tr *trial, offs map[*daemon]int64, what string, t0, since, newer time.Time) {
+	t, f := sc.t, sc.f
+	rec, stranded := f.awaitSynced(since, 0)
+	sc.stranded(tr, stranded, since, f.o.TTL)
+	for _, r := range rec {
+		tr.Recovery = append(tr.Recovery, r)
+	}
+	ws, _ := f.chk.snapshot()
+	fate(tr, ws, t0, "", 0)
+	first := time.Time{}
+	early := 0
+	for _, w := range ws {
+		if w.Begin.Before(since) || w.Fence < uint64(newer.UnixMicro()) {
+			continue // not a claim made after the loss
+		}
+		if first.IsZero() || w.Begin.Before(first) {
+			first = w.Begin
+		}
+		if w.Begin.Before(t0.Add(f.o.TTL - f.o.margin())) {
+			early++
+			t.Errorf("%v began %v after %s, before every earlier lease could have expired", w, w.Begin.Sub(t0), what)
+		}
+	}
+	tr.Counts["writes begun inside the hold-off"] = early
+	if !first.IsZero() {
+		tr.Maxes["first new write after "+what+", at most"] = first.Sub(t0)
+	}
+	logs := countLogs(offs)
+	tr.Counts["syncs cancelled (lease lost)"] = logs[msgLost]
+	tr.Counts["shards held off (daemon logs)"] = logs[msgHeldOff]
+	tr.Counts["data losses logged"] = logs[msgDataLoss]
+	for d, off := range offs {
+		if n := d.countLog(off)[msgDataLoss]; n != 1 {
+			t.Errorf("%s logged the data loss %d times, want once", d.host, n)
+		}
+	}
+}
+
 // Redis dies (kill -9) and comes back. Without persistence every item,
 // claim and fence counter is gone: the operator adds the items again, and
 // no claim may be made while an owner from before can still be running.
@@ -193,41 +236,7 @@ func TestRedisRestart(t *testing.T) {
 			for _, d := range f.daemons {
 				d.resume(t)
 			}
-			t1 := time.Now()
-			rec, stranded := f.awaitSynced(t1, 0)
-			sc.stranded(tr, stranded, t1, f.o.TTL)
-			for _, r := range rec {
-				tr.Recovery = append(tr.Recovery, r)
-			}
-			ws, _ := f.chk.snapshot()
-			fate(tr, ws, t0, "", 0)
-			first := time.Time{}
-			early := 0
-			for _, w := range ws {
-				if w.Begin.Before(t1) || w.Fence < uint64(t0.UnixMicro()) {
-					continue // not a claim made after the crash
-				}
-				if first.IsZero() || w.Begin.Before(first) {
-					first = w.Begin
-				}
-				if w.Begin.Before(t0.Add(f.o.TTL - f.o.margin())) {
-					early++
-					t.Errorf("%v began %v after the kill, before every earlier lease could have expired", w, w.Begin.Sub(t0))
-				}
-			}
-			tr.Counts["writes begun inside the hold-off"] = early
-			if !first.IsZero() {
-				tr.Maxes["first new write after the kill, at most"] = first.Sub(t0)
-			}
-			logs := countLogs(offs)
-			tr.Counts["syncs cancelled (lease lost)"] = logs[msgLost]
-			tr.Counts["shards held off (daemon logs)"] = logs[msgHeldOff]
-			tr.Counts["data losses logged"] = logs[msgDataLoss]
-			for d, off := range offs {
-				if n := d.countLog(off)[msgDataLoss]; n != 1 {
-					t.Errorf("%s logged the data loss %d times, want once", d.host, n)
-				}
-			}
+			sc.afterLoss(tr, offs, "the kill", t0, time.Now(), t0)
 			sc.end(tr)
 		}
 		sc.finish()
@@ -255,33 +264,7 @@ func TestRedisRestart(t *testing.T) {
 			}
 			// Redis ran the flush between t0 and flushed: a claim whose
 			// fence (Redis's clock) is below flushed may have come first.
-			flushed := time.Now()
-			rec, stranded := f.awaitSynced(t0, 0)
-			sc.stranded(tr, stranded, t0, f.o.TTL)
-			for _, r := range rec {
-				tr.Recovery = append(tr.Recovery, r)
-			}
-			ws, _ := f.chk.snapshot()
-			fate(tr, ws, t0, "", 0)
-			early := 0
-			for _, w := range ws {
-				if w.Begin.Before(t0) || w.Fence < uint64(flushed.UnixMicro()) {
-					continue // not a claim made after the flush
-				}
-				if w.Begin.Before(t0.Add(f.o.TTL - f.o.margin())) {
-					early++
-					t.Errorf("%v began %v after the FLUSHALL, before every earlier lease could have expired", w, w.Begin.Sub(t0))
-				}
-			}
-			tr.Counts["writes begun inside the hold-off"] = early
-			logs := countLogs(offs)
-			tr.Counts["syncs cancelled (lease lost)"] = logs[msgLost]
-			tr.Counts["data losses logged"] = logs[msgDataLoss]
-			for d, off := range offs {
-				if n := d.countLog(off)[msgDataLoss]; n != 1 {
-					t.Errorf("%s logged the data loss %d times, want once", d.host, n)
-				}
-			}
+			sc.afterLoss(tr, offs, "the FLUSHALL", t0, t0, time.Now())
 			sc.end(tr)
 		}
 		sc.finish()
