@@ -51,13 +51,14 @@ type fleet struct {
 	cfgs   []string // each daemon's config file
 	urls   []string // each daemon's http://host:port/
 	poison string   // the directory of poison files
+	redis  string   // the Redis address
 }
 
 func startFleet(t *testing.T) *fleet {
 	t.Helper()
 	srv := redistest.Start(t, nil)
 	dir := t.TempDir()
-	f := &fleet{poison: filepath.Join(dir, "poison")}
+	f := &fleet{poison: filepath.Join(dir, "poison"), redis: srv.Addr()}
 	os.Mkdir(f.poison, 0o755)
 	for _, id := range poisoned {
 		os.WriteFile(filepath.Join(f.poison, id), nil, 0o644)

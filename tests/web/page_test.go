@@ -3,13 +3,16 @@ package web
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/testutil"
 )
 
@@ -253,6 +256,27 @@ func TestPage(t *testing.T) {
 		if eval[bool](b, `!document.querySelector('#token-box').hidden || !document.querySelector('#item-actions').hidden`) {
 			t.Error("token field or actions shown while no token is configured")
 		}
+		b.noErrors()
+	})
+
+	// A shard held off (as after a data loss, or on a new deployment)
+	// says so above the counts, and the line goes when the hold ends.
+	t.Run("held-off shards are named", func(t *testing.T) {
+		b.t = t
+		b.open(f.urls[0] + "#summary")
+		if eval[bool](b, `!document.querySelector('[data-testid=held-off]').hidden`) {
+			t.Error("hold-off line shown while no shard is held off")
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: f.redis})
+		defer rdb.Close()
+		epoch := store.NewKeys("web", 4).Epoch(0)
+		if err := rdb.Set(t.Context(), epoch, strconv.FormatInt(time.Now().Add(20*time.Second).UnixMilli(), 10), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		b.waitJS(10*time.Second, "the hold-off line", `(() => { const e = document.querySelector('[data-testid=held-off]');
+			return !e.hidden && e.textContent.startsWith('Claims wait: 1 shard held off for up to ') })()`)
+		rdb.Set(t.Context(), epoch, strconv.FormatInt(time.Now().UnixMilli(), 10), 0) // the hold ends
+		b.waitJS(10*time.Second, "the hold-off line gone", `document.querySelector('[data-testid=held-off]').hidden`)
 		b.noErrors()
 	})
 }
