@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -33,8 +30,8 @@ func cmdBatch(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg, os.Stderr)
-	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer cancel()
+	ctx, stop := stopOnSignal(log, "stopping the batch run: draining in-flight syncs; items not synced are left for the next run (signal again to exit at once)")
+	defer stop()
 	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err

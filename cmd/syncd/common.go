@@ -6,6 +6,8 @@ import (
 	"flag"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -58,6 +60,38 @@ func (f *flags) load() (*config.File, error) {
 		return nil, &exitError{code: exitUsage, err: err}
 	}
 	return cfg, nil
+}
+
+// stopOnSignal returns a context that ends at the first SIGTERM or
+// SIGINT, which it logs with msg; a second one exits at once (claims then
+// expire after their ttl). stop undoes it.
+func stopOnSignal(log zerolog.Logger, msg string) (ctx context.Context, stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		var s os.Signal
+		select {
+		case s = <-sigs:
+		case <-done:
+			return
+		}
+		log.Info().Str("signal", s.String()).Msg(msg)
+		cancel()
+		select {
+		case s = <-sigs:
+		case <-done:
+			return
+		}
+		log.Warn().Str("signal", s.String()).Msg("second signal: exiting at once; claims expire after their ttl")
+		os.Exit(exitFailed)
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
 }
 
 // openStore opens the configured store once; errors are exit code 2.

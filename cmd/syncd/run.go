@@ -8,9 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -38,19 +36,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return &exitError{code: exitUsage, err: err}
 	}
 
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		s := <-sigs
-		log.Info().Str("signal", s.String()).Msg("stopping: draining in-flight syncs and handing claims back (signal again to exit at once)")
-		cancel()
-		s = <-sigs
-		log.Warn().Str("signal", s.String()).Msg("second signal: exiting at once; claims expire after their ttl")
-		os.Exit(exitFailed)
-	}()
+	ctx, stop := stopOnSignal(log, "stopping: draining in-flight syncs and handing claims back (signal again to exit at once)")
+	defer stop()
 
 	// HTTP first: /healthz answers while Redis is still unreachable
 	// (alive, not ready), /readyz says 503 until the engine claims,

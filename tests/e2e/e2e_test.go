@@ -224,6 +224,31 @@ sink:
 	if r := run(t, "batch", "-c", unreach); r.Code != 2 || !strings.Contains(r.Stderr, "127.0.0.1:1") {
 		t.Errorf("unreachable redis: exit %d, stderr %q", r.Code, r.Stderr)
 	}
+
+	// SIGINT stops a run with a line saying so (it logged nothing), the
+	// syncs in flight finish, and the report counts what is left: exit 1.
+	slow := writeConfig(t, redisConfig(srv, "batchsig", `engine:
+  workers: 2
+items:
+  ids: [a, b, c, d, e, f]
+sink:
+  type: exec
+  exec:
+    command: ["sleep", "1"]
+`))
+	cmd := exec.Command(syncd.Path(t), "batch", "-c", slow)
+	var out testutil.Buffer
+	cmd.Stdout = &out
+	errb := &testutil.Buffer{}
+	cmd.Stderr = errb
+	p := testutil.Start(t, cmd)
+	waitFor(t, 20*time.Second, "the first syncs", func() bool { return strings.Contains(errb.String(), "batch progress") })
+	p.Signal(syscall.SIGINT)
+	<-p.Done()
+	if ee, ok := p.Err().(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(errb.String(), "stopping the batch run") ||
+		!strings.Contains(out.String(), "not synced") {
+		t.Errorf("batch after SIGINT: %v, stdout:\n%s\nstderr:\n%s", p.Err(), out.String(), errb.String())
+	}
 }
 
 // status --json shows an item in flight with its owner and fence while a
