@@ -16,7 +16,9 @@
 // many goroutines at once and must be safe for concurrent use. Close is
 // for whoever made the sink to call, once, after the engine's Stop
 // returned (then the last Sync has returned); the engine does not close
-// it (syncd run and batch do).
+// it (syncd run and batch do). A Sync that panics is recovered and logged
+// with its stack, and counts as a failure of its item (retried, then
+// quarantined), as a returned error would.
 //
 // # Retries and idempotency
 //
