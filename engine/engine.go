@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,7 +125,7 @@ func New(st *store.Store, sink sinks.Sink, cfg Config) (*Engine, error) {
 	switch {
 	case st == nil:
 		return nil, errors.New("engine: the store is nil")
-	case sink == nil:
+	case sink == nil || isNilPointer(sink):
 		// Every sync would panic, and each panic count against its item
 		// until every item is quarantined.
 		return nil, errors.New("engine: the sink is nil")
@@ -149,6 +150,13 @@ func New(st *store.Store, sink sinks.Sink, cfg Config) (*Engine, error) {
 	e.tgt = &target{st: st, cfg: c.Target, ttl: oc.TTL, beat: oc.Heartbeat, base: own.Owner(0).String(),
 		log: e.log, m: e.m, now: e.redisNow, permits: map[string]struct{}{}}
 	return e, nil
+}
+
+// isNilPointer reports a nil pointer in an interface: a constructor that
+// failed and returned (*mySink)(nil) with its error unchecked.
+func isNilPointer(v any) bool {
+	r := reflect.ValueOf(v)
+	return r.Kind() == reflect.Pointer && r.IsNil()
 }
 
 // chainObserver returns a heartbeat observer that calls the caller's

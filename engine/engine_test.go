@@ -367,6 +367,10 @@ func TestConfigValidate(t *testing.T) {
 	if e, err := engine.New(st, nil, engine.Config{}); err == nil || e != nil {
 		t.Errorf("New with a nil sink = %v, %v", e, err)
 	}
+	var failed *recorder // a constructor's nil result, its error unchecked
+	if e, err := engine.New(st, failed, engine.Config{}); err == nil || e != nil {
+		t.Errorf("New with a nil *recorder = %v, %v", e, err)
+	}
 }
 
 // Batch mode on the embedded store: every item once, then a report.

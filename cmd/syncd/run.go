@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/cmd/syncd/internal/api"
+	"github.com/syncd/syncd/cmd/syncd/internal/config"
 	"github.com/syncd/syncd/cmd/syncd/internal/web"
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/store"
@@ -36,7 +37,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return &exitError{code: exitUsage, err: err}
 	}
 
-	ctx, stop := stopOnSignal(log, "stopping: draining in-flight syncs and handing claims back (signal again to exit at once)")
+	ctx, stop := stopOnSignal(log, "stopping: draining in-flight syncs, if any, and handing claims back (signal again to exit at once)")
 	defer stop()
 
 	// HTTP first: /healthz answers while Redis is still unreachable
@@ -59,9 +60,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		log.Warn().Msg("an API token is configured but http.listen is empty: the API is not served")
 	}
 
-	st, err := openStoreRetry(ctx, cfg, log)
+	st, err := openUnlessStopped(ctx, cfg, log)
 	if err != nil {
-		if ctx.Err() != nil && store.IsUnavailable(err) {
+		if ctx.Err() != nil {
 			// Told to stop while it waited for Redis: a stop, not a
 			// failure (nothing was claimed).
 			log.Info().Err(err).Msg("stopped before redis was reached")
@@ -85,6 +86,34 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	}
 	ep.Attach(e)
 	return e.Run(ctx)
+}
+
+// openUnlessStopped is openStoreRetry, but returns ctx's error as soon
+// as ctx ends: go-redis does not cut a read short for a cancelled
+// context, so an attempt on a Redis that accepts and does not answer (a
+// paused one) would hold the stop up for its read timeout. The attempt
+// left behind ends with the process; a store it opens late is closed.
+func openUnlessStopped(ctx context.Context, cfg *config.File, log zerolog.Logger) (*store.Store, error) {
+	type opened struct {
+		st  *store.Store
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		st, err := openStoreRetry(ctx, cfg, log)
+		ch <- opened{st, err}
+	}()
+	select {
+	case o := <-ch:
+		return o.st, o.err
+	case <-ctx.Done():
+		go func() {
+			if o := <-ch; o.st != nil {
+				o.st.Close()
+			}
+		}()
+		return nil, context.Cause(ctx)
+	}
 }
 
 // serveHTTP serves ep's /metrics (Prometheus), /healthz (the process is

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -414,6 +415,29 @@ func TestRunRetriesAndSignals(t *testing.T) {
 	// crash): nothing was claimed.
 	if err != nil || !strings.Contains(stderr.String(), "stopped before redis was reached") {
 		t.Errorf("exit after SIGTERM while unreachable: %v, want 0 and a line saying so:\n%s", err, stderr.String())
+	}
+	// The same when the signal comes in the middle of an attempt: a
+	// server that accepts and never answers (as a paused Redis does).
+	mute, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mute.Close()
+	go func() {
+		for {
+			c, err := mute.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	hung := writeConfig(t, fmt.Sprintf("redis:\n  addrs: [%q]\n  read_timeout: 20s\nlog:\n  format: json\n", mute.Addr()))
+	daemon, stderr = startDaemon(t, hung)
+	time.Sleep(time.Second)
+	daemon.Signal(syscall.SIGTERM)
+	if err := daemon.Wait(5 * time.Second); err != nil || !strings.Contains(stderr.String(), "stopped before redis was reached") {
+		t.Errorf("exit after SIGTERM during a connect attempt: %v, want 0 and a line saying so:\n%s", err, stderr.String())
 	}
 
 	// A second signal while draining exits at once.
