@@ -418,7 +418,7 @@ func (lk *Locker) refused(name string, v votes) error {
 	}
 	why := ""
 	if v.heldOff {
-		why = ", held off after Redis lost its data"
+		why = ", held off: Redis lost its data, or the deployment is new"
 	}
 	err := fmt.Errorf("%w: %q (%d of %d servers granted it, %d needed%s)", ErrNotObtained, name, v.n, len(lk.stores), lk.quorum, why)
 	if v.heldOff {

@@ -41,7 +41,10 @@ type Manager struct {
 	// marked is when a missing epoch marker was last logged: once per
 	// ttl, not once per shard.
 	marked time.Time
-	closed bool
+	// freshUntil ends the first hold-off of a deployment this process
+	// created (see fresh); zero until that hold-off began.
+	freshUntil time.Time
+	closed     bool
 
 	stats Stats
 }
@@ -120,11 +123,12 @@ func (m *Manager) markEpoch(ctx context.Context, shard int) error {
 	if !quiet {
 		m.marked = time.Now()
 	}
+	fresh := m.freshLocked()
 	m.mu.Unlock()
 	switch {
 	case quiet:
 		m.log.Debug().Int(keyShard, shard).Int64("hold_off_ms", hold.Milliseconds()).Msg("no epoch marker: shard held off")
-	case m.st.Fresh():
+	case fresh:
 		m.log.Info().Int64("wait_ms", hold.Milliseconds()).
 			Msg("new deployment: claims start after one ttl, in case a daemon from before still holds a lease (Redis cannot tell a new deployment from one whose data it lost)")
 	default:
@@ -132,6 +136,22 @@ func (m *Manager) markEpoch(ctx context.Context, shard int) error {
 			Msg("redis has no epoch marker for this shard and others (redis lost its data, or a new deployment): holding off claims until any earlier lease has expired")
 	}
 	return nil
+}
+
+// freshLocked reports whether a hold-off is the first one of a deployment
+// this process created (Store.Fresh), which waits one ttl by design: the
+// first call starts that window, one ttl long (and a second of slack).
+// A later hold-off is a data loss, which the Store's Fresh, set once at
+// Open, would still call new (a user's check saw "new deployment" logged
+// after a FLUSHALL). Called with m.mu held.
+func (m *Manager) freshLocked() bool {
+	if !m.st.Fresh() {
+		return false
+	}
+	if m.freshUntil.IsZero() {
+		m.freshUntil = time.Now().Add(m.cfg.TTL + time.Second)
+	}
+	return time.Now().Before(m.freshUntil)
 }
 
 // Held returns how long claims of shard stay held off after Redis lost
@@ -184,7 +204,7 @@ func (m *Manager) setHold(h *store.HoldError) {
 	m.hold[h.Shard] = time.Now().Add(d)
 	// One hold-off line per data loss, not one per shard: the marker's
 	// line (markEpoch) said it already, or the deployment is new.
-	quiet := time.Since(m.marked) < m.cfg.TTL || m.st.Fresh()
+	quiet := time.Since(m.marked) < m.cfg.TTL || m.freshLocked()
 	if !quiet {
 		m.marked = time.Now()
 	}
@@ -197,7 +217,7 @@ func (m *Manager) setHold(h *store.HoldError) {
 		m.log.Debug().Int(keyShard, h.Shard).Int64("for_ms", d.Milliseconds()).Msg("shard held off")
 	case begins:
 		m.log.Warn().Int(keyShard, h.Shard).Int64("for_ms", d.Milliseconds()).
-			Msg("shard held off: no claims until every lease from before redis lost its data has expired")
+			Msg("shard held off: no claims until every lease from before could have expired (redis lost its data, or the deployment is new)")
 	}
 }
 

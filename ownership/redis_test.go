@@ -442,3 +442,34 @@ func TestObserveHeartbeat(t *testing.T) {
 	}
 	m.Release(t.Context(), []*ownership.Lease{l}, []ownership.Outcome{{Kind: ownership.OutcomeHandBack}})
 }
+
+// The hold-off of a deployment this process created logs one calm "new
+// deployment" line; a later one is a data loss and says so (the Store's
+// Fresh, set once at Open, had it logged "new deployment" after a
+// FLUSHALL, a user's check found).
+func TestNewDeploymentLineOnlyAtFirst(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), "")
+	if !st.Fresh() {
+		t.Fatal("a store on an empty Redis is not Fresh")
+	}
+	var log testutil.Buffer
+	m, err := ownership.New(st, ownership.Config{TTL: 300 * time.Millisecond, Logger: zerolog.New(&log)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	st.Add(t.Context(), "a")
+	m.Release(t.Context(), []*ownership.Lease{claimUntil(t, m, "a", 5*time.Second)}, []ownership.Outcome{{Kind: store.ReleaseSynced}})
+	if !strings.Contains(log.String(), "new deployment: claims start after one ttl") {
+		t.Fatalf("no new-deployment line for the first hold-off:\n%s", log.String())
+	}
+	time.Sleep(1500 * time.Millisecond) // past the first hold-off's window (ttl + 1 s)
+	srv.Client(t).FlushAll(t.Context())
+	st.Add(t.Context(), "a")
+	claimUntil(t, m, "a", 5*time.Second)
+	if n := strings.Count(log.String(), "new deployment: claims start after one ttl"); n != 1 || !strings.Contains(log.String(), "redis has no epoch marker") {
+		t.Errorf("after a FLUSHALL: %d new-deployment lines and no data-loss line?\n%s", n, log.String())
+	}
+}

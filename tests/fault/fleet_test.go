@@ -360,7 +360,7 @@ const (
 	msgStale        = "sink rejected the fence: a newer claim wrote first"
 	msgNotConfirmed = "claim not confirmed after settle"
 	msgUnknown      = "claim reply lost; confirming"
-	msgHeldOff      = "shard held off: no claims until every lease from before redis lost its data has expired"
+	msgHeldOff      = "shard held off: no claims until every lease from before could have expired (redis lost its data, or the deployment is new)"
 	msgDataLoss     = "redis lost its data: the item set was restored from the sources; items in no source (added by hand) are gone; claims wait one ttl"
 )
 
