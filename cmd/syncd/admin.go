@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 
@@ -291,6 +292,13 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 	}
 	if _, err := cfg.Items(nil); err != nil {
 		return &exitError{code: exitUsage, err: err}
+	}
+	// items.command's program must be there: run would only find out at
+	// its first reconcile, and log it.
+	if argv, _ := cfg.ItemsCommand(); len(argv) > 0 {
+		if _, err := exec.LookPath(argv[0]); err != nil {
+			return &exitError{code: exitUsage, err: cfg.At("items.command", err)}
+		}
 	}
 	// The sink as run builds it (the exec sink finds its program, the
 	// http sink checks its URL and TLS files), so that validate refuses

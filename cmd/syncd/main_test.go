@@ -22,6 +22,8 @@ func TestRunMain(t *testing.T) {
 	// Valid YAML that run refuses: validate must refuse it too.
 	unreach := filepath.Join(dir, "unreach.yaml") // port 1: refused at once
 	os.WriteFile(unreach, []byte("redis:\n  addrs: [\"127.0.0.1:1\"]\n  dial_timeout: 1s\n"), 0o644)
+	noItemsProg := filepath.Join(dir, "noitemsprog.yaml")
+	os.WriteFile(noItemsProg, []byte("items:\n  command: [\"/nonexistent/list\"]\n"), 0o644)
 	noProg := filepath.Join(dir, "noprog.yaml")
 	os.WriteFile(noProg, []byte("sink:\n  type: exec\n  exec:\n    command: [\"/nonexistent/prog\"]\n"), 0o644)
 	tests := []struct {
@@ -36,6 +38,7 @@ func TestRunMain(t *testing.T) {
 		{[]string{"validate", "-c", bad}, exitUsage, "", "bad.yaml:2: engine.workerz: unknown key"},
 		{[]string{"validate", "-c", filepath.Join(dir, "missing.yaml")}, exitUsage, "", "missing.yaml"},
 		{[]string{"status", "-c", unreach}, exitUsage, "", "unreach.yaml:2: redis.addrs: store: connect to 127.0.0.1:1"},
+		{[]string{"validate", "-c", noItemsProg}, exitUsage, "", "noitemsprog.yaml:2: items.command: exec: \"/nonexistent/list\""},
 		{[]string{"validate", "-c", noProg}, exitUsage, "", "noprog.yaml:4: sink.exec.command: \"/nonexistent/prog\""},
 		{[]string{"items", "-c", bad}, exitUsage, "", "add, remove, list or reconcile"},
 		{[]string{"release", "-c", bad, "x"}, exitUsage, "", "--force"},
