@@ -686,11 +686,11 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return fmt.Errorf("%w: refresh of a nil lock", ErrNotHeld)
 	}
-	lk := l.lk
-	l.Lease.mu.Lock()
 	if ttl < 0 {
 		return fmt.Errorf("ownership: refresh %q: ttl %v is negative (0: the lock's own ttl)", l.name, ttl)
 	}
+	lk := l.lk
+	l.Lease.mu.Lock()
 	if ttl == 0 {
 		ttl = l.ttl
 	}

@@ -85,6 +85,19 @@ func TestLockerTTLRefreshMetadata(t *testing.T) {
 	if until := time.Until(l.Expiry()); until > lockTTL {
 		t.Errorf("trust window %v after Refresh(%v)", until, lockTTL)
 	}
+	// A negative TTL is refused, and leaves the lock as it was (the
+	// refusal once returned with the lease's mutex still held, and the
+	// next call on the lock hung).
+	if err := l.Refresh(ctx, -time.Millisecond); err == nil || !strings.Contains(err.Error(), "is negative") {
+		t.Errorf("Refresh(-1ms) = %v, want a refusal", err)
+	}
+	expiry := make(chan time.Time, 1)
+	go func() { expiry <- l.Expiry() }()
+	select {
+	case <-expiry:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lock hangs after a refused Refresh")
+	}
 
 	if code, err := l.Unlock(ctx); code != store.Released || err != nil {
 		t.Fatalf("Unlock = %v, %v", code, err)
