@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -96,8 +97,15 @@ func TestListPageAndCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Items != 60 || c.Due != 30 || c.Quarantined != 1 || c.OldestDueAge() < 29000 {
+		if c.Items != 60 || c.Due != 30 || c.Quarantined != 1 || c.OldestDueAge() < 29000 || c.HeldOff != 0 {
 			t.Errorf("Counts = %+v", c)
+		}
+		// Held-off shards are counted; a marker of another type (made by
+		// hand) reads as none and costs no shard its counts.
+		s.Client().Set(ctx, s.Keys().Epoch(0), strconv.FormatInt(now+20000, 10), 0)
+		s.Client().HSet(ctx, s.Keys().Epoch(1), "x", "y")
+		if c, err := s.Counts(ctx); err != nil || c.Items != 60 || c.HeldOff != 1 || c.HeldUntil != now+20000 {
+			t.Errorf("Counts with shard 0 held off and a hash at shard 1's marker = %+v, %v", c, err)
 		}
 	})
 }
