@@ -113,21 +113,46 @@ func openStore(ctx context.Context, cfg *config.File, log zerolog.Logger) (*stor
 }
 
 // openStoreRetry opens the store, retrying with backoff while Redis is
-// unreachable, until ctx ends. Configuration errors are not retried.
+// unreachable, until ctx ends. Configuration errors are not retried. It
+// returns ctx's cause as soon as ctx ends: go-redis does not cut a read
+// short for a cancelled context, so an attempt on a Redis that accepts
+// and does not answer (a paused one) would hold a stop up for its read
+// timeout. The attempt left behind ends with the process; a store it
+// opens late is closed.
 func openStoreRetry(ctx context.Context, cfg *config.File, log zerolog.Logger) (*store.Store, error) {
-	wait := 500 * time.Millisecond
-	for {
-		st, err := openStore(ctx, cfg, log)
-		if err == nil || !store.IsUnavailable(err) || ctx.Err() != nil {
-			return st, err
+	type opened struct {
+		st  *store.Store
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		wait := 500 * time.Millisecond
+		for {
+			st, err := openStore(ctx, cfg, log)
+			if err == nil || !store.IsUnavailable(err) || ctx.Err() != nil {
+				ch <- opened{st, err}
+				return
+			}
+			log.Warn().Err(err).Int64("retry_in_ms", wait.Milliseconds()).Msg("redis unreachable; retrying")
+			select {
+			case <-ctx.Done():
+				ch <- opened{nil, err}
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 10*time.Second)
 		}
-		log.Warn().Err(err).Int64("retry_in_ms", wait.Milliseconds()).Msg("redis unreachable; retrying")
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 10*time.Second)
+	}()
+	select {
+	case o := <-ch:
+		return o.st, o.err
+	case <-ctx.Done():
+		go func() {
+			if o := <-ch; o.st != nil {
+				o.st.Close()
+			}
+		}()
+		return nil, context.Cause(ctx)
 	}
 }
 

@@ -14,10 +14,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/cmd/syncd/internal/api"
-	"github.com/syncd/syncd/cmd/syncd/internal/config"
 	"github.com/syncd/syncd/cmd/syncd/internal/web"
 	"github.com/syncd/syncd/engine"
-	"github.com/syncd/syncd/store"
 )
 
 // cmdRun is the daemon. The first SIGTERM or SIGINT drains and hands
@@ -60,7 +58,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		log.Warn().Msg("an API token is configured but http.listen is empty: the API is not served")
 	}
 
-	st, err := openUnlessStopped(ctx, cfg, log)
+	st, err := openStoreRetry(ctx, cfg, log)
 	if err != nil {
 		if ctx.Err() != nil {
 			// Told to stop while it waited for Redis: a stop, not a
@@ -86,34 +84,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	}
 	ep.Attach(e)
 	return e.Run(ctx)
-}
-
-// openUnlessStopped is openStoreRetry, but returns ctx's error as soon
-// as ctx ends: go-redis does not cut a read short for a cancelled
-// context, so an attempt on a Redis that accepts and does not answer (a
-// paused one) would hold the stop up for its read timeout. The attempt
-// left behind ends with the process; a store it opens late is closed.
-func openUnlessStopped(ctx context.Context, cfg *config.File, log zerolog.Logger) (*store.Store, error) {
-	type opened struct {
-		st  *store.Store
-		err error
-	}
-	ch := make(chan opened, 1)
-	go func() {
-		st, err := openStoreRetry(ctx, cfg, log)
-		ch <- opened{st, err}
-	}()
-	select {
-	case o := <-ch:
-		return o.st, o.err
-	case <-ctx.Done():
-		go func() {
-			if o := <-ch; o.st != nil {
-				o.st.Close()
-			}
-		}()
-		return nil, context.Cause(ctx)
-	}
 }
 
 // serveHTTP serves ep's /metrics (Prometheus), /healthz (the process is
