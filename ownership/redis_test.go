@@ -473,3 +473,48 @@ func TestNewDeploymentLineOnlyAtFirst(t *testing.T) {
 		t.Errorf("after a FLUSHALL: %d new-deployment lines and no data-loss line?\n%s", n, log.String())
 	}
 }
+
+// A quorum with one server paused (SIGSTOP: it accepts connections and
+// never answers) still locks and keeps its lock on the majority, each
+// server's wait bounded by NodeTimeout, not by the store's ReadTimeout.
+func TestQuorumServerPaused(t *testing.T) {
+	var srvs []*redistest.Server
+	var stores []ownership.Store
+	for range 3 {
+		s := redistest.Start(t, nil)
+		srvs = append(srvs, s)
+		st := openStore(t, s.Addr(), "q")
+		st.MarkEpoch(t.Context(), 0, 0)
+		stores = append(stores, st)
+	}
+	const nodeTimeout = 100 * time.Millisecond
+	cfg := ownership.LockerConfig{Config: ownership.Config{TTL: time.Second}, NodeTimeout: nodeTimeout}
+	lk, err := ownership.NewLocker(cfg, stores...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	ctx := t.Context()
+	srvs[0].Pause(t)
+	defer srvs[0].Resume(t)
+	start := time.Now()
+	l, err := lk.TryLock(ctx, "job")
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("TryLock with 2 of 3 answering = %v after %v", err, took)
+	}
+	if took > 5*nodeTimeout {
+		t.Errorf("TryLock took %v with NodeTimeout %v", took, nodeTimeout)
+	}
+	time.Sleep(2 * time.Second) // the watchdog renews on the majority
+	if l.Err() != nil {
+		t.Fatalf("lock lost with a majority answering: %v", l.Err())
+	}
+	start = time.Now()
+	if code, err := l.Unlock(ctx); code != store.Released {
+		t.Errorf("Unlock = %v, %v", code, err)
+	}
+	if took := time.Since(start); took > 5*nodeTimeout {
+		t.Errorf("Unlock took %v with NodeTimeout %v", took, nodeTimeout)
+	}
+}

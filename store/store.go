@@ -121,7 +121,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.stopClock, s.clockDone = make(chan struct{}), make(chan struct{})
 		go s.driveClock()
 		s.rdb = redis.NewClient(&redis.Options{Addr: m.Addr(), DialTimeout: c.DialTimeout,
-			ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, PoolSize: c.PoolSize})
+			ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, PoolSize: c.PoolSize, ContextTimeoutEnabled: true})
 		s.log.Warn().Msg("no redis address configured: using the embedded in-process store. It serves this one process only and forgets everything on exit; set redis.addrs to run a fleet")
 	} else {
 		s.rdb = newClient(c)
@@ -147,26 +147,33 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// newClient makes the go-redis client cfg describes. Every client has
+// ContextTimeoutEnabled: a caller's deadline bounds the network reads and
+// writes of its command, where go-redis otherwise waits ReadTimeout
+// whatever the context says. A quorum Locker needs that of a server that
+// accepts and never answers (a paused process): each server's wait must
+// end at NodeTimeout, or the watchdog's renewals on the answering
+// majority come too late and the lease lapses (TestQuorumServerPaused).
 func newClient(c Config) redis.UniversalClient {
 	switch {
 	case c.Cluster:
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: c.Addrs, Username: c.Username, Password: c.Password, TLSConfig: c.TLS,
 			DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
-			PoolSize: c.PoolSize, ClusterStateReloadInterval: c.ClusterReload,
+			PoolSize: c.PoolSize, ClusterStateReloadInterval: c.ClusterReload, ContextTimeoutEnabled: true,
 		})
 	case c.MasterName != "":
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: c.MasterName, SentinelAddrs: c.Addrs, SentinelPassword: c.SentinelPassword,
 			Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: c.TLS,
 			DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
-			PoolSize: c.PoolSize,
+			PoolSize: c.PoolSize, ContextTimeoutEnabled: true,
 		})
 	}
 	return redis.NewClient(&redis.Options{
 		Addr: c.Addrs[0], Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: c.TLS,
 		DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
-		PoolSize: c.PoolSize,
+		PoolSize: c.PoolSize, ContextTimeoutEnabled: true,
 	})
 }
 
