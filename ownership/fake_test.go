@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -165,7 +166,7 @@ func (v *view) ClaimReceipt(_ context.Context, _ int, tok store.Token) ([]string
 }
 
 func (v *view) MarkEpoch(context.Context, int, time.Duration) (time.Duration, error) { return 0, nil }
-func (v *view) Fresh() bool                                                          { return false }
+func (v *view) DeploymentAge() time.Duration                                         { return math.MaxInt64 }
 
 func (v *view) Extend(ctx context.Context, ttl time.Duration, state store.State, reqs []store.ExtendRequest) ([]store.ExtendResult, error) {
 	v.mu.Lock()

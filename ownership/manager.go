@@ -18,8 +18,9 @@ type Store interface {
 	ClaimBatch(ctx context.Context, p store.ClaimBatchParams) (*store.ClaimBatchResult, error)
 	ClaimReceipt(ctx context.Context, shard int, tok store.Token) ([]string, error)
 	MarkEpoch(ctx context.Context, shard int, ttl time.Duration) (time.Duration, error)
-	// Fresh reports whether opening the store created the deployment.
-	Fresh() bool
+	// DeploymentAge is how old the deployment was when the store opened:
+	// 0 when opening created it (see store.Store.DeploymentAge).
+	DeploymentAge() time.Duration
 	Extend(ctx context.Context, ttl time.Duration, state store.State, reqs []store.ExtendRequest) ([]store.ExtendResult, error)
 	Release(ctx context.Context, shard int, reqs []store.ReleaseRequest) ([]store.ReleaseResult, error)
 	Lock(ctx context.Context, name string, rec *store.Record, ttl time.Duration) (store.LockResult, error)
@@ -41,9 +42,11 @@ type Manager struct {
 	// marked is when a missing epoch marker was last logged: once per
 	// ttl, not once per shard.
 	marked time.Time
-	// freshUntil ends the first hold-off of a deployment this process
-	// created (see fresh); zero until that hold-off began.
+	// freshUntil ends the first hold-off of a new deployment (see
+	// freshLocked); zero until that hold-off began. freshSaid: its line
+	// was logged.
 	freshUntil time.Time
+	freshSaid  bool
 	closed     bool
 
 	stats Stats
@@ -119,18 +122,13 @@ func (m *Manager) markEpoch(ctx context.Context, shard int) error {
 		return nil
 	}
 	m.mu.Lock()
-	quiet := time.Since(m.marked) < m.cfg.TTL
-	if !quiet {
-		m.marked = time.Now()
-	}
-	fresh := m.freshLocked()
+	line := m.holdLineLocked()
 	m.mu.Unlock()
-	switch {
-	case quiet:
+	switch line {
+	case holdQuiet:
 		m.log.Debug().Int(keyShard, shard).Int64("hold_off_ms", hold.Milliseconds()).Msg("no epoch marker: shard held off")
-	case fresh:
-		m.log.Info().Int64("wait_ms", hold.Milliseconds()).
-			Msg("new deployment: claims start after one ttl, in case a daemon from before still holds a lease (Redis cannot tell a new deployment from one whose data it lost)")
+	case holdNew:
+		m.logNewDeployment(hold)
 	default:
 		m.log.Warn().Int(keyShard, shard).Int64("hold_off_ms", hold.Milliseconds()).
 			Msg("redis has no epoch marker for this shard and others (redis lost its data, or a new deployment): holding off claims until any earlier lease has expired")
@@ -138,18 +136,52 @@ func (m *Manager) markEpoch(ctx context.Context, shard int) error {
 	return nil
 }
 
-// freshLocked reports whether a hold-off is the first one of a deployment
-// this process created (Store.Fresh), which waits one ttl by design: the
-// first call starts that window, one ttl long (and a second of slack).
-// A later hold-off is a data loss, which the Store's Fresh, set once at
-// Open, would still call new (a user's check saw "new deployment" logged
-// after a FLUSHALL). Called with m.mu held.
+func (m *Manager) logNewDeployment(wait time.Duration) {
+	m.log.Info().Int64("wait_ms", wait.Milliseconds()).
+		Msg("new deployment: claims start after one ttl, in case a daemon from before still holds a lease (Redis cannot tell a new deployment from one whose data it lost)")
+}
+
+// The line a hold-off that begins is logged with: one per data loss, not
+// one per shard, and no warning in a new deployment's first ttl.
+const (
+	holdQuiet = iota // said already: debug
+	holdNew          // the first of a new deployment: info
+	holdLoss         // the first of a data loss: warn
+)
+
+// holdLineLocked says which line a hold-off that begins is logged with.
+// Called with m.mu held.
+func (m *Manager) holdLineLocked() int {
+	if m.freshLocked() {
+		if m.freshSaid {
+			return holdQuiet
+		}
+		m.freshSaid = true
+		return holdNew
+	}
+	if time.Since(m.marked) < m.cfg.TTL {
+		return holdQuiet
+	}
+	m.marked = time.Now()
+	return holdLoss
+}
+
+// freshLocked reports whether a hold-off is the one every new deployment
+// waits by design: the deployment was less than one ttl old when the
+// store opened (Store.DeploymentAge: this process created it, or joined
+// the fleet that did in its first ttl, whose hold-offs are no data loss
+// either), and this is the first ttl since. The first call starts that
+// window, the rest of the ttl (and a second of slack). A later hold-off
+// is a data loss, which the age read once at Open would still call new
+// (a user's check saw "new deployment" logged after a FLUSHALL). Called
+// with m.mu held.
 func (m *Manager) freshLocked() bool {
-	if !m.st.Fresh() {
+	age := m.st.DeploymentAge()
+	if age >= m.cfg.TTL {
 		return false
 	}
 	if m.freshUntil.IsZero() {
-		m.freshUntil = time.Now().Add(m.cfg.TTL + time.Second)
+		m.freshUntil = time.Now().Add(m.cfg.TTL - age + time.Second)
 	}
 	return time.Now().Before(m.freshUntil)
 }
@@ -202,20 +234,21 @@ func (m *Manager) setHold(h *store.HoldError) {
 	m.mu.Lock()
 	begins := m.heldLocked(h.Shard) == 0
 	m.hold[h.Shard] = time.Now().Add(d)
-	// One hold-off line per data loss, not one per shard: the marker's
-	// line (markEpoch) said it already, or the deployment is new.
-	quiet := time.Since(m.marked) < m.cfg.TTL || m.freshLocked()
-	if !quiet {
-		m.marked = time.Now()
+	line := holdQuiet
+	if begins {
+		line = m.holdLineLocked()
 	}
 	m.mu.Unlock()
 	switch {
-	case begins && h.Rewritten:
+	case !begins:
+	case h.Rewritten:
 		m.log.Warn().Int(keyShard, h.Shard).Int64("for_ms", d.Milliseconds()).
 			Msg("shard held off: its epoch marker was not a time syncd writes (planted, or what is left after redis lost data); rewritten to hold the shard off one ttl")
-	case begins && quiet:
+	case line == holdQuiet:
 		m.log.Debug().Int(keyShard, h.Shard).Int64("for_ms", d.Milliseconds()).Msg("shard held off")
-	case begins:
+	case line == holdNew:
+		m.logNewDeployment(d)
+	default:
 		m.log.Warn().Int(keyShard, h.Shard).Int64("for_ms", d.Milliseconds()).
 			Msg("shard held off: no claims until every lease from before could have expired (redis lost its data, or the deployment is new)")
 	}

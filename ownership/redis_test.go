@@ -474,6 +474,41 @@ func TestNewDeploymentLineOnlyAtFirst(t *testing.T) {
 	}
 }
 
+// A daemon that joins a new deployment in its first ttl waits out the
+// same hold-off as the one that created it, and says so as that one
+// does: no warning of a data loss (an operator's trial saw every daemon
+// but the first warn "shard held off" when a fleet started).
+func TestJoinerOfNewDeploymentIsNotWarned(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	const ttl = 2 * time.Second
+	first := openStore(t, srv.Addr(), "join")
+	m1, err := ownership.New(first, ownership.Config{TTL: ttl, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m1.Close()
+	first.Add(t.Context(), "a", "b")
+	if _, err := m1.ClaimIDs(t.Context(), ownership.ClaimIDsParams{IDs: []string{"a"}}); err == nil {
+		t.Fatal("the first claim of a new deployment was not held off")
+	}
+	second := openStore(t, srv.Addr(), "join")
+	var log testutil.Buffer
+	m2, err := ownership.New(second, ownership.Config{TTL: ttl, Logger: zerolog.New(&log)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	_, err = m2.ClaimIDs(t.Context(), ownership.ClaimIDsParams{IDs: []string{"b"}})
+	var hold *ownership.HoldError
+	if !errors.As(err, &hold) {
+		t.Fatalf("the joiner's claim in the first ttl = %v, want a hold-off", err)
+	}
+	if strings.Contains(log.String(), `"level":"warn"`) || !strings.Contains(log.String(), "new deployment") {
+		t.Errorf("the joiner's log:\n%s", log.String())
+	}
+}
+
 // A quorum with one server paused (SIGSTOP: it accepts connections and
 // never answers) still locks and keeps its lock on the majority, each
 // server's wait bounded by NodeTimeout, not by the store's ReadTimeout.

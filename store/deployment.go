@@ -23,6 +23,9 @@ type Deployment struct {
 	Created time.Time // Redis's clock
 	// New: this call wrote the marker.
 	New bool
+	// Age is how old the marker was when this call read it, by Redis's
+	// clock (0 when New; unknown, and 0, for a marker made by hand).
+	Age time.Duration
 }
 
 // Deployment reads the deployment's marker, writing a new one when it is
@@ -36,15 +39,17 @@ func (s *Store) Deployment(ctx context.Context) (Deployment, error) {
 		return Deployment{}, fmt.Errorf("store: deployment marker: %w", err)
 	}
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 2 {
+	if !ok || len(arr) != 3 {
 		return Deployment{}, fmt.Errorf("store: unexpected deployment reply %v", v)
 	}
 	text, _ := arr[0].(string)
 	created, _ := arr[1].(int64)
+	nowms, _ := arr[2].(int64)
 	d := Deployment{ID: text, New: created == 1}
 	if id, ms, ok := strings.Cut(text, " "); ok {
 		if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
 			d.ID, d.Created = id, time.UnixMilli(n)
+			d.Age = max(time.Duration(nowms-n)*time.Millisecond, 0)
 		}
 	}
 	return d, nil
@@ -53,6 +58,14 @@ func (s *Store) Deployment(ctx context.Context) (Deployment, error) {
 // Fresh reports whether Open created the deployment: Redis held no data
 // of it (neither its shard count nor its marker).
 func (s *Store) Fresh() bool { return s.fresh }
+
+// DeploymentAge is how old the deployment was when Open read its marker,
+// by Redis's clock: 0 when Open created it, and the largest Duration when
+// Open found the shard count without the marker (a deployment from
+// before the marker, or one that lost part of its data), which is not
+// new. A daemon that joins a fleet in its first ttl uses it to tell the
+// new deployment's wait from a data loss.
+func (s *Store) DeploymentAge() time.Duration { return s.deployAge }
 
 // DataLoss is what the deployment remembers of the last time Redis lost
 // its data, written by the processes that restored the item set.

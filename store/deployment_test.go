@@ -16,15 +16,16 @@ func TestDeploymentMarker(t *testing.T) {
 	srv := redistest.Start(t, nil)
 	cfg := store.Config{Addrs: []string{srv.Addr()}, KeyPrefix: "dep"}
 	first := open(t, cfg)
-	if !first.Fresh() {
-		t.Error("the first Open of a deployment is not Fresh")
+	if !first.Fresh() || first.DeploymentAge() != 0 {
+		t.Errorf("the first Open of a deployment: Fresh %v, age %v", first.Fresh(), first.DeploymentAge())
 	}
 	d1, err := first.Deployment(t.Context())
 	if err != nil || d1.New || d1.ID == "" || time.Since(d1.Created) > time.Minute {
 		t.Fatalf("Deployment = %+v, %v", d1, err)
 	}
-	if second := open(t, cfg); second.Fresh() {
-		t.Error("a second Open of the deployment is Fresh")
+	time.Sleep(50 * time.Millisecond)
+	if second := open(t, cfg); second.Fresh() || second.DeploymentAge() < 50*time.Millisecond || second.DeploymentAge() > time.Minute {
+		t.Errorf("a second Open of the deployment: Fresh %v, age %v", second.Fresh(), second.DeploymentAge())
 	}
 	first.Client().FlushAll(t.Context())
 	d2, err := first.Deployment(t.Context())
@@ -34,8 +35,14 @@ func TestDeploymentMarker(t *testing.T) {
 	if err := first.Restored(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if third := open(t, cfg); third.Fresh() {
-		t.Error("Open after the marker was restored is Fresh")
+	if third := open(t, cfg); third.Fresh() || third.DeploymentAge() > time.Minute {
+		t.Errorf("Open after the marker was restored: Fresh %v, age %v", third.Fresh(), third.DeploymentAge())
+	}
+	// The shard count without the marker: a deployment from before the
+	// marker, or one that lost part of its data, is not new.
+	first.Client().Del(t.Context(), first.Keys().Deployment())
+	if fourth := open(t, cfg); fourth.Fresh() || fourth.DeploymentAge() < time.Hour {
+		t.Errorf("Open of shards without a marker: Fresh %v, age %v", fourth.Fresh(), fourth.DeploymentAge())
 	}
 	loss := store.DataLoss{At: time.UnixMilli(time.Now().UnixMilli()), Restored: 30, Lost: 2, By: "h/1/r"}
 	first.RecordDataLoss(t.Context(), loss, true)

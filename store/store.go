@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -84,6 +85,8 @@ type Store struct {
 	closed atomic.Bool
 	// fresh: Open created the deployment (see Fresh).
 	fresh bool
+	// deployAge: see DeploymentAge.
+	deployAge time.Duration
 
 	stopClock chan struct{}
 	clockDone chan struct{}
@@ -216,6 +219,14 @@ func (s *Store) start(ctx context.Context) error {
 		return err
 	}
 	s.fresh = created && d.New
+	switch {
+	case s.fresh:
+		s.deployAge = 0
+	case d.New || d.Created.IsZero():
+		s.deployAge = math.MaxInt64
+	default:
+		s.deployAge = d.Age
+	}
 	if err := loadScripts(ctx, s.rdb); err != nil {
 		return fmt.Errorf("store: load scripts: %w", err)
 	}
