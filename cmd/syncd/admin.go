@@ -287,17 +287,20 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
+	// What the file's own checks cannot see, each reported: a user fixes
+	// them in one round, not one per run of validate.
+	var errs []error
 	if _, err := cfg.Store(nil, nil); err != nil {
-		return &exitError{code: exitUsage, err: err}
+		errs = append(errs, err)
 	}
 	if _, err := cfg.Items(nil); err != nil {
-		return &exitError{code: exitUsage, err: err}
+		errs = append(errs, err)
 	}
 	// items.command's program must be there: run would only find out at
 	// its first reconcile, and log it.
 	if argv, _ := cfg.ItemsCommand(); len(argv) > 0 {
 		if _, err := exec.LookPath(argv[0]); err != nil {
-			return &exitError{code: exitUsage, err: cfg.At("items.command", err)}
+			errs = append(errs, cfg.At("items.command", err))
 		}
 	}
 	// The sink as run builds it (the exec sink finds its program, the
@@ -306,9 +309,13 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 	if cfg.Sink().Type != config.SinkFile {
 		s, err := cfg.BuildSink(zerolog.Nop())
 		if err != nil {
-			return &exitError{code: exitUsage, err: err}
+			errs = append(errs, err)
+		} else {
+			s.Close()
 		}
-		s.Close()
+	}
+	if len(errs) > 0 {
+		return &exitError{code: exitUsage, err: errors.Join(errs...)}
 	}
 	out, err := cfg.Redacted()
 	if err != nil {

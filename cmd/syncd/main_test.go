@@ -26,6 +26,8 @@ func TestRunMain(t *testing.T) {
 	os.WriteFile(noItemsProg, []byte("items:\n  command: [\"/nonexistent/list\"]\n"), 0o644)
 	noProg := filepath.Join(dir, "noprog.yaml")
 	os.WriteFile(noProg, []byte("sink:\n  type: exec\n  exec:\n    command: [\"/nonexistent/prog\"]\n"), 0o644)
+	noProgs := filepath.Join(dir, "noprogs.yaml") // both reported at once
+	os.WriteFile(noProgs, []byte("items:\n  command: [\"/nonexistent/list\"]\nsink:\n  type: exec\n  exec:\n    command: [\"/nonexistent/prog\"]\n"), 0o644)
 	tests := []struct {
 		args       []string
 		code       int
@@ -40,6 +42,7 @@ func TestRunMain(t *testing.T) {
 		{[]string{"status", "-c", unreach}, exitUsage, "", "unreach.yaml:2: redis.addrs: store: connect to 127.0.0.1:1"},
 		{[]string{"validate", "-c", noItemsProg}, exitUsage, "", "noitemsprog.yaml:2: items.command: exec: \"/nonexistent/list\""},
 		{[]string{"validate", "-c", noProg}, exitUsage, "", "noprog.yaml:4: sink.exec.command: \"/nonexistent/prog\""},
+		{[]string{"validate", "-c", noProgs}, exitUsage, "", "no such file or directory\n" + noProgs + ":6: sink.exec.command"},
 		{[]string{"items", "-c", bad}, exitUsage, "", "add, remove, list or reconcile"},
 		{[]string{"release", "-c", bad, "x"}, exitUsage, "", "--force"},
 		{[]string{"requeue", "-c", bad}, exitUsage, "", "no IDs"},
