@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/sinks"
 	"github.com/syncd/syncd/tests/redistest"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 // A failure whose release is not recorded (the record was gone when the
@@ -143,5 +145,55 @@ func TestReportJSONDurationsInMS(t *testing.T) {
 	var back engine.Report
 	if err := json.Unmarshal(b, &back); err != nil || back.SyncP50 != rep.SyncP50 || back.TargetUnavailable != rep.TargetUnavailable || back.Items != 3 {
 		t.Errorf("read back %+v, %v; want %+v", back, err, rep)
+	}
+}
+
+// nilErr is the classic slip: a nil *nilErr returned as an error is a
+// non-nil error whose Error method dereferences nil.
+type nilErr struct{ msg string }
+
+func (e *nilErr) Error() string { return e.msg }
+
+// A sink that panics, and one that returns a nil pointer as its error,
+// each count as a failure of the item, which ends quarantined; the
+// daemon goes on. The typed nil used to panic in the engine's own read of
+// the error, in a worker, and end the process.
+func TestSinkPanicsAndTypedNilErrorsAreFailures(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 1)
+	st.Add(t.Context(), "panics", "typed-nil", "fine")
+	var fine atomic.Int32
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		switch it.ID {
+		case "panics":
+			panic("sink bug")
+		case "typed-nil":
+			var e *nilErr
+			return e
+		}
+		fine.Add(1)
+		return nil
+	}}
+	var logs testutil.Buffer
+	e, err := engine.New(st, rec, engine.Config{Workers: 2, MaxAttempts: 2, Interval: time.Hour,
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Poll: 5 * time.Millisecond,
+		Logger: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop(context.Background())
+	if err := e.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "both bad items quarantined", func() bool { return e.Metrics().Quarantined.Load() == 2 })
+	e.Stop(context.Background())
+	if fine.Load() != 1 {
+		t.Errorf("the fine item synced %d times, want 1", fine.Load())
+	}
+	for _, want := range []string{"sink panicked", "*engine_test.nilErr error that panicked when read"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log has no %q:\n%s", want, logs.String())
+		}
 	}
 }

@@ -267,15 +267,35 @@ func (e *Engine) backoff(attempt int) time.Duration {
 }
 
 // syncSafely calls the sink and turns a panic into an error, so one bad
-// item cannot take the daemon down.
+// item cannot take the daemon down. That covers the error the sink
+// returns: the engine reads its text and class later, and a nil pointer
+// returned as an error (not a nil error, in Go) whose Error method
+// dereferences it panicked there, in a worker, outside any recover (an
+// API user's trial: one item's return value ended the process). Its
+// methods run here first, and such an error is replaced by one that says
+// what happened.
 func (e *Engine) syncSafely(ctx context.Context, item sinks.Item) (err error) {
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
+		r := recover()
+		switch {
+		case r == nil:
+		case returned:
+			e.log.Error().Str("id", item.ID).Str("type", fmt.Sprintf("%T", err)).Interface("panic", r).
+				Msg("the sink's error panicked when read: a nil pointer returned as an error is not a nil error")
+			err = fmt.Errorf("engine: the sink returned a %T error that panicked when read (%v): a nil pointer returned as an error is not a nil error", err, r)
+		default:
 			e.log.Error().Str("id", item.ID).Interface("panic", r).Bytes("stack", debug.Stack()).Msg("sink panicked")
 			err = fmt.Errorf("engine: sink panicked: %v", r)
 		}
 	}()
-	return e.sink.Sync(ctx, item)
+	err = e.sink.Sync(ctx, item)
+	returned = true
+	if err != nil {
+		_ = err.Error()
+		sinks.Classify(err)
+	}
+	return err
 }
 
 // ms is d in milliseconds, to the microsecond, for the took_ms log
