@@ -840,7 +840,10 @@ func (lk *Locker) Inspect(ctx context.Context, name string) (*LockInfo, error) {
 // majority. An unlock that go-redis re-sent after a dropped connection
 // still reports Released when its first send released the lock; a second
 // Unlock of the same Lock reports NotHeld. On a nil *Lock it returns
-// NotHeld and ErrNotHeld.
+// NotHeld and ErrNotHeld. With an error (a server that did not answer in
+// time, without a majority that did), what Redis did is unknown: the code
+// is NotHeld and means no more than that; a lock left in Redis expires
+// within its TTL, and its lease has ended here either way.
 func (l *Lock) Unlock(ctx context.Context) (store.ReleaseCode, error) {
 	if l == nil {
 		return store.NotHeld, fmt.Errorf("%w: unlock of a nil lock", ErrNotHeld)
