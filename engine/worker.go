@@ -59,6 +59,7 @@ func (e *Engine) work(l *ownership.Lease, permit string, probe bool, claim trace
 	item := sinks.Item{ID: l.ID(), Fence: l.Fence(), Owner: l.Owner().String(), Attempt: l.Attempt(), LastSync: l.LastSync()}
 	e.m.InFlight.Add(1)
 	sctx, span := e.startSync(ctx, l, claim, probe)
+	sctx = sinks.WithLeaseExpiry(sctx, l.Expiry)
 	start := time.Now()
 	err := e.syncSafely(sctx, item)
 	took := time.Since(start)

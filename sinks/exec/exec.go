@@ -66,8 +66,12 @@
 //
 // The same holds when syncd dies, even by SIGKILL: the command's group gets
 // SIGTERM at once and SIGKILL Config.Grace later, so a command does not go
-// on writing after its lease ended and the next owner started. Keep the
-// grace below the lease margin (see GraceDefault).
+// on writing after its lease ended and the next owner started. It holds as
+// well while syncd lives but runs no code (paused by SIGSTOP, a stalled
+// VM): the engine passes the lease's end in Sync's context
+// (sinks.LeaseExpiry), and the command's group gets SIGTERM when it
+// passes, whether or not syncd is running then. Keep the grace below the
+// lease margin (see GraceDefault).
 //
 // # The supervisor
 //
@@ -398,7 +402,8 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 	if err != nil {
 		return fmt.Errorf("exec: item %q: start: %w", item.ID, err)
 	}
-	stopped, waitErr := r.wait(runCtx, s.grace)
+	expiry := sinks.LeaseExpiry(ctx)
+	stopped, waitErr := r.wait(runCtx, expiry, s.grace)
 	h := r.finish()
 	if !h.ok {
 		// The supervisor ended before it started the command.
@@ -420,10 +425,24 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 	case stopped != "":
 		return fmt.Errorf("exec: item %q: timeout after %v (%w): %s: %w%s",
 			item.ID, s.timeout, context.DeadlineExceeded, stopped, waitErr, detail)
+	case expiry != nil && killed(waitErr) && !time.Now().Before(expiry()):
+		// The supervisor's watchdog, while this process ran no code.
+		return fmt.Errorf("exec: item %q: the lease ended, and the supervisor stopped the command: %w%s", item.ID, waitErr, detail)
 	case waitErr != nil:
 		return fmt.Errorf("exec: item %q: %w", item.ID, s.classify(waitErr, detail))
 	}
 	return nil
+}
+
+// killed reports whether waitErr is the exit of a command ended by
+// SIGTERM or SIGKILL.
+func killed(waitErr error) bool {
+	var ee *osexec.ExitError
+	if !errors.As(waitErr, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && (ws.Signal() == syscall.SIGTERM || ws.Signal() == syscall.SIGKILL)
 }
 
 // classify returns waitErr, the exit of a command that ended by itself,
@@ -511,20 +530,42 @@ func (s *Sink) start(item sinks.Item, traceEnv []string) (*run, error) {
 
 // wait waits for the supervisor to exit. When ctx is done first it has the
 // supervisor send SIGTERM to the command's group, and SIGKILL grace later,
-// and says so in stopped.
-func (r *run) wait(ctx context.Context, grace time.Duration) (stopped string, waitErr error) {
-	select {
-	case waitErr = <-r.waited:
-		return "", waitErr
-	case <-ctx.Done():
+// and says so in stopped. Meanwhile it keeps the supervisor told of the
+// lease's end (expiry, when not nil), which the supervisor enforces by
+// itself should this process stop running (see supervisor.go).
+func (r *run) wait(ctx context.Context, expiry func() time.Time, grace time.Duration) (stopped string, waitErr error) {
+	var poll <-chan time.Time
+	var told time.Time
+	var t *time.Timer
+	if expiry != nil {
+		told = expiry()
+		r.tell(told)
+		t = time.NewTimer(leasePoll(told))
+		defer t.Stop()
+		poll = t.C
+	}
+wait:
+	for {
+		select {
+		case waitErr = <-r.waited:
+			return "", waitErr
+		case <-ctx.Done():
+			break wait
+		case <-poll:
+			if e := expiry(); !e.Equal(told) {
+				told = e
+				r.tell(e)
+			}
+			t.Reset(leasePoll(told))
+		}
 	}
 	r.send(ctlTerm)
 	stopped = "sent SIGTERM"
-	t := time.NewTimer(grace)
-	defer t.Stop()
+	g := time.NewTimer(grace)
+	defer g.Stop()
 	select {
 	case waitErr = <-r.waited:
-	case <-t.C:
+	case <-g.C:
 		r.send(ctlKill)
 		stopped = fmt.Sprintf("sent SIGTERM, then SIGKILL after %v", grace)
 		waitErr = <-r.waited
@@ -535,6 +576,22 @@ func (r *run) wait(ctx context.Context, grace time.Duration) (stopped string, wa
 // send writes a control byte to the supervisor. An error means it has
 // exited, which wait sees.
 func (r *run) send(b byte) { _, _ = r.ctl.Write([]byte{b}) }
+
+// tell sends the supervisor the lease's end (none for a zero time).
+func (r *run) tell(deadline time.Time) {
+	if !deadline.IsZero() {
+		_, _ = r.ctl.Write(leaseMsg(deadline))
+	}
+}
+
+// leasePoll is how long wait waits before it looks again for a
+// heartbeat's new lease end to pass on: 100 ms, and more often as the
+// end told comes near (a quarter of what is left, at least 1 ms), so
+// that a heartbeat set to renew late still reaches the supervisor before
+// the end it knows passes.
+func leasePoll(end time.Time) time.Duration {
+	return min(100*time.Millisecond, max(time.Until(end)/4, time.Millisecond))
+}
 
 // finish is called once the supervisor exited: the command is reaped and
 // its group killed. It kills the group again, stops reading stderr

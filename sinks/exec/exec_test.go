@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -748,4 +749,44 @@ type logHook func(line string)
 func (h logHook) Write(p []byte) (int, error) {
 	h(string(p))
 	return len(p), nil
+}
+
+// A syncd that runs no code (SIGSTOP, a stalled VM) neither cancels the
+// sync nor closes the supervisor's pipe. The supervisor stops the command
+// at the lease's end by itself, and keeps it running while heartbeats
+// move that end on. Here the context is never cancelled, as in a paused
+// syncd: only the supervisor can stop the command. An operator's trial
+// saw the command of a paused syncd write for 4.2 s after the next owner
+// started.
+func TestSupervisorStopsCommandAtLeaseEnd(t *testing.T) {
+	s := newSink(t, execsink.Config{Command: []string{"sleep", "30"}, Grace: time.Second})
+	const left = 300 * time.Millisecond
+	var end atomic.Int64 // the lease's end, unix ns
+	end.Store(time.Now().Add(left).UnixNano())
+	ctx := sinks.WithLeaseExpiry(t.Context(), func() time.Time { return time.Unix(0, end.Load()) })
+	stop := make(chan struct{})
+	beats := make(chan struct{})
+	go func() { // heartbeats for a second, then none
+		defer close(beats)
+		for range 10 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			end.Store(time.Now().Add(left).UnixNano())
+		}
+	}()
+	defer func() { close(stop); <-beats }()
+	start := time.Now()
+	err := s.Sync(ctx, sinks.Item{ID: "a"})
+	took := time.Since(start)
+	if want := `exec: item "a": the lease ended, and the supervisor stopped the command: signal: terminated`; err == nil || err.Error() != want {
+		t.Errorf("Sync = %v, want %q", err, want)
+	}
+	// The last heartbeat at about 1 s moved the end to about 1.3 s.
+	if took < time.Second+left-50*time.Millisecond || took > 3*time.Second {
+		t.Errorf("Sync took %v, want about %v: stopped at the lease's end as the heartbeats left it", took, time.Second+left)
+	}
+	t.Logf("Sync returned after %v: %v", took, err)
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -478,5 +479,53 @@ sink:
 	err = daemon2.Err()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || time.Since(start) > 3*time.Second {
 		t.Errorf("second signal: %v after %v", err, time.Since(start))
+	}
+}
+
+// A daemon paused by SIGSTOP (its own process group only, as a stalled
+// host or a debugger would) runs no code: it cannot cancel its exec
+// command. The command's supervisor stops it at the lease's end by
+// itself, before the claim's record expires and another daemon could
+// start the item. An operator's trial saw the command of a paused daemon
+// write for 4.2 s after the next owner started.
+func TestPausedDaemonsCommandStopsAtLeaseEnd(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	out := filepath.Join(t.TempDir(), "out.txt")
+	cfg := writeConfig(t, redisConfig(srv, "paused", fmt.Sprintf(`engine:
+  interval: 1h
+  workers: 1
+items:
+  ids: [solo]
+sink:
+  type: exec
+  exec:
+    command: ["sh", "-c", "while :; do date +%%s%%N >> %s; sleep 0.05; done"]
+    grace: 200ms
+`, out)))
+	daemon, stderr := startDaemon(t, cfg)
+	waitFor(t, 15*time.Second, "the command writing", func() bool { return len(lines(out)) >= 5 })
+	if err := daemon.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	const ttl = 3 * time.Second // redisConfig's
+	time.Sleep(ttl + 2*time.Second)
+	ls := lines(out)
+	last, err := strconv.ParseInt(ls[len(ls)-1], 10, 64)
+	if err != nil {
+		t.Fatalf("last line %q: %v", ls[len(ls)-1], err)
+	}
+	after := time.Unix(0, last).Sub(paused)
+	t.Logf("the command's last write came %v after the pause (ttl %v)", after, ttl)
+	if after > ttl {
+		t.Errorf("the paused daemon's command wrote %v after the pause, past the claim's ttl (%v): another daemon could have started the item", after, ttl)
+	}
+	if err := daemon.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	daemon.Signal(syscall.SIGTERM)
+	if err := daemon.Wait(10 * time.Second); err != nil {
+		t.Errorf("exit after SIGTERM: %v\n%s", err, stderr.String())
 	}
 }
