@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -131,10 +132,18 @@ func (c *Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
+	// A bad address fails here, not as a server that does not answer:
+	// run retried "127.0.0.1:99999" for ever (an operator's trial).
 	for i, a := range c.Addrs {
 		host, port, err := net.SplitHostPort(a)
-		if err != nil || host == "" || port == "" {
+		n, perr := strconv.ParseUint(port, 10, 16)
+		switch {
+		case err != nil || host == "" || port == "":
 			bad(fmt.Sprintf("addrs[%d]", i), "%q is not host:port", a)
+		case perr != nil || n == 0:
+			bad(fmt.Sprintf("addrs[%d]", i), "%q: the port must be a number from 1 to 65535", a)
+		case strings.ContainsFunc(host, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+			bad(fmt.Sprintf("addrs[%d]", i), "%q: the host has a space or a control character", a)
 		}
 	}
 	if c.Cluster && c.MasterName != "" {

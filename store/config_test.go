@@ -14,12 +14,16 @@ import (
 
 // Validate reports every bad field at once, each found by errors.As.
 func TestConfigValidateEveryField(t *testing.T) {
-	cfg := store.Config{Addrs: []string{"a", "b:1", ":2"}, Cluster: true, MasterName: "m", DB: 3, Shards: 2000,
+	cfg := store.Config{Addrs: []string{"a", "b:1", ":2", "h:99999", "h:0", "h:x", "bad host:6379", "[::1]:6379"}, Cluster: true, MasterName: "m", DB: 3, Shards: 2000,
 		TLS: &tls.Config{InsecureSkipVerify: true}, ReadTimeout: -1, ClusterReload: -1, PoolSize: -3, KeyPrefix: "my{prefix}"}
 	err := cfg.Validate()
 	want := []string{
 		`store: addrs[0]: "a" is not host:port`,
 		`store: addrs[2]: ":2" is not host:port`,
+		`store: addrs[3]: "h:99999": the port must be a number from 1 to 65535`,
+		`store: addrs[4]: "h:0": the port must be a number from 1 to 65535`,
+		`store: addrs[5]: "h:x": the port must be a number from 1 to 65535`,
+		`store: addrs[6]: "bad host:6379": the host has a space or a control character`,
 		"store: master_name: cannot be combined with cluster",
 		"store: db: a Cluster has only database 0",
 		"store: shards: 2000 is outside 1..1024",

@@ -12,9 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rs/zerolog"
 
-	"github.com/syncd/syncd/cmd/syncd/internal/config"
 	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
 	"github.com/syncd/syncd/store"
 )
@@ -303,16 +301,13 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 			errs = append(errs, cfg.At("items.command", err))
 		}
 	}
-	// The sink as run builds it (the exec sink finds its program, the
-	// http sink checks its URL and TLS files), so that validate refuses
-	// what run would. Not the file sink: it creates its file.
-	if cfg.Sink().Type != config.SinkFile {
-		s, err := cfg.BuildSink(zerolog.Nop())
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			s.Close()
-		}
+	// The sink and the API token as run reads them, so that validate
+	// refuses what run would.
+	if err := cfg.CheckSink(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := cfg.APIToken(nil, nil); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return &exitError{code: exitUsage, err: errors.Join(errs...)}

@@ -66,7 +66,8 @@ usage:
                                                 sync items now, ahead of the others (in flight: again right after)
   syncd release  -c config.yaml --force ID      delete a stuck claim and raise its fence
   syncd validate -c config.yaml                 print the effective config, or every error (offline:
-                                                it finds programs, but does not connect to Redis)
+                                                it reads secrets and finds programs and directories,
+                                                but does not connect to Redis)
   syncd ui       -c config.yaml [--listen A]    serve the web page and the API (no daemon);
                                                 A defaults to 127.0.0.1:8089
   syncd version                                 print the version

@@ -26,6 +26,19 @@ func TestRunMain(t *testing.T) {
 	os.WriteFile(noItemsProg, []byte("items:\n  command: [\"/nonexistent/list\"]\n"), 0o644)
 	noProg := filepath.Join(dir, "noprog.yaml")
 	os.WriteFile(noProg, []byte("sink:\n  type: exec\n  exec:\n    command: [\"/nonexistent/prog\"]\n"), 0o644)
+	// What run refuses that validate passed (an operator's trial): the
+	// API token's file missing or too short, its variable unset, the
+	// file sink's directory missing.
+	short := filepath.Join(dir, "short.tok")
+	os.WriteFile(short, []byte("12345"), 0o600)
+	noTok := filepath.Join(dir, "notok.yaml")
+	os.WriteFile(noTok, []byte("http:\n  api_token_file: /nonexistent/tok\n"), 0o644)
+	shortTok := filepath.Join(dir, "shorttok.yaml")
+	os.WriteFile(shortTok, []byte("http:\n  api_token_file: "+short+"\n"), 0o644)
+	unsetTok := filepath.Join(dir, "unsettok.yaml")
+	os.WriteFile(unsetTok, []byte("http:\n  api_token_env: SYNCD_TEST_UNSET_TOKEN\n"), 0o644)
+	noDir := filepath.Join(dir, "nodir.yaml")
+	os.WriteFile(noDir, []byte("sink:\n  type: file\n  file:\n    path: /nonexistent/dir/x.jsonl\n"), 0o644)
 	noProgs := filepath.Join(dir, "noprogs.yaml") // both reported at once
 	os.WriteFile(noProgs, []byte("items:\n  command: [\"/nonexistent/list\"]\nsink:\n  type: exec\n  exec:\n    command: [\"/nonexistent/prog\"]\n"), 0o644)
 	tests := []struct {
@@ -42,6 +55,10 @@ func TestRunMain(t *testing.T) {
 		{[]string{"status", "-c", unreach}, exitUsage, "", "unreach.yaml:2: redis.addrs: store: connect to 127.0.0.1:1"},
 		{[]string{"validate", "-c", noItemsProg}, exitUsage, "", "noitemsprog.yaml:2: items.command: exec: \"/nonexistent/list\""},
 		{[]string{"validate", "-c", noProg}, exitUsage, "", "noprog.yaml:4: sink.exec.command: \"/nonexistent/prog\""},
+		{[]string{"validate", "-c", noTok}, exitUsage, "", "notok.yaml:2: http.api_token_file: /nonexistent/tok"},
+		{[]string{"validate", "-c", shortTok}, exitUsage, "", "the shortest accepted is 16"},
+		{[]string{"validate", "-c", unsetTok}, exitUsage, "", "unsettok.yaml:2: http.api_token_env: environment variable SYNCD_TEST_UNSET_TOKEN is not set"},
+		{[]string{"validate", "-c", noDir}, exitUsage, "", `nodir.yaml:4: sink.file.path: parent directory of "/nonexistent/dir/x.jsonl"`},
 		{[]string{"validate", "-c", noProgs}, exitUsage, "", "no such file or directory\n" + noProgs + ":6: sink.exec.command"},
 		{[]string{"items", "-c", bad}, exitUsage, "", "add, remove, list or reconcile"},
 		{[]string{"release", "-c", bad, "x"}, exitUsage, "", "--force"},

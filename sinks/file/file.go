@@ -43,6 +43,20 @@ const (
 // maxErrorText is the longest error text a line records, in bytes.
 const maxErrorText = 1024
 
+// CheckPath checks what New needs of Config.Path without creating the
+// file: its parent directory must exist. syncd validate uses it.
+func CheckPath(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return sinks.ConfigErrorf("file", "path", "parent directory of %q: %w", path, err)
+	}
+	if !fi.IsDir() {
+		return sinks.ConfigErrorf("file", "path", "parent %q of %q is not a directory", dir, path)
+	}
+	return nil
+}
+
 // Config configures a file sink.
 type Config struct {
 	// Path is the file to append to. It is created with mode 0644 (less the
@@ -90,13 +104,8 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	dir := filepath.Dir(cfg.Path)
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return nil, sinks.ConfigErrorf("file", "path", "parent directory of %q: %w", cfg.Path, err)
-	}
-	if !fi.IsDir() {
-		return nil, sinks.ConfigErrorf("file", "path", "parent %q of %q is not a directory", dir, cfg.Path)
+	if err := CheckPath(cfg.Path); err != nil {
+		return nil, err
 	}
 	f, err := os.OpenFile(cfg.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {

@@ -290,11 +290,35 @@ func (f *File) BuildSink(logger zerolog.Logger) (sinks.Sink, error) {
 	if err == nil {
 		return s, nil
 	}
+	return nil, f.sinkError(c.Type, err)
+}
+
+// CheckSink checks the sink as BuildSink would build it, offline and
+// without side effects: the file sink's file is not created, only its
+// directory looked at; every other sink is built and closed (the exec
+// sink finds its program, the http sink checks its URL and TLS files).
+func (f *File) CheckSink() error {
+	c := f.Sink()
+	if c.Type == SinkFile {
+		if err := filesink.CheckPath(c.File.Path); err != nil {
+			return f.sinkError(c.Type, err)
+		}
+		return nil
+	}
+	s, err := f.BuildSink(zerolog.Nop())
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
+
+// sinkError names the key a sink's error is about.
+func (f *File) sinkError(typ string, err error) error {
 	field, msg := libField(err)
 	if field == "" {
-		field, msg = "sink."+c.Type, strings.TrimPrefix(msg, c.Type+": ")
+		field, msg = "sink."+typ, strings.TrimPrefix(msg, typ+": ")
 	}
-	return nil, yamlstrict.One(f.errorAt(err, field, []string{"sink.type"}, redact.URLs(f.scrub(field, msg), redact.Mask)))
+	return yamlstrict.One(f.errorAt(err, field, []string{"sink.type"}, redact.URLs(f.scrub(field, msg), redact.Mask)))
 }
 
 // asSink returns s, or a nil sinks.Sink (not a nil *exec.Sink) on error.
