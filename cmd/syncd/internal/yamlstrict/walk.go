@@ -31,6 +31,11 @@ func (d *Decoder) walk(n *yaml.Node, path string, v reflect.Value) {
 		}
 	case n.Kind != yaml.ScalarNode || k == reflect.Struct || k == reflect.Slice || k == reflect.Map,
 		n.ShortTag() == "!!float" && k == reflect.Int, // yaml.v3 would truncate it
+		// yaml.v3 reads the strings y, yes, on, n, no, off (YAML 1.1's
+		// booleans) into a bool, quoted or not, but refuses "true": only
+		// true and false, unquoted, are booleans here (an operator's trial
+		// found "yes" taken and "true" refused).
+		k == reflect.Bool && n.ShortTag() != "!!bool",
 		n.Decode(v.Addr().Interface()) != nil:
 		d.FailAt(n.Line, path, d.typeMessage(n, t))
 	}

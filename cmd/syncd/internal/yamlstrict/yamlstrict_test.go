@@ -164,3 +164,31 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// Only true and false are booleans: yaml.v3 took YAML 1.1's y, yes, on
+// (and n, no, off) into a bool, quoted or not, but refused "true".
+func TestBoolsAreTrueOrFalse(t *testing.T) {
+	type flags struct {
+		On bool `yaml:"on_"`
+	}
+	for src, want := range map[string]string{
+		"on_: true":   "",
+		"on_: false":  "",
+		"on_: yes":    `t.yaml:1: on_: expected true or false, got "yes"`,
+		`on_: "yes"`:  `t.yaml:1: on_: expected true or false, got "yes"`,
+		"on_: y":      `t.yaml:1: on_: expected true or false, got "y"`,
+		"on_: off":    `t.yaml:1: on_: expected true or false, got "off"`,
+		`on_: "true"`: `t.yaml:1: on_: expected true or false, got "true"`,
+		"on_: 1":      `t.yaml:1: on_: expected true or false, got "1"`,
+	} {
+		var f flags
+		dec, _ := Decode("t.yaml", []byte(src), &f, Options{})
+		got := ""
+		if err := dec.Err(); err != nil {
+			got = err.Error()
+		}
+		if got != want {
+			t.Errorf("%s: got %q, want %q", src, got, want)
+		}
+	}
+}
