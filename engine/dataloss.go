@@ -81,7 +81,14 @@ func (e *Engine) restore(ctx context.Context, d store.Deployment, before int) {
 	}
 	ev.Msg("redis lost its data: the item set was restored from the sources; items in no source (added by hand) are gone; claims wait one ttl")
 	owner := e.own.Owner(0)
-	rec := store.DataLoss{At: time.Now(), Restored: restored, Lost: lost, By: owner.Host + "/" + strconv.Itoa(owner.PID)}
+	// At is when the new marker was written, by Redis's clock: the first
+	// process to find the loss, which every process records alike (each
+	// wrote its own time, so status showed the last one's).
+	at := d.Created
+	if at.IsZero() {
+		at = time.Now()
+	}
+	rec := store.DataLoss{At: at, Restored: restored, Lost: lost, By: owner.Host + "/" + strconv.Itoa(owner.PID)}
 	if err := e.st.RecordDataLoss(ctx, rec, d.New); err != nil {
 		e.log.Warn().Err(err).Msg("cannot record the data loss for status")
 	}

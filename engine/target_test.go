@@ -303,6 +303,10 @@ func TestDataLossRestoresItems(t *testing.T) {
 	if err != nil || l == nil || l.Restored != 4 || l.Lost != 1 || l.Count != 1 {
 		t.Errorf("recorded data loss = %+v, %v; want 4 restored, 1 lost, once", l, err)
 	}
+	// When the loss was first found: the new deployment marker's time.
+	if d, err := st.Deployment(ctx); err != nil || l == nil || !l.At.Equal(d.Created) {
+		t.Errorf("recorded data loss at %v, want the new marker's time %v (%v)", l.At, d.Created, err)
+	}
 	if n, _, _ := st.Count(ctx, 0); n != 4 {
 		t.Errorf("%d items after the restore, want the 4 of the sources", n)
 	}

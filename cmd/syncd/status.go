@@ -342,8 +342,15 @@ func printStatus(stdout io.Writer, sum summary, rows []itemRow, o statusOpts, no
 			count(sum.HeldOffShards, "shard"), (time.Duration(sum.HeldOffLeftMs) * time.Millisecond).Round(100*time.Millisecond))
 	}
 	if l := sum.DataLoss; l != nil {
-		fmt.Fprintf(stdout, "redis lost this deployment's data at %s (%d times): %d items restored from the sources; up to %d in no source (added by hand) were lost\n",
-			l.At.UTC().Format(time.RFC3339), l.Count, l.Restored, l.Lost)
+		// The record lives in Redis, so a loss takes the record of the
+		// ones before with it: its count says little, and the daemons'
+		// syncd_redis_data_losses_total counts them all.
+		lost := "none added by hand was lost"
+		if l.Lost > 0 {
+			lost = fmt.Sprintf("up to %s added by hand (in no source) were lost", count(l.Lost, "item"))
+		}
+		fmt.Fprintf(stdout, "redis last lost this deployment's data at %s: %s restored from the sources; %s\n",
+			l.At.UTC().Format(time.RFC3339), count(l.Restored, "item"), lost)
 	}
 	for _, d := range sum.Damaged {
 		fmt.Fprintf(stdout, "shard %d damaged, its items are not shown and wait: %s\n", d.Shard, shown(d.Error, 500))
