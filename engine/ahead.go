@@ -494,6 +494,6 @@ func (a *ahead) handBack(ps []*pending, why string) {
 		a.e.m.AheadLost.Add(int64(len(ps)))
 		log = a.e.log.Warn()
 	}
-	log.Int("leases", len(ps)).Str("why", why).Int("release_failed", failed).Dur("bound", a.bound()).
+	log.Int("leases", len(ps)).Str("why", why).Int("release_failed", failed).Dur("bound_ms", a.bound()).
 		Msg("claimed-ahead leases handed back without a sync")
 }

@@ -178,7 +178,7 @@ func changeKnown(ctx context.Context, st *store.Store, op func(context.Context, 
 	for i, id := range unknown {
 		names[i] = cmp.Or(shown(id, store.MaxIDLen), `""`)
 	}
-	return &exitError{code: exitFailed, err: fmt.Errorf("%d unknown ids (not in the item set): %s", len(unknown), strings.Join(names, ", "))}
+	return &exitError{code: exitFailed, err: fmt.Errorf("%s (not in the item set): %s", count(len(unknown), "unknown id"), strings.Join(names, ", "))}
 }
 
 // listItems prints every item's ID, one per line, shard by shard.

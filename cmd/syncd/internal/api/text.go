@@ -38,16 +38,24 @@ func Shown(s string, n int) string {
 	return b.String()
 }
 
+// ids is "1 unknown id", "2 unknown ids".
+func ids(n int, adj string) string {
+	if n == 1 {
+		return "1 " + adj + " id"
+	}
+	return fmt.Sprintf("%d %s ids", n, adj)
+}
+
 // TriggerTrouble names the IDs a trigger did nothing with, nil when
 // there are none. addHint is how the caller asks for unknown IDs to be
 // added.
 func TriggerTrouble(res store.TriggerResult, addHint string) error {
 	var errs []error
 	if n := len(res.Unknown); n > 0 {
-		errs = append(errs, fmt.Errorf("%d unknown ids (not in the item set; %s adds them): %s", n, addHint, IDList(res.Unknown)))
+		errs = append(errs, fmt.Errorf("%s (not in the item set; %s adds them): %s", ids(n, "unknown"), addHint, IDList(res.Unknown)))
 	}
 	if n := len(res.Quarantined); n > 0 {
-		errs = append(errs, fmt.Errorf("%d quarantined ids not triggered (syncd requeue brings them back): %s", n, IDList(res.Quarantined)))
+		errs = append(errs, fmt.Errorf("%s not triggered (syncd requeue brings them back): %s", ids(n, "quarantined"), IDList(res.Quarantined)))
 	}
 	return errors.Join(errs...)
 }
