@@ -22,6 +22,13 @@
 // sync's context ended or Config.Timeout passed, has an ordinary error,
 // whatever status it then exits with.
 //
+// The end of stderr an error quotes is logged and stored with the item,
+// where status, the API and the web page show it. In it the values of the
+// Config.Env variables whose names say they are secrets (API_TOKEN,
+// DB_PASSWORD: redact.SecretName) read [redacted], credentials named as
+// such (token=..., password=..., Bearer ...) read xxxxx, and so do the
+// user information and query values of URLs.
+//
 // # Environment
 //
 // The command does not inherit syncd's environment, which holds secrets
@@ -107,6 +114,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/syncd/syncd/internal/redact"
 	"github.com/syncd/syncd/sinks"
 )
 
@@ -304,6 +312,21 @@ func (c Config) exitCodes() map[int]sinks.Class {
 	return codes
 }
 
+// envSecrets returns the values of the Config.Env variables whose names
+// say they are secrets (API_TOKEN, DB_PASSWORD), as validate redacts
+// them: a command that prints its environment, or a URL built from it,
+// on stderr would otherwise put them in the item's error, which logs,
+// status, the API and the web page show.
+func envSecrets(env []string) *redact.Secrets {
+	var values []string
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && redact.SecretName(k) {
+			values = append(values, v)
+		}
+	}
+	return redact.NewSecrets(values...)
+}
+
 // Sink is a sink that runs a command per item. It is safe for concurrent
 // use: each Sync runs its own process.
 type Sink struct {
@@ -315,6 +338,7 @@ type Sink struct {
 	grace     time.Duration
 	tail      int
 	exitCodes map[int]sinks.Class // Config.exitCodes: read only
+	secrets   *redact.Secrets     // hidden in the stderr an error quotes
 	logger    zerolog.Logger
 }
 
@@ -355,6 +379,7 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 		grace:     cfg.Grace,
 		tail:      cfg.StderrTail,
 		exitCodes: cfg.exitCodes(),
+		secrets:   envSecrets(cfg.Env),
 		logger:    logger.With().Str(fieldComponent, "sink.exec").Str(fieldCommand, cfg.Command[0]).Logger(),
 	}
 	return s, nil
@@ -468,14 +493,15 @@ func (s *Sink) classify(waitErr error, detail string) error {
 
 // run is one run of the command under its supervisor.
 type run struct {
-	cmd    *osexec.Cmd   // the supervisor
-	ctl    *os.File      // write end of the supervisor's stdin: the lifeline
-	stderr *os.File      // read end of the stderr pipe
-	tail   *TailBuffer   // what was read from stderr
-	copied chan struct{} // closed when the copy from stderr ended
-	hello  chan hello    // the supervisor's first line
-	helloR *os.File      // read end of the supervisor's stdout
-	waited chan error    // the supervisor's exit
+	cmd     *osexec.Cmd     // the supervisor
+	ctl     *os.File        // write end of the supervisor's stdin: the lifeline
+	stderr  *os.File        // read end of the stderr pipe
+	tail    *TailBuffer     // what was read from stderr
+	secrets *redact.Secrets // the sink's: see detail
+	copied  chan struct{}   // closed when the copy from stderr ended
+	hello   chan hello      // the supervisor's first line
+	helloR  *os.File        // read end of the supervisor's stdout
+	waited  chan error      // the supervisor's exit
 }
 
 // start starts the supervisor, which starts the command, and the
@@ -508,10 +534,11 @@ func (s *Sink) start(item sinks.Item, traceEnv []string) (*run, error) {
 	}
 	r := &run{
 		cmd: cmd, ctl: ctlW, stderr: errR, helloR: outR,
-		tail:   NewTailBuffer(s.tail),
-		copied: make(chan struct{}),
-		hello:  make(chan hello, 1),
-		waited: make(chan error, 1),
+		tail:    NewTailBuffer(s.tail),
+		secrets: s.secrets,
+		copied:  make(chan struct{}),
+		hello:   make(chan hello, 1),
+		waited:  make(chan error, 1),
 	}
 	go func() {
 		defer close(r.copied)
@@ -622,7 +649,7 @@ func (r *run) finish() hello {
 // detail quotes the tail of stderr for an error, after finish.
 func (r *run) detail() string {
 	if t := r.tail.String(); t != "" {
-		return fmt.Sprintf("; stderr: %q", t)
+		return fmt.Sprintf("; stderr: %q", redact.Pairs(r.secrets.CleanTail(t)))
 	}
 	return ""
 }

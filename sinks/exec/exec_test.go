@@ -790,3 +790,40 @@ func TestSupervisorStopsCommandAtLeaseEnd(t *testing.T) {
 	}
 	t.Logf("Sync returned after %v: %v", took, err)
 }
+
+// The stderr an error quotes goes to logs, status, the API and the web
+// page: the values of secret-named Config.Env variables, credentials
+// named as such (token=..., Bearer ...) and a secret cut in two by the
+// tail's start are hidden; the rest is kept. An operator's trial found
+// "token=supersecret123" in the unauthenticated API's item view.
+func TestStderrSecretsRedacted(t *testing.T) {
+	s := newSink(t, execsink.Config{
+		Command: []string{"sh", "-c", `echo "using $API_TOKEN at https://u:$API_TOKEN@h/x?sig=abc mode=$MODE password=hunter22 auth: Bearer abcdefgh" >&2; exit 3`},
+		Env:     []string{"API_TOKEN=supersecret-123", "MODE=production"},
+	})
+	err := s.Sync(t.Context(), sinks.Item{ID: "a"})
+	if err == nil {
+		t.Fatal("Sync succeeded")
+	}
+	msg := err.Error()
+	for _, leak := range []string{"supersecret", "hunter22", "abcdefgh", "abc "} {
+		if strings.Contains(msg, leak) {
+			t.Errorf("error %q shows %q", msg, leak)
+		}
+	}
+	for _, kept := range []string{"using [redacted] at https://h/x?sig=xxxxx", "mode=production", "Bearer xxxxx", "exit status 3"} {
+		if !strings.Contains(msg, kept) {
+			t.Errorf("error %q lacks %q", msg, kept)
+		}
+	}
+	// A tail that starts inside the secret: no piece of it is left.
+	cut := newSink(t, execsink.Config{
+		Command:    []string{"sh", "-c", `echo "xx $API_TOKEN the end" >&2; exit 3`},
+		Env:        []string{"API_TOKEN=supersecret-123"},
+		StderrTail: 16,
+	})
+	err = cut.Sync(t.Context(), sinks.Item{ID: "a"})
+	if err == nil || strings.Contains(err.Error(), "123") || strings.Contains(err.Error(), "ret-") || !strings.Contains(err.Error(), "the end") {
+		t.Errorf("cut tail: %v", err)
+	}
+}

@@ -518,10 +518,10 @@ func unreachable(err error) bool {
 // reused.
 func (s *Sink) snippet(body io.Reader) string {
 	// Read enough to see whole any secret that starts in the snippet.
-	buf := make([]byte, maxSnippet+s.red.longest()+1)
+	buf := make([]byte, maxSnippet+s.red.Longest()+1)
 	n, _ := io.ReadFull(body, buf)
 	io.Copy(io.Discard, io.LimitReader(body, maxDrain))
-	end := s.red.extend(buf[:n], min(n, maxSnippet))
+	end := s.red.Extend(buf[:n], min(n, maxSnippet))
 	cut := n > end
 	b := buf[:end]
 	if cut {
@@ -530,7 +530,7 @@ func (s *Sink) snippet(body io.Reader) string {
 			b = b[:len(b)-1]
 		}
 	}
-	text := strings.TrimSpace(s.red.clean(strings.ToValidUTF8(string(b), "\uFFFD")))
+	text := strings.TrimSpace(s.red.Clean(strings.ToValidUTF8(string(b), "\uFFFD")))
 	if cut {
 		text += "…"
 	}

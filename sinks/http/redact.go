@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/syncd/syncd/internal/redact"
@@ -21,62 +20,40 @@ import (
 //     in it, and the URL's userinfo and query values replaced with
 //     [redacted] (redactor), and every URL in it shown as above.
 //
-// Values shorter than minSecret are left alone: replacing "1" or "ok"
-// everywhere would garble the text and hide nothing worth hiding.
-const (
-	redacted  = "[redacted]"
-	minSecret = 4
-)
+// Values shorter than redact.MinSecret are left alone.
 
 // redactor hides the secrets of one sink configuration in text.
-type redactor struct {
-	secrets []string // longest first, so that a secret inside another goes with it
-	r       *strings.Replacer
-}
+type redactor struct{ *redact.Secrets }
 
 // newRedactor collects the secrets of the configured URL and headers: the
 // header values (but Host's) and the credentials in them, the URL's
 // userinfo and query values, and their escaped forms.
 func newRedactor(rawURL string, headers map[string]string) *redactor {
 	var secrets []string
-	add := func(vs ...string) {
-		for _, v := range vs {
-			v = strings.TrimSpace(v)
-			if len(v) >= minSecret {
-				secrets = append(secrets, v, url.QueryEscape(v), url.PathEscape(v))
-			}
-		}
-	}
 	for name, value := range headers {
 		if strings.EqualFold(name, "Host") {
 			continue
 		}
-		add(value)
-		add(credentials(value)...)
+		secrets = append(secrets, value)
+		secrets = append(secrets, credentials(value)...)
 	}
 	if u, err := url.Parse(rawURL); err == nil {
 		if u.User != nil {
 			pw, _ := u.User.Password()
-			add(u.User.Username(), pw, u.User.String())
+			secrets = append(secrets, u.User.Username(), pw, u.User.String())
 		}
 		for _, vs := range u.Query() {
-			add(vs...)
+			secrets = append(secrets, vs...)
 		}
 		for _, item := range strings.Split(u.RawQuery, "&") {
 			if _, v, ok := strings.Cut(item, "="); ok {
-				add(v)
+				secrets = append(secrets, v)
 			} else {
-				add(item)
+				secrets = append(secrets, item)
 			}
 		}
 	}
-	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
-	secrets = slices.Compact(secrets)
-	pairs := make([]string, 0, 2*len(secrets))
-	for _, s := range secrets {
-		pairs = append(pairs, s, redacted)
-	}
-	return &redactor{secrets: secrets, r: strings.NewReplacer(pairs...)}
+	return &redactor{redact.NewSecrets(secrets...)}
 }
 
 // credentials returns the parts of a header value that are secrets on
@@ -101,39 +78,6 @@ func credentials(value string) []string {
 	return out
 }
 
-// longest returns the length of the longest secret.
-func (r *redactor) longest() int {
-	if len(r.secrets) == 0 {
-		return 0
-	}
-	return len(r.secrets[0])
-}
-
-// clean returns text with every secret replaced and every URL shown as
-// redact.Display shows it.
-func (r *redactor) clean(text string) string {
-	return redact.URLs(r.r.Replace(text), redact.Display)
-}
-
-// extend returns end moved forward past any secret in b that starts
-// before end and ends after it, so that cutting b at end does not leave a
-// piece of a secret that clean cannot recognise.
-func (r *redactor) extend(b []byte, end int) int {
-	for changed := true; changed; {
-		changed = false
-		for _, s := range r.secrets {
-			for i := max(0, end-len(s)+1); i < end; i++ {
-				if i+len(s) > end && i+len(s) <= len(b) && string(b[i:i+len(s)]) == s {
-					end = i + len(s)
-					changed = true
-					break
-				}
-			}
-		}
-	}
-	return end
-}
-
 // cleanError returns err with its text cleaned. The URL of a *url.Error in
 // it is replaced in place; if the text still changes, the result is an
 // error with the clean text that unwraps to err, so errors.Is and
@@ -144,7 +88,7 @@ func (r *redactor) cleanError(err error) error {
 		ue.URL = redact.URL(ue.URL, redact.Display)
 	}
 	msg := err.Error()
-	if clean := r.clean(msg); clean != msg {
+	if clean := r.Clean(msg); clean != msg {
 		return &cleanError{msg: clean, err: err}
 	}
 	return err

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,8 +83,7 @@ func redactField(path, v string) string {
 	switch {
 	case header && v != "" && !slices.ContainsFunc(safeHeaders, func(h string) bool { return strings.EqualFold(h, name) }):
 		return redacted
-	case kv && path == "sink.exec.env" && slices.ContainsFunc([]string{"auth", "token", "key", "secret", "cookie", "pass", "session", "signature", "credential"},
-		func(s string) bool { return strings.Contains(strings.ToLower(k), s) }):
+	case kv && path == "sink.exec.env" && redact.SecretName(k):
 		return k + "=" + redacted
 	case slices.Contains([]string{"redis.addrs", "http.listen", "items.ids"}, path):
 		return v
@@ -93,20 +91,12 @@ func redactField(path, v string) string {
 	return redactValue(v)
 }
 
-const redacted = "[redacted]"
-
-var (
-	pairRE   = regexp.MustCompile(`(?i)([\w.-]*(?:token|secret|passw(?:or)?d|pwd|key|auth)[\w.-]*=)[^\s&;,'"\[][^\s&;,'"]*`)
-	bearerRE = regexp.MustCompile(`(?i)\b(bearer|basic)(\s+)[^\s,;'"\[]+`)
-)
+const redacted = redact.Redacted
 
 // redactValue hides the credentials inside a value: the user information
 // and query values of URLs, token=, key=, secret= and password= pairs,
 // bearer and basic credentials. Applied twice, it changes nothing more.
-func redactValue(s string) string {
-	s = pairRE.ReplaceAllString(redact.URLs(s, redact.Mask), "${1}"+redact.Masked)
-	return bearerRE.ReplaceAllString(s, "${1}${2}"+redact.Masked)
-}
+func redactValue(s string) string { return redact.Pairs(redact.URLs(s, redact.Mask)) }
 
 // show quotes a value for a message, redacted and cut.
 func show(v string) string { return strconv.Quote(yamlstrict.Clip(redactValue(v))) }

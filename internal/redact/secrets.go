@@ -1,0 +1,126 @@
+package redact
+
+import (
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// What a sink shows of the secrets of its configuration: nothing. Its
+// errors are logged and stored with the item, where `syncd status`, the
+// API and the web page show them, and the text it quotes in them (a
+// target's response, a command's stderr) may echo a secret.
+const (
+	// Redacted replaces a known secret in text.
+	Redacted = "[redacted]"
+	// MinSecret is the shortest value Secrets hides: replacing "1" or
+	// "ok" everywhere would garble the text and hide nothing worth
+	// hiding.
+	MinSecret = 4
+)
+
+// Secrets hides known secret values in text.
+type Secrets struct {
+	list []string // longest first, so that a secret inside another goes with it
+	r    *strings.Replacer
+}
+
+// NewSecrets collects values (trimmed, each at least MinSecret long)
+// with their query- and path-escaped forms.
+func NewSecrets(values ...string) *Secrets {
+	var list []string
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		if len(v) >= MinSecret {
+			list = append(list, v, url.QueryEscape(v), url.PathEscape(v))
+		}
+	}
+	slices.SortFunc(list, func(a, b string) int { return len(b) - len(a) })
+	list = slices.Compact(list)
+	pairs := make([]string, 0, 2*len(list))
+	for _, s := range list {
+		pairs = append(pairs, s, Redacted)
+	}
+	return &Secrets{list: list, r: strings.NewReplacer(pairs...)}
+}
+
+// Longest returns the length of the longest secret, 0 when there is none.
+func (s *Secrets) Longest() int {
+	if len(s.list) == 0 {
+		return 0
+	}
+	return len(s.list[0])
+}
+
+// Clean returns text with every secret replaced and every URL shown as
+// Display shows it.
+func (s *Secrets) Clean(text string) string {
+	return URLs(s.r.Replace(text), Display)
+}
+
+// Extend returns end moved forward past any secret in b that starts
+// before end and ends after it, so that cutting b at end does not leave a
+// piece of a secret that Clean cannot recognise.
+func (s *Secrets) Extend(b []byte, end int) int {
+	for changed := true; changed; {
+		changed = false
+		for _, sec := range s.list {
+			for i := max(0, end-len(sec)+1); i < end; i++ {
+				if i+len(sec) > end && i+len(sec) <= len(b) && string(b[i:i+len(sec)]) == sec {
+					end = i + len(sec)
+					changed = true
+					break
+				}
+			}
+		}
+	}
+	return end
+}
+
+// CleanTail is Clean for the end of a longer text, which then starts
+// with "…": a secret cut in two at its start would leave a piece Clean
+// cannot recognise, so a start that is the end of a secret goes first
+// (the longest such piece, and any UTF-8 sequence that leaves cut).
+func (s *Secrets) CleanTail(tail string) string {
+	rest, cut := strings.CutPrefix(tail, "…")
+	if !cut {
+		return s.Clean(tail)
+	}
+	drop := 0
+	for _, sec := range s.list {
+		for k := min(len(sec)-1, len(rest)); k > drop; k-- {
+			if strings.HasPrefix(rest, sec[len(sec)-k:]) {
+				drop = k
+				break
+			}
+		}
+	}
+	rest = rest[drop:]
+	for i := 0; i < 3 && rest != "" && rest[0]&0xC0 == 0x80; i++ {
+		rest = rest[1:]
+	}
+	return s.Clean("…" + rest)
+}
+
+var (
+	pairRE   = regexp.MustCompile(`(?i)([\w.-]*(?:token|secret|passw(?:or)?d|pwd|key|auth)[\w.-]*=)[^\s&;,'"\[][^\s&;,'"]*`)
+	bearerRE = regexp.MustCompile(`(?i)\b(bearer|basic)(\s+)[^\s,;'"\[]+`)
+)
+
+// Pairs hides the credentials that text names as such: the values of
+// token=, key=, secret=, password= (and the like) pairs, and bearer and
+// basic credentials, each replaced with xxxxx. Applied twice, it changes
+// nothing more.
+func Pairs(text string) string {
+	text = pairRE.ReplaceAllString(text, "${1}"+Masked)
+	return bearerRE.ReplaceAllString(text, "${1}${2}"+Masked)
+}
+
+// SecretName reports whether an environment variable's or a field's name
+// says that its value is a secret (API_TOKEN, DB_PASSWORD, AWS_SECRET_KEY).
+func SecretName(name string) bool {
+	name = strings.ToLower(name)
+	return slices.ContainsFunc([]string{"auth", "token", "key", "secret", "cookie", "pass", "session", "signature", "credential"},
+		func(s string) bool { return strings.Contains(name, s) })
+}
