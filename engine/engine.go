@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -215,8 +216,15 @@ func (e *Engine) Remove(ctx context.Context, ids ...string) (int, error) {
 	return e.st.Remove(ctx, ids...)
 }
 
-// Start starts claiming and syncing in the background until Stop.
+// Start starts claiming and syncing in the background until Stop. ctx
+// bounds Start's own first read of Redis's clock, not the engine's run;
+// when ctx is already done, Start returns its error and starts nothing
+// (an API user's trial saw a cancelled ctx return nil and the engine
+// run).
 func (e *Engine) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("engine: not started: %w", context.Cause(ctx))
+	}
 	if err := e.begin(); err != nil {
 		return err
 	}
@@ -298,11 +306,20 @@ func (e *Engine) startWatch() {
 // Stop returns only once every Sync has returned, whatever ctx says: a
 // sync that runs on must keep its lease heartbeated, or a peer could
 // start the item meanwhile. A sink that ignores its ctx therefore holds
-// Stop up (it logs, every 5 s, how many syncs it waits for).
+// Stop up (it logs, every 5 s, how many syncs it waits for). When ctx
+// ended before Stop finished, Stop returns an error wrapping ctx's, so
+// that the caller knows the shutdown ran past it; the engine is stopped
+// all the same.
 //
-// Stop is safe to call more than once and before Start.
-func (e *Engine) Stop(ctx context.Context) error {
+// Stop is safe to call more than once and before Start; only the first
+// call can return an error.
+func (e *Engine) Stop(ctx context.Context) (err error) {
 	e.stopOnce.Do(func() {
+		defer func() {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("engine: stop ran past its context, waiting for every sync to return and its claim to be handed back: %w", context.Cause(ctx))
+			}
+		}()
 		e.mu.Lock()
 		started := e.started
 		e.started, e.stopped = true, true
@@ -356,7 +373,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		e.own.Close()
 		e.log.Info().Msg("engine stopped")
 	})
-	return nil
+	return err
 }
 
 func (e *Engine) cancelInflight() {
@@ -373,6 +390,11 @@ func (e *Engine) cancelInflight() {
 
 // Run starts the engine and stops it when ctx ends.
 func (e *Engine) Run(ctx context.Context) error {
+	if ctx.Err() != nil {
+		// Stopped before it began (a signal while Redis was reached):
+		// nothing ran, nothing to report.
+		return e.Stop(context.Background())
+	}
 	if err := e.Start(ctx); err != nil {
 		return err
 	}

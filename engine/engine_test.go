@@ -301,8 +301,16 @@ func TestStopHandsBack(t *testing.T) {
 	a.Start(ctx)
 	waitFor(t, 5*time.Second, "3 syncs in flight", func() bool { return a.Metrics().InFlight.Load() == 3 })
 	stopped := time.Now()
-	a.Stop(ctx)
-	a.Stop(ctx) // twice is fine
+	// A Stop that runs past its ctx says so (it returned nil): here the
+	// syncs take the 200 ms drain timeout, the ctx 50 ms.
+	sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := a.Stop(sctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Stop past its ctx: %v, want DeadlineExceeded", err)
+	}
+	if err := a.Stop(ctx); err != nil { // twice is fine
+		t.Errorf("second Stop: %v", err)
+	}
 	if took := time.Since(stopped); took > 2*time.Second {
 		t.Errorf("Stop took %v with drain_timeout 200ms", took)
 	}
@@ -329,6 +337,21 @@ func TestStartStopLifecycle(t *testing.T) {
 	e.Stop(context.Background())
 	if err := e.Start(context.Background()); !errors.Is(err, engine.ErrStopped) {
 		t.Errorf("Start after Stop: %v, want ErrStopped", err)
+	}
+	// A done ctx starts nothing (it used to return nil, and the engine
+	// ran); Run with one stops at once, without an error.
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	late := newEngine(t, st, &recorder{}, engine.Config{})
+	if err := late.Start(done); !errors.Is(err, context.Canceled) {
+		t.Errorf("Start with a done ctx: %v, want context.Canceled", err)
+	}
+	if err := late.Start(context.Background()); err != nil {
+		t.Errorf("Start after a refused one: %v", err)
+	}
+	late.Stop(context.Background())
+	if err := newEngine(t, st, &recorder{}, engine.Config{}).Run(done); err != nil {
+		t.Errorf("Run with a done ctx: %v", err)
 	}
 	never := newEngine(t, st, &recorder{}, engine.Config{})
 	never.Stop(context.Background()) // before Start
