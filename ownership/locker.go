@@ -243,7 +243,14 @@ func (lk *Locker) try(ctx context.Context, name string, o lockOptions) (*Lock, t
 	// Validity: TTL - elapsed - margin must be left, or it is not a lock.
 	valid := lk.cfg.TTL - time.Since(sent) - lk.cfg.Margin
 	if v.n < lk.quorum || valid <= 0 {
-		if v.n > 0 {
+		switch {
+		case v.maybe != nil && (v.n > 0 || len(v.errs) > 0):
+			// As Redlock says: also where no answer came, which may
+			// have granted it, or the name stays taken there for a TTL
+			// (an API user's trial). The unlock carries this attempt's
+			// token: it deletes nothing of anyone else's.
+			lk.unlockOn(name, tok, v.maybe)
+		case v.n > 0:
 			lk.unlockOn(name, tok, v.granted)
 		}
 		return nil, v.wait, lk.refused(name, v)
@@ -336,6 +343,9 @@ func lockName(name string) error {
 // votes is what the servers answered one lock attempt.
 type votes struct {
 	granted []bool // per server
+	// maybe: granted, or no answer (a timeout, a dropped connection),
+	// which may have granted it; per server, with several.
+	maybe   []bool
 	n, busy int
 	fence   uint64
 	wait    time.Duration // the longest a holder has left, -1 unknown
@@ -366,15 +376,18 @@ func (lk *Locker) vote(ctx context.Context, name string, rec *store.Record) vote
 	}
 	v := votes{wait: -1}
 	if len(lk.stores) > 1 {
-		v.granted = make([]bool, len(lk.stores))
+		v.granted, v.maybe = make([]bool, len(lk.stores)), make([]bool, len(lk.stores))
 	}
 	for i, r := range replies {
 		switch {
 		case r.err != nil:
 			v.errs = append(v.errs, r.err)
+			if v.maybe != nil {
+				v.maybe[i] = true
+			}
 		case r.res.Acquired:
 			if v.granted != nil {
-				v.granted[i] = true
+				v.granted[i], v.maybe[i] = true, true
 			}
 			v.n++
 			v.fence = max(v.fence, r.res.Fence)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -551,5 +553,92 @@ func TestQuorumServerPaused(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*nodeTimeout {
 		t.Errorf("Unlock took %v with NodeTimeout %v", took, nodeTimeout)
+	}
+}
+
+// slowFirstConn is a TCP proxy to addr that passes requests on at once
+// and holds each reply of its first connection back for delay: a server
+// that does what it is asked and answers too late, once (the client then
+// drops that connection; later ones answer in time).
+func slowFirstConn(t *testing.T, addr string, delay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for first := true; ; first = false {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			d := time.Duration(0)
+			if first {
+				d = delay
+			}
+			wg.Go(func() { io.Copy(s, c); s.Close() })
+			wg.Go(func() {
+				defer c.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := s.Read(buf)
+					if n > 0 {
+						time.Sleep(d)
+						if _, err := c.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	return ln.Addr().String()
+}
+
+// A quorum attempt that fails unlocks where it was granted and where no
+// answer came in time, which may have granted it (Redlock): a server that
+// took the lock and answered late no longer keeps the name for a TTL.
+func TestQuorumFailureUnlocksUnanswered(t *testing.T) {
+	t.Parallel()
+	var srvs []*redistest.Server
+	for range 3 {
+		s := redistest.Start(t, nil)
+		srvs = append(srvs, s)
+		openStore(t, s.Addr(), "q").MarkEpoch(t.Context(), 0, 0)
+	}
+	cfg := ownership.LockerConfig{Config: ownership.Config{TTL: 10 * time.Second}, NodeTimeout: 50 * time.Millisecond}
+	// The third server's lock is someone else's: no majority.
+	other, err := ownership.NewLocker(cfg, openStore(t, srvs[2].Addr(), "q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.TryLock(t.Context(), "job"); err != nil {
+		t.Fatal(err)
+	}
+	late := openStore(t, slowFirstConn(t, srvs[1].Addr(), 150*time.Millisecond), "q")
+	lk, err := ownership.NewLocker(cfg, openStore(t, srvs[0].Addr(), "q"), late, openStore(t, srvs[2].Addr(), "q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	if _, err := lk.TryLock(t.Context(), "job"); !errors.Is(err, ownership.ErrNotObtained) {
+		t.Fatalf("TryLock = %v, want ErrNotObtained (1 granted, 1 late, 1 busy)", err)
+	}
+	key := late.Keys().Lock("job")
+	for _, s := range srvs[:2] {
+		testutil.WaitFor(t, time.Second, 10*time.Millisecond, "the failed attempt's lock gone from "+s.Addr(), func() bool {
+			return s.Client(t).Exists(t.Context(), key).Val() == 0
+		})
 	}
 }
