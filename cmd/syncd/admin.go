@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 
-
 	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
 	"github.com/syncd/syncd/store"
 )
