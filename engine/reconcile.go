@@ -201,13 +201,16 @@ func plan(ctx context.Context, st *store.Store, ids []string, res *ReconcileResu
 
 // guard returns why nothing may be removed, nil when removal may go
 // ahead: a source failed, the sources gave nothing, or more than
-// maxRemoval percent of the set would go.
+// maxRemoval percent of the set would go. A failed source is reported
+// even when nothing would go: an operator's trial saw an items.command
+// that failed every round go unlogged, with the refusing gauge at 0,
+// while the set held what the command would have removed anyway.
 func guard(res ReconcileResult, gone int, srcErr error, maxRemoval int) error {
 	switch {
-	case gone == 0:
-		return nil
 	case srcErr != nil:
 		return fmt.Errorf("%w: a source failed: %w", ErrReconcileGuard, srcErr)
+	case gone == 0:
+		return nil
 	case res.Desired == 0:
 		return fmt.Errorf("%w: the sources gave no ids; %d would go", ErrReconcileGuard, gone)
 	case gone*100 > maxRemoval*res.Current:

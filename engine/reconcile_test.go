@@ -66,6 +66,10 @@ func TestReconcile(t *testing.T) {
 		"shrink to 50": {idRange(0, 50), nil},
 		"fails":        {idRange(0, 10), errors.New("items.command: exit status 1")},
 		"empty":        {nil, nil},
+		// Nothing would go, yet the failure is refused, so it is logged
+		// and counted (it was not, and the source's items were all
+		// there).
+		"fails, nothing to remove": {idRange(0, 900), errors.New("items.command: exit status 1")},
 	} {
 		r := rec(tc.ids, tc.err, false)
 		if r.Removed != 0 || !errors.Is(r.Refused, engine.ErrReconcileGuard) || count() != 901 {
