@@ -16,6 +16,7 @@ import (
 	"github.com/syncd/syncd/cmd/syncd/internal/config"
 	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
 	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/internal/redact"
 	"github.com/syncd/syncd/ownership"
 	execsink "github.com/syncd/syncd/sinks/exec"
 	"github.com/syncd/syncd/store"
@@ -79,7 +80,8 @@ func runItemsCommand(ctx context.Context, argv []string, timeout time.Duration) 
 	err := cmd.Run()
 	tail := ""
 	if s := stderr.String(); s != "" {
-		tail = fmt.Sprintf("; stderr: %q", s)
+		// Logged, and shown by `syncd items reconcile`: its secrets go.
+		tail = fmt.Sprintf("; stderr: %q", redact.Tail(s, redact.NewSecrets()))
 	}
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:

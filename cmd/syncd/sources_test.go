@@ -17,8 +17,11 @@ func TestItemsCommand(t *testing.T) {
 	if err != nil || !slices.Equal(ids, []string{"absent", "path"}) {
 		t.Errorf("ids = %q, %v; want the password absent and PATH kept", ids, err)
 	}
-	_, err = runItemsCommand(ctx, []string{"sh", "-c", `echo "the customer API is down" >&2; exit 3`}, time.Minute)
-	if err == nil || !strings.Contains(err.Error(), "exit status 3") || !strings.Contains(err.Error(), "the customer API is down") {
+	// Its stderr is logged and shown: credentials in it are not (an
+	// operator's trial saw password=... and a URL's password quoted).
+	_, err = runItemsCommand(ctx, []string{"sh", "-c", `echo "the customer API is down: password=pw123 https://u:pw456@api/x" >&2; exit 3`}, time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "exit status 3") || !strings.Contains(err.Error(), "the customer API is down: password=xxxxx https://api/x") ||
+		strings.Contains(err.Error(), "pw123") || strings.Contains(err.Error(), "pw456") {
 		t.Errorf("a failing command: %v", err)
 	}
 	_, err = runItemsCommand(ctx, []string{"sleep", "5"}, 100*time.Millisecond)

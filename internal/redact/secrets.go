@@ -103,18 +103,61 @@ func (s *Secrets) CleanTail(tail string) string {
 	return s.Clean("…" + rest)
 }
 
+// secretKey matches a name that says its value is a secret: token,
+// secret, password, passwd, pwd, passphrase, credential, api_key (and
+// access_, private_), a word key, auth and authorization (not author, nor
+// idempotency_key).
+const secretKey = `[\w.-]*(?:token|secret|passw(?:or)?d|passphrase|pwd|credential|(?:api|access|private)[_-]?key|\bkey|\bauth(?:orization)?\b)[\w.-]*`
+
 var (
-	pairRE   = regexp.MustCompile(`(?i)([\w.-]*(?:token|secret|passw(?:or)?d|pwd|key|auth)[\w.-]*=)[^\s&;,'"\[][^\s&;,'"]*`)
+	// A name, a quote maybe, = or :, then the value: in double quotes, in
+	// single quotes, or bare (as in a query string, a command line, JSON
+	// or YAML).
+	pairDQ   = regexp.MustCompile(`(?i)(` + secretKey + `["']?\s*[:=]\s*")([^"]*)`)
+	pairSQ   = regexp.MustCompile(`(?i)(` + secretKey + `["']?\s*[:=]\s*')([^']*)`)
+	pairBare = regexp.MustCompile(`(?i)(` + secretKey + `["']?\s*[:=]\s*)([^\s&;,'"\[\]{}<>][^\s&;,'"\]{}<>]*)`)
+	// A flag and its value: --password value.
+	flagRE   = regexp.MustCompile(`(?i)(\s--?` + secretKey + `\s+)([^\s\-'"\[][^\s'"]*)`)
 	bearerRE = regexp.MustCompile(`(?i)\b(bearer|basic)(\s+)[^\s,;'"\[]+`)
 )
 
 // Pairs hides the credentials that text names as such: the values of
-// token=, key=, secret=, password= (and the like) pairs, and bearer and
-// basic credentials, each replaced with xxxxx. Applied twice, it changes
-// nothing more.
+// token=, secret=, password=, api_key= (and the like) pairs, quoted or
+// not, with = or : (password: x, "token":"x"), of such flags
+// (--password x), and bearer and basic credentials, each replaced with
+// xxxxx. Applied twice, it changes nothing more.
 func Pairs(text string) string {
-	text = pairRE.ReplaceAllString(text, "${1}"+Masked)
-	return bearerRE.ReplaceAllString(text, "${1}${2}"+Masked)
+	text = bearerRE.ReplaceAllString(text, "${1}${2}"+Masked)
+	keep := func(re *regexp.Regexp) func(string) string {
+		return func(m string) string {
+			sub := re.FindStringSubmatch(m)
+			switch strings.ToLower(sub[2]) {
+			case "", "bearer", "basic", Masked: // the scheme stays; so does an empty value
+				return m
+			}
+			return sub[1] + Masked
+		}
+	}
+	for _, re := range []*regexp.Regexp{pairDQ, pairSQ, pairBare, flagRE} {
+		text = re.ReplaceAllStringFunc(text, keep(re))
+	}
+	return text
+}
+
+// Tail hides the secrets in the end of a command's stderr that an error
+// quotes: s's values, credentials named as such (Pairs) and URLs'
+// secrets (Clean). A tail that was cut (it starts with "…") also loses
+// its first word, which may be the rest of a credential whose name was
+// cut off.
+func Tail(tail string, s *Secrets) string {
+	if rest, cut := strings.CutPrefix(s.CleanTail(tail), "…"); cut {
+		i := strings.IndexAny(rest, " \t\n\r&;,'\"")
+		if i < 0 {
+			return "…"
+		}
+		return "…" + Pairs(rest[i:])
+	}
+	return Pairs(s.Clean(tail))
 }
 
 // SecretName reports whether an environment variable's or a field's name

@@ -25,8 +25,37 @@ func TestSecrets(t *testing.T) {
 	if !SecretName("API_TOKEN") || !SecretName("db_password") || SecretName("MODE") {
 		t.Error("SecretName")
 	}
-	if got := Pairs("token=abc password=x1 Bearer zz key=[redacted]"); got != "token=xxxxx password=xxxxx Bearer xxxxx key=[redacted]" {
-		t.Errorf("Pairs = %q", got)
+	for in, want := range map[string]string{
+		"token=abc password=x1 Bearer zz key=[redacted]": "token=xxxxx password=xxxxx Bearer xxxxx key=[redacted]",
+		// The forms an operator's trial found shown.
+		`quoted token='quotTOK' password="quot PW"`:     `quoted token='xxxxx' password="xxxxx"`,
+		`json {"token":"jsonTOK","password": "jsonPW"}`: `json {"token":"xxxxx","password": "xxxxx"}`,
+		"yaml password: yamlPW\nnext":                   "yaml password: xxxxx\nnext",
+		"flag --password flagPW --verbose":              "flag --password xxxxx --verbose",
+		"Authorization: Basic dXNlcjpwdw==":             "Authorization: Basic xxxxx",
+		// Not secrets: author, idempotency_key, a key in prose.
+		"author=ann idempotency_key=k1 monkey=m":        "author=ann idempotency_key=k1 monkey=m",
+		"api_key=k2 apikey=k3 AWS_SECRET_ACCESS_KEY=k4": "api_key=xxxxx apikey=xxxxx AWS_SECRET_ACCESS_KEY=xxxxx",
+	} {
+		got := Pairs(in)
+		if got != want {
+			t.Errorf("Pairs(%q) = %q, want %q", in, got, want)
+		}
+		if again := Pairs(got); again != got {
+			t.Errorf("Pairs(%q) = %q, then %q", in, got, again)
+		}
+	}
+	// A cut tail loses its first word, which may be the rest of a
+	// credential whose name was cut off.
+	for in, want := range map[string]string{
+		"…=CUTSECRETabc rest token=t1":          "… rest token=xxxxx",
+		"…ce:URLCUTpass@h.example/x and more":   "… and more",
+		"…BEARERCUT0987654321":                  "…",
+		"whole text, not cut: password=pw here": "whole text, not cut: password=xxxxx here",
+	} {
+		if got := Tail(in, NewSecrets()); got != want {
+			t.Errorf("Tail(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
@@ -57,5 +86,20 @@ func FuzzCleanTail(f *testing.F) {
 				t.Fatalf("CleanTail(%q) with %q = %q: a piece of the secret starts it", tail, secret, out)
 			}
 		}
+	})
+}
+
+// FuzzPairs: Pairs and Tail never panic, and Pairs applied twice changes
+// nothing more.
+func FuzzPairs(f *testing.F) {
+	for _, s := range []string{`token='a b' password="c" {"key":"d"}`, "--password x -v", "Bearer y", "…z token=1", "pwd: : ="} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		out := Pairs(text)
+		if again := Pairs(out); again != out {
+			t.Fatalf("Pairs(%q) = %q, then %q", text, out, again)
+		}
+		Tail(text, NewSecrets("abcd"))
 	})
 }

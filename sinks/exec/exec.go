@@ -649,7 +649,7 @@ func (r *run) finish() hello {
 // detail quotes the tail of stderr for an error, after finish.
 func (r *run) detail() string {
 	if t := r.tail.String(); t != "" {
-		return fmt.Sprintf("; stderr: %q", redact.Pairs(r.secrets.CleanTail(t)))
+		return fmt.Sprintf("; stderr: %q", redact.Tail(t, r.secrets))
 	}
 	return ""
 }
