@@ -109,6 +109,22 @@ func openStore(ctx context.Context, cfg *config.File, log zerolog.Logger) (*stor
 		}
 		return nil, &exitError{code: exitUsage, err: err}
 	}
+	if st.Fresh() {
+		// This process created the deployment: start its one ttl of
+		// waiting now, as the first claim would, so that a daemon started
+		// more than a ttl after a command that created it (status, items
+		// add) claims at once, instead of finding no marker, waiting a
+		// ttl and warning of a data loss (an operator's trial). Safe: a
+		// lease from before a data loss that made Redis look new ends
+		// within a ttl of now. On failure the first claim marks it.
+		ttl := cfg.Ownership().WithDefaults().TTL
+		for sh := range st.Keys().Shards() {
+			if _, err := st.MarkEpoch(ctx, sh, ttl); err != nil {
+				log.Debug().Err(err).Int("shard", sh).Msg("mark the new deployment's epoch; the first claim will")
+				break
+			}
+		}
+	}
 	return st, nil
 }
 

@@ -529,3 +529,35 @@ sink:
 		t.Errorf("exit after SIGTERM: %v\n%s", err, stderr.String())
 	}
 }
+
+// A deployment created by a command (status, items add) starts its one
+// ttl of waiting then: a daemon started more than a ttl later claims at
+// once, without the data-loss warning an operator's trial saw (the
+// daemon found no epoch marker, waited a ttl and warned).
+func TestDeploymentMadeByACommandWaitsOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	out := filepath.Join(t.TempDir(), "out.txt")
+	cfg := writeConfig(t, redisConfig(srv, "bycmd", fmt.Sprintf(`engine:
+  interval: 1h
+sink:
+  type: exec
+  exec:
+    command: ["sh", "-c", "echo $SYNCD_ID >> %s"]
+`, out)))
+	if r := run(t, "items", "add", "-c", cfg, "a"); r.Code != 0 {
+		t.Fatalf("items add: %d %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+	time.Sleep(3*time.Second + 500*time.Millisecond) // redisConfig's ttl, and some
+	start := time.Now()
+	daemon, stderr := startDaemon(t, cfg)
+	waitFor(t, 10*time.Second, "a synced", func() bool { return len(lines(out)) >= 1 })
+	if took := time.Since(start); took > 2500*time.Millisecond {
+		t.Errorf("a synced %v after the daemon started: it waited for the ttl", took)
+	}
+	if logs := stderr.String(); strings.Contains(logs, "epoch marker") || strings.Contains(logs, "held off") {
+		t.Errorf("the daemon warned of a hold-off:\n%s", logs)
+	}
+	daemon.Signal(syscall.SIGTERM)
+	daemon.Wait(10 * time.Second)
+}
