@@ -78,12 +78,16 @@ type DataLoss struct {
 }
 
 // RecordDataLoss records a data loss for status. count says whether to
-// count it (the process that wrote the new marker does).
+// count it: the process that wrote the new marker does, and it alone
+// writes At and By, so that both name the first process to find the loss
+// (At and By came from different processes in an operator's check);
+// every process writes what it restored and found lost.
 func (s *Store) RecordDataLoss(ctx context.Context, l DataLoss, count bool) error {
 	k := s.keys.DataLoss()
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, k, "at", l.At.UnixMilli(), "restored", l.Restored, "lost", l.Lost, "by", l.By)
+		p.HSet(ctx, k, "restored", l.Restored, "lost", l.Lost)
 		if count {
+			p.HSet(ctx, k, "at", l.At.UnixMilli(), "by", l.By)
 			p.HIncrBy(ctx, k, "count", 1)
 		}
 		return nil

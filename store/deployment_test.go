@@ -51,6 +51,12 @@ func TestDeploymentMarker(t *testing.T) {
 	if err != nil || got == nil || got.Count != 2 || got.Restored != 30 || got.Lost != 2 || !got.At.Equal(loss.At) {
 		t.Errorf("LastDataLoss = %+v, %v", got, err)
 	}
+	// Another process's record of the same loss: its counts, not its
+	// time and name.
+	first.RecordDataLoss(t.Context(), store.DataLoss{At: loss.At.Add(time.Second), Restored: 31, Lost: 1, By: "h/2/r"}, false)
+	if got, err := first.LastDataLoss(t.Context()); err != nil || got == nil || got.Restored != 31 || got.By != "h/1/r" || !got.At.Equal(loss.At) || got.Count != 2 {
+		t.Errorf("after another process's record: %+v, %v", got, err)
+	}
 }
 
 // require_persistence refuses a Redis without AOF and takes one with it.
