@@ -40,7 +40,11 @@ func newRedactor(rawURL string, headers map[string]string) *redactor {
 	if u, err := url.Parse(rawURL); err == nil {
 		if u.User != nil {
 			pw, _ := u.User.Password()
-			secrets = append(secrets, u.User.Username(), pw, u.User.String())
+			// net/http sends the userinfo as a Basic Authorization header,
+			// which a target may echo (an attacker's trial read it in the
+			// API): its base64 form is a secret too.
+			basic := base64.StdEncoding.EncodeToString([]byte(u.User.Username() + ":" + pw))
+			secrets = append(secrets, u.User.Username(), pw, u.User.String(), basic)
 		}
 		for _, vs := range u.Query() {
 			secrets = append(secrets, vs...)

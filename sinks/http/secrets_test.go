@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -249,5 +250,22 @@ func TestRedirects(t *testing.T) {
 				t.Errorf("requests at the redirect target (-got +want):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A URL's userinfo goes out as a Basic Authorization header that
+// net/http makes: echoed back, its base64 form is redacted too.
+func TestURLUserinfoBasicNotShown(t *testing.T) {
+	srv := newServer(t, func(w nethttp.ResponseWriter, r *nethttp.Request, _ func()) {
+		w.WriteHeader(nethttp.StatusInternalServerError)
+		fmt.Fprintf(w, "got Authorization: %s", r.Header.Get("Authorization"))
+	})
+	u, _ := url.Parse(srv.URL)
+	u.User = url.UserPassword("user", "UrlPassSECRET")
+	s, _ := newLoggedSink(t, httpsink.Config{URL: u.String()})
+	err := s.Sync(t.Context(), sinks.Item{ID: "a", Fence: 1})
+	basic := base64.StdEncoding.EncodeToString([]byte("user:UrlPassSECRET"))
+	if err == nil || strings.Contains(err.Error(), basic) || !strings.Contains(err.Error(), "got Authorization: Basic [redacted]") {
+		t.Errorf("Sync = %v; want the echoed Basic credentials redacted", err)
 	}
 }
