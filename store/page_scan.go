@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -28,21 +29,27 @@ func (sc *pageScan) refill(ctx context.Context, round int) error {
 		sc.partial = true
 		return nil
 	}
-	cmds := make([]*redis.ZSliceCmd, len(need))
+	zs := make([]*redis.ZSliceCmd, len(need))
+	at := make([]*redis.Cmd, len(need))
 	sc.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for j, i := range need {
-			from, skip := sc.lo, 0
 			if f := sc.shards[i].fetch; f.started {
-				from, skip = formatScore(f.score), f.skip
+				at[j] = p.Eval(ctx, windowAtScript, []string{sc.s.keys.Due(i)}, formatScore(f.score), sc.hi, f.skip, n)
+				continue
 			}
-			cmds[j] = p.ZRangeByScoreWithScores(ctx, sc.s.keys.Due(i),
-				&redis.ZRangeBy{Min: from, Max: sc.hi, Offset: int64(skip), Count: int64(n)})
+			zs[j] = p.ZRangeByScoreWithScores(ctx, sc.s.keys.Due(i), &redis.ZRangeBy{Min: sc.lo, Max: sc.hi, Count: int64(n)})
 		}
 		return nil
 	})
 	for j, i := range need {
 		sh := &sc.shards[i]
-		z, err := cmds[j].Result()
+		var z []redis.Z
+		var err error
+		if at[j] != nil {
+			z, err = windowAtReply(at[j])
+		} else {
+			z, err = zs[j].Result()
+		}
 		switch {
 		case isDamageReply(err):
 			sh.damaged = true
@@ -59,6 +66,38 @@ func (sc *pageScan) refill(ctx context.Context, round int) error {
 		sh.fetch.done = len(z) < n
 	}
 	return nil
+}
+
+// windowAtScript reads up to ARGV[4] entries of the due index KEYS[1]
+// from a position: after the first ARGV[3] entries of score ARGV[1], up
+// to the score bound ARGV[2] (as ZRANGEBYSCORE takes it). It finds the
+// position's rank with ZCOUNT (O(log N)) and reads by rank, where
+// ZRANGEBYSCORE's LIMIT offset walks every skipped entry: an attacker's
+// cursor with a skip of 62,000 per shard cost Redis 26 ms a page (85% of
+// its CPU from one client) against 1.7 ms for a first page.
+const windowAtScript = `local from = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[1]) + tonumber(ARGV[3])
+local last = redis.call('ZCOUNT', KEYS[1], '-inf', ARGV[2]) - 1
+local to = math.min(from + tonumber(ARGV[4]) - 1, last)
+if to < from then return {} end
+return redis.call('ZRANGE', KEYS[1], from, to, 'WITHSCORES')`
+
+// windowAtReply reads windowAtScript's reply: member, score, ...
+func windowAtReply(c *redis.Cmd) ([]redis.Z, error) {
+	v, err := c.Slice()
+	if err != nil {
+		return nil, err
+	}
+	z := make([]redis.Z, 0, len(v)/2)
+	for i := 0; i+1 < len(v); i += 2 {
+		m, _ := v[i].(string)
+		s, _ := v[i+1].(string)
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("store: list: score %q of %q: %w", s, m, err)
+		}
+		z = append(z, redis.Z{Member: m, Score: f})
+	}
+	return z, nil
 }
 
 // merge takes index entries in due order (then by ID, then by shard)
