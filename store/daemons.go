@@ -102,11 +102,18 @@ func (s *Store) Daemons(ctx context.Context) ([]DaemonInfo, int64, error) {
 	if len(z) == 0 {
 		return nil, nowMs, nil
 	}
+	// At most daemonEntryMax+1 bytes of each entry: a planted entry of
+	// 200 MB, read whole every 2 s by each daemon and each API reader,
+	// took a daemon to 852 MB and Redis to 3.7 GB of output buffers (an
+	// attacker's trial). STRLEN says how long it is, and 0 that it is
+	// gone (an empty entry is no entry either).
+	lens := make([]*redis.IntCmd, len(z))
 	gets := make([]*redis.StringCmd, len(z))
 	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, m := range z {
 			id, _ := m.Member.(string)
-			gets[i] = p.Get(ctx, s.keys.Daemon(id))
+			lens[i] = p.StrLen(ctx, s.keys.Daemon(id))
+			gets[i] = p.GetRange(ctx, s.keys.Daemon(id), 0, daemonEntryMax)
 		}
 		return nil
 	})
@@ -114,13 +121,20 @@ func (s *Store) Daemons(ctx context.Context) ([]DaemonInfo, int64, error) {
 	var gone []any
 	for i, m := range z {
 		id, _ := m.Member.(string)
-		v, err := gets[i].Result()
+		n, err := lens[i].Result()
+		v := ""
+		if err == nil {
+			v, err = gets[i].Result()
+		}
 		switch {
-		case errors.Is(err, redis.Nil):
+		case err == nil && n == 0:
 			gone = append(gone, id)
 			continue
 		case err != nil && !isDamageReply(err):
 			return nil, nowMs, fmt.Errorf("store: daemons: %w", err)
+		case n > daemonEntryMax:
+			out = append(out, DaemonInfo{ID: id, Heartbeat: int64(m.Score), Problem: fmt.Sprintf("%d bytes, more than %d", n, daemonEntryMax)})
+			continue
 		}
 		d := decodeDaemon(id, v, err)
 		d.Heartbeat = int64(m.Score)

@@ -81,22 +81,18 @@ func (s *Store) Item(ctx context.Context, id string) (ItemDetail, error) {
 	var (
 		now     *redis.TimeCmd
 		score   *redis.FloatCmd
-		meta    *redis.SliceCmd
-		errs    *redis.SliceCmd
-		rec     *redis.StringCmd
+		reads   *itemReads
 		pttl    *redis.DurationCmd
-		manual  *redis.BoolCmd
-		entries *redis.StringSliceCmd
+		entries *redis.Cmd
 	)
 	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		now, score = p.Time(ctx), p.ZScore(ctx, s.keys.Due(sh), id)
-		meta, errs = p.HMGet(ctx, s.keys.Meta(sh), id), p.HMGet(ctx, s.keys.Errors(sh), id)
-		rec, pttl = p.Get(ctx, rk), p.PTTL(ctx, rk)
-		manual = p.SIsMember(ctx, s.keys.Manual(sh), id)
-		entries = p.LRange(ctx, s.keys.ErrLog(sh, id), 0, ErrLogMax-1)
+		reads = s.queueItemReads(ctx, p, sh, []string{id})
+		pttl = p.PTTL(ctx, rk)
+		entries = p.Eval(ctx, boundedErrLog, []string{s.keys.ErrLog(sh, id)}, errLogEntryMax, ErrLogMax)
 		return nil
 	})
-	if err := shardCmdsErr([]redis.Cmder{now, score, meta, errs}); err != nil {
+	if err := shardCmdsErr(append([]redis.Cmder{now, score}, reads.cmds()...)); err != nil {
 		if err := s.shardErr(ctx, sh, err); errors.Is(err, ErrDamaged) {
 			return ItemDetail{}, err
 		}
@@ -108,7 +104,7 @@ func (s *Store) Item(ctx context.Context, id string) (ItemDetail, error) {
 	if err := cmp.Or(entries.Err(), pttl.Err()); err != nil && !isDamageReply(err) {
 		return ItemDetail{}, fmt.Errorf("store: item %q: %w", id, err)
 	}
-	st, err := buildItem(id, sh, score.Val(), meta.Val()[0], errs.Val()[0], manual, rec)
+	st, err := reads.item(0, id, sh, score.Val())
 	if err != nil {
 		return ItemDetail{}, err
 	}
@@ -117,16 +113,20 @@ func (s *Store) Item(ctx context.Context, id string) (ItemDetail, error) {
 	if st.Record != nil || st.RecordErr != nil {
 		d.LeaseLeft = max(pttl.Val(), 0)
 	}
-	for _, v := range entries.Val() { // an error log of another type reads as empty
-		d.Errors = append(d.Errors, parseErrorEntry(v))
+	if v, ok := entries.Val().([]any); ok { // an error log of another type reads as empty
+		for _, e := range v {
+			if s, ok := e.(string); ok {
+				d.Errors = append(d.Errors, parseErrorEntry(s))
+			}
+		}
 	}
 	return d, nil
 }
 
-// buildItem makes an item's state from the replies read for it: its due
-// score, its meta and err HASH values (nil when absent), whether it is
-// manual, and its record.
-func buildItem(id string, shard int, score float64, meta, errv any, manual *redis.BoolCmd, rec *redis.StringCmd) (ItemState, error) {
+// buildItem makes an item's state, but its record (itemReads.item), from
+// the replies read for it: its due score, its meta and err HASH values
+// (nil when absent), and whether it is manual.
+func buildItem(id string, shard int, score float64, meta, errv any, manual *redis.BoolCmd) (ItemState, error) {
 	st := ItemState{ID: id, Shard: shard, Due: dueOf(score)}
 	if st.Due == NoDue {
 		st.Quarantined, st.Due = true, 0
@@ -139,13 +139,5 @@ func buildItem(id string, shard int, score float64, meta, errv any, manual *redi
 		st.Error = v
 	}
 	st.Manual = manual.Val() // a manual set of another type reads as none
-	switch b, err := rec.Bytes(); {
-	case err == nil:
-		st.Record, st.RecordErr = UnmarshalRecord(b)
-	case isDamageReply(err):
-		st.RecordErr = fmt.Errorf("%w: a key of another type", ErrBadRecord)
-	case !errors.Is(err, redis.Nil):
-		return ItemState{}, fmt.Errorf("store: item %q: %w", id, err)
-	}
 	return st, nil
 }

@@ -265,6 +265,13 @@ func TestDaemonRegistry(t *testing.T) {
 	if ds, _, _ := s.Daemons(ctx); len(ds) != 0 {
 		t.Errorf("after RemoveDaemon: %+v", ds)
 	}
+	// A planted entry past the limit is read no further than the limit,
+	// and named with its size.
+	s.Client().Set(ctx, s.Keys().Daemon("big"), strings.Repeat("x", 3<<20), 0)
+	s.Client().ZAdd(ctx, s.Keys().Daemons(), redis.Z{Score: float64(time.Now().UnixMilli() + 60000), Member: "big"})
+	if ds, _, err := s.Daemons(ctx); err != nil || len(ds) != 1 || ds[0].Problem != "3145728 bytes, more than 1048576" {
+		t.Errorf("a 3 MiB entry: %+v, %v", ds, err)
+	}
 }
 
 func waitUntil(t *testing.T, d time.Duration, f func() bool) {
@@ -345,4 +352,49 @@ func TestListPageLongRunOfOneScore(t *testing.T) {
 			t.Errorf("all: %d items, want 350", n)
 		}
 	})
+}
+
+// Values planted in Redis are read no further than syncd writes them:
+// an error text, a record and an error log far past their bounds are
+// named by their size (an attacker's planted 100 MB record and 80 MB
+// errors took a daemon to 1.45 GB and Redis to 8 GB per few reads).
+func TestPlantedHugeValuesNotRead(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		s.Add(ctx, "big", "fine")
+		c, k := s.Client(), s.Keys()
+		c.HSet(ctx, k.Errors(0), "big", strings.Repeat("e", 200<<10), "fine", "a short error")
+		c.Set(ctx, k.Record(0, "big"), strings.Repeat("r", 2048), time.Minute)
+		d, err := s.Item(ctx, "big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(d.Error, "(an error text of 204800 bytes, more than 65536") || len(d.Error) > 200 {
+			t.Errorf("Item's error: %.200q", d.Error)
+		}
+		if d.Record != nil || d.RecordErr == nil || !strings.Contains(d.RecordErr.Error(), "2048 bytes, more than 512") {
+			t.Errorf("Item's record: %v, %v", d.Record, d.RecordErr)
+		}
+		p, err := s.ListPage(ctx, store.ListQuery{})
+		if err != nil || len(p.Items) != 2 {
+			t.Fatalf("ListPage = %+v, %v", p, err)
+		}
+		for _, it := range p.Items {
+			if len(it.Error) > 200 || it.ID == "fine" && it.Error != "a short error" {
+				t.Errorf("listed %s with error %.200q", it.ID, it.Error)
+			}
+		}
+	})
+	// The error log's entries leave Redis cut.
+	ctx := t.Context()
+	s := open(t, store.Config{Addrs: []string{redisAddr(t)}, Shards: 1})
+	s.Add(ctx, "big")
+	for range 3 {
+		s.Client().LPush(ctx, s.Keys().ErrLog(0, "big"), strings.Repeat("l", 100<<10))
+	}
+	d, err := s.Item(ctx, "big")
+	if err != nil || len(d.Errors) != 3 || len(d.Errors[0].Error) > store.ErrLogTextMax {
+		t.Errorf("Item's error log: %d entries, %v", len(d.Errors), err)
+	}
 }

@@ -53,24 +53,17 @@ func (s *Store) List(ctx context.Context, shard, offset, count int) ([]ItemState
 	for i, m := range z {
 		ids[i], _ = m.Member.(string)
 	}
-	var meta, errs *redis.SliceCmd
-	recs := make([]*redis.StringCmd, len(ids))
-	manual := make([]*redis.BoolCmd, len(ids))
+	var reads *itemReads
 	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		meta = p.HMGet(ctx, s.keys.Meta(shard), ids...)
-		errs = p.HMGet(ctx, s.keys.Errors(shard), ids...)
-		for i, id := range ids {
-			recs[i] = p.Get(ctx, s.keys.Record(shard, id))
-			manual[i] = p.SIsMember(ctx, s.keys.Manual(shard), id)
-		}
+		reads = s.queueItemReads(ctx, p, shard, ids)
 		return nil
 	})
-	if err := cmp.Or(meta.Err(), errs.Err()); err != nil {
+	if err := cmp.Or(reads.meta.Err(), reads.errs.Err()); err != nil {
 		return nil, -1, s.listErr(ctx, shard, err)
 	}
 	out := make([]ItemState, len(ids))
 	for i, id := range ids {
-		st, err := buildItem(id, shard, z[i].Score, meta.Val()[i], errs.Val()[i], manual[i], recs[i])
+		st, err := reads.item(i, id, shard, z[i].Score)
 		if err != nil {
 			return nil, -1, err
 		}

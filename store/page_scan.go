@@ -161,27 +161,21 @@ func (sc *pageScan) details(ctx context.Context, entries []pageEntry) (map[int]I
 			byShard[e.shard] = append(byShard[e.shard], i)
 		}
 	}
-	type shardCmds struct{ meta, errs *redis.SliceCmd }
-	sh := map[int]shardCmds{}
-	recs := make([]*redis.StringCmd, len(entries))
-	manual := make([]*redis.BoolCmd, len(entries))
-	k := sc.s.keys
+	sh := map[int]*itemReads{}
 	sc.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for shard, idx := range byShard {
 			ids := make([]string, len(idx))
 			for j, i := range idx {
 				ids[j] = entries[i].id
-				recs[i] = p.Get(ctx, k.Record(shard, ids[j]))
-				manual[i] = p.SIsMember(ctx, k.Manual(shard), ids[j])
 			}
-			sh[shard] = shardCmds{p.HMGet(ctx, k.Meta(shard), ids...), p.HMGet(ctx, k.Errors(shard), ids...)}
+			sh[shard] = sc.s.queueItemReads(ctx, p, shard, ids)
 		}
 		return nil
 	})
 	out := make(map[int]ItemState, len(entries))
 	for shard, idx := range byShard {
 		c := sh[shard]
-		if err := shardCmdsErr([]redis.Cmder{c.meta, c.errs}); err != nil {
+		if err := shardCmdsErr(c.cmds()); err != nil {
 			if err = sc.s.shardErr(ctx, shard, err); !isDamage(err) {
 				return nil, fmt.Errorf("store: list: %w", err)
 			}
@@ -191,7 +185,7 @@ func (sc *pageScan) details(ctx context.Context, entries []pageEntry) (map[int]I
 		}
 		for j, i := range idx {
 			e := entries[i]
-			st, err := buildItem(e.id, shard, e.score, c.meta.Val()[j], c.errs.Val()[j], manual[i], recs[i])
+			st, err := c.item(j, e.id, shard, e.score)
 			if err != nil {
 				return nil, err
 			}

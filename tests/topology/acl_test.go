@@ -37,11 +37,16 @@ var aclCommands = []string{
 	// Strings: records, locks, the shard count, epoch and batch markers;
 	// unlocks read a lock's record and released tokens in one MGET.
 	"get", "mget", "set", "del", "pexpire", "pttl",
+	// Records and registry entries read no further than syncd writes
+	// them (a planted 100 MB one is named by its length).
+	"strlen", "getrange",
 	// The due index; the daemon registry.
 	"zadd", "zscore", "zrange", "zrangebyscore", "zcount", "zcard", "zrem",
 	// Per-item state and last errors; the target's breaker; the record
 	// of the last data loss; the counts of the API and status (hlen).
 	"hget", "hset", "hdel", "hmget", "hincrby", "hgetall", "hlen",
+	// The same bound for a last error's text.
+	"hstrlen",
 	// Each item's error log: written by releases of failures, read by
 	// the API's item view.
 	"lpush", "ltrim", "lrange",

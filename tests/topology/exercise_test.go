@@ -138,8 +138,11 @@ func exercise(ctx context.Context, cfg store.Config, opt exerciseOpts) (err erro
 	if d, err := st.Item(ctx, "poison"); err != nil || len(d.Errors) != 1 {
 		return step("item", fmt.Errorf("%+v, %v", d, err))
 	}
-	if _, _, err := st.Daemons(ctx); err != nil {
-		return step("daemons", err)
+	if err := st.WriteDaemon(ctx, store.DaemonInfo{ID: "h:1", Host: "h", PID: 1, Workers: 1}, time.Minute); err != nil {
+		return step("write daemon", err)
+	}
+	if ds, _, err := st.Daemons(ctx); err != nil || len(ds) != 1 || ds[0].Problem != "" {
+		return step("daemons", fmt.Errorf("%+v, %v", ds, err))
 	}
 	if n, err := st.Requeue(ctx, "poison"); err != nil || n != 1 {
 		return step("requeue", fmt.Errorf("%d, %v", n, err))
