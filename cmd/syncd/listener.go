@@ -2,11 +2,14 @@ package main
 
 import (
 	stdlog "log"
-
-	"github.com/rs/zerolog"
 	"net"
+	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // The status server's bounds. An audit held 1,009 idle keep-alive
@@ -71,4 +74,30 @@ func (c *cappedConn) Close() error {
 // handshakes) to the daemon's log instead of the standard logger.
 func stdLogger(log zerolog.Logger) *stdlog.Logger {
 	return stdlog.New(log.With().Str("component", "http").Logger(), "", 0)
+}
+
+// loopbackOnly guards a server listening on a loopback address against
+// DNS rebinding: a web page whose name an attacker points at 127.0.0.1
+// could otherwise read the API and the page through a browser on the
+// same host (an attacker's trial did, with chromium). Such a request
+// names the attacker's host; one that names localhost or a loopback
+// address is served. A server on another address is reached by whatever
+// names its network gives it, and is left as it is.
+func loopbackOnly(ln net.Listener, h http.Handler) http.Handler {
+	a, ok := ln.Addr().(*net.TCPAddr)
+	if !ok || !a.IP.IsLoopback() {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if hp, _, err := net.SplitHostPort(host); err == nil {
+			host = hp
+		}
+		host = strings.TrimSuffix(strings.ToLower(host), ".")
+		if ip := net.ParseIP(strings.Trim(host, "[]")); host != "localhost" && !strings.HasSuffix(host, ".localhost") && (ip == nil || !ip.IsLoopback()) {
+			http.Error(w, "syncd listens on a loopback address and answers only requests for localhost or a loopback address (Host "+strconv.Quote(r.Host)+")", http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -86,3 +86,49 @@ func get(t *testing.T, c net.Conn) string {
 	b, _ := io.ReadAll(resp.Body)
 	return strings.TrimSpace(string(b))
 }
+
+// A server on a loopback address answers requests for localhost and
+// loopback addresses only: a page whose name an attacker rebinds to
+// 127.0.0.1 gets 421, not the API. One on another address is not
+// guarded.
+func TestLoopbackOnly(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: loopbackOnly(ln, ok)}
+	go srv.Serve(ln)
+	defer srv.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	for host, want := range map[string]int{
+		fmt.Sprintf("127.0.0.1:%d", port):        200,
+		fmt.Sprintf("localhost:%d", port):        200,
+		"LOCALHOST.":                             200,
+		"app.localhost":                          200,
+		fmt.Sprintf("[::1]:%d", port):            200,
+		"127.0.0.2":                              200,
+		fmt.Sprintf("attacker.example:%d", port): 421,
+		"10.0.0.1":                               421,
+		"localhost.attacker.example":             421,
+	} {
+		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/api/v1/items", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %q: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+	wide, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wide.Close()
+	if h := loopbackOnly(wide, ok); fmt.Sprintf("%p", h) != fmt.Sprintf("%p", ok) {
+		t.Error("a server on 0.0.0.0 is guarded")
+	}
+}

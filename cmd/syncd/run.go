@@ -98,7 +98,7 @@ func serveHTTP(addr string, ep *engine.Endpoints, api http.Handler, log zerolog.
 	ep.Register(mux) // GET /metrics, GET /healthz, GET /readyz
 	mux.Handle("/api/", api)
 	mux.Handle("/", web.Handler(web.Options{Version: version}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
+	srv := &http.Server{Handler: loopbackOnly(ln, mux), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: stdLogger(log)}
 	go func() {

@@ -62,7 +62,7 @@ func cmdUI(args []string, stdout, stderr io.Writer) error {
 	mux := http.NewServeMux()
 	mux.Handle("/api/", api.New(st, token, log, hist, apiOptions(cfg.Engine().Target)...))
 	mux.Handle("/", web.Handler(web.Options{Version: version}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
+	srv := &http.Server{Handler: loopbackOnly(ln, mux), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes, ErrorLog: stdLogger(log)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(&capListener{Listener: ln, max: maxConns}) }()
