@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -37,6 +38,18 @@ func TestRunMain(t *testing.T) {
 	os.WriteFile(shortTok, []byte("http:\n  api_token_file: "+short+"\n"), 0o644)
 	unsetTok := filepath.Join(dir, "unsettok.yaml")
 	os.WriteFile(unsetTok, []byte("http:\n  api_token_env: SYNCD_TEST_UNSET_TOKEN\n"), 0o644)
+	// Not a regular file, or too long to be a token (an attacker's
+	// trial: /dev/urandom grew to 3.9 GB, a FIFO hung validate).
+	devTok := filepath.Join(dir, "devtok.yaml")
+	os.WriteFile(devTok, []byte("http:\n  api_token_file: /dev/zero\n"), 0o644)
+	fifo := filepath.Join(dir, "tok.fifo")
+	syscall.Mkfifo(fifo, 0o600)
+	fifoTok := filepath.Join(dir, "fifotok.yaml")
+	os.WriteFile(fifoTok, []byte("http:\n  api_token_file: "+fifo+"\n"), 0o644)
+	long := filepath.Join(dir, "long.tok")
+	os.WriteFile(long, bytes.Repeat([]byte("t"), 70<<10), 0o600)
+	longTok := filepath.Join(dir, "longtok.yaml")
+	os.WriteFile(longTok, []byte("http:\n  api_token_file: "+long+"\n"), 0o644)
 	noDir := filepath.Join(dir, "nodir.yaml")
 	os.WriteFile(noDir, []byte("sink:\n  type: file\n  file:\n    path: /nonexistent/dir/x.jsonl\n"), 0o644)
 	noProgs := filepath.Join(dir, "noprogs.yaml") // both reported at once
@@ -58,6 +71,9 @@ func TestRunMain(t *testing.T) {
 		{[]string{"validate", "-c", noTok}, exitUsage, "", "notok.yaml:2: http.api_token_file: /nonexistent/tok"},
 		{[]string{"validate", "-c", shortTok}, exitUsage, "", "the shortest accepted is 16"},
 		{[]string{"validate", "-c", unsetTok}, exitUsage, "", "unsettok.yaml:2: http.api_token_env: environment variable SYNCD_TEST_UNSET_TOKEN is not set"},
+		{[]string{"validate", "-c", devTok}, exitUsage, "", "devtok.yaml:2: http.api_token_file: /dev/zero: not a regular file"},
+		{[]string{"validate", "-c", fifoTok}, exitUsage, "", "not a regular file"},
+		{[]string{"validate", "-c", longTok}, exitUsage, "", "71680 bytes, more than the 65536 read"},
 		{[]string{"validate", "-c", noDir}, exitUsage, "", `nodir.yaml:4: sink.file.path: parent directory of "/nonexistent/dir/x.jsonl"`},
 		{[]string{"validate", "-c", noProgs}, exitUsage, "", "no such file or directory\n" + noProgs + ":6: sink.exec.command"},
 		{[]string{"items", "-c", bad}, exitUsage, "", "add, remove, list or reconcile"},

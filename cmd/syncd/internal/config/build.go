@@ -6,12 +6,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -77,22 +79,57 @@ func (f *File) reader(env func(string) (string, bool), readFile func(string) ([]
 	if env == nil {
 		r.env = os.LookupEnv
 	}
-	if readFile == nil {
-		r.read = os.ReadFile
-	}
 	return r
+}
+
+// Bounds of the files the config names: a secret is a short line, an
+// items file a list of IDs. An attacker's trial pointed
+// api_token_file at /dev/urandom (3.9 GB in 10 s), items.file at
+// /dev/zero and a token file at a FIFO, which hung validate.
+const (
+	secretFileMax = 64 << 10
+	itemsFileMax  = 1 << 30
+)
+
+// readRegular reads the regular file at path, at most max bytes: a
+// device, a FIFO (opened without blocking) or a longer file is an error.
+func readRegular(path string, max int64) ([]byte, error) {
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	case fi.Size() > max:
+		return nil, fmt.Errorf("%d bytes, more than the %d read", fi.Size(), max)
+	}
+	b, err := io.ReadAll(io.LimitReader(fh, max+1))
+	if err == nil && int64(len(b)) > max {
+		err = fmt.Errorf("more than the %d bytes read", max)
+	}
+	return b, err
 }
 
 func (r *reader) bad(err error, field, format string, args ...any) {
 	r.errs = append(r.errs, r.f.errorAt(err, field, nil, fmt.Sprintf(format, args...)))
 }
 
-// file returns the file at path, named by field; nil for "" or an error.
-func (r *reader) file(field, path string) []byte {
+// file returns the file at path, at most max bytes, named by field; nil
+// for "" or an error.
+func (r *reader) file(field, path string, max int64) []byte {
 	if path == "" {
 		return nil
 	}
-	b, err := r.read(path)
+	read := r.read
+	if read == nil {
+		read = func(path string) ([]byte, error) { return readRegular(path, max) }
+	}
+	b, err := read(path)
 	if err != nil {
 		r.bad(err, field, "%s: %s", path, fsReason(err))
 	}
@@ -114,7 +151,7 @@ func (r *reader) secret(envField, name, fileField, path string) string {
 		}
 		return ""
 	}
-	b := r.file(fileField, path)
+	b := r.file(fileField, path, secretFileMax)
 	if b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r")); b != nil && len(b) == 0 {
 		r.bad(nil, fileField, "%s is empty", path)
 	}
@@ -130,14 +167,14 @@ func (f *File) Store(env func(string) (string, bool), readFile func(string) ([]b
 	c.Password = rd.secret("redis.password_env", r.PasswordEnv, "redis.password_file", r.PasswordFile)
 	c.SentinelPassword = rd.secret("redis.sentinel_password_env", r.SentinelPasswordEnv, "", "")
 	if t := r.TLS; t.Enabled {
-		if pem := rd.file("redis.tls.ca_file", t.CAFile); pem != nil {
+		if pem := rd.file("redis.tls.ca_file", t.CAFile, secretFileMax); pem != nil {
 			c.TLS.RootCAs = x509.NewCertPool()
 			if !c.TLS.RootCAs.AppendCertsFromPEM(pem) {
 				rd.bad(nil, "redis.tls.ca_file", "%s: no PEM certificate found", t.CAFile)
 			}
 		}
 		// Parse checked that cert_file and key_file are set together.
-		if cert, key := rd.file("redis.tls.cert_file", t.CertFile), rd.file("redis.tls.key_file", t.KeyFile); cert != nil && key != nil {
+		if cert, key := rd.file("redis.tls.cert_file", t.CertFile, secretFileMax), rd.file("redis.tls.key_file", t.KeyFile, secretFileMax); cert != nil && key != nil {
 			pair, err := tls.X509KeyPair(cert, key)
 			if err != nil {
 				rd.bad(err, "redis.tls.cert_file", "%s with key %s: %v", t.CertFile, t.KeyFile, err)
@@ -204,7 +241,7 @@ func (f *File) Engine() engine.Config {
 func (f *File) Items(readFile func(string) ([]byte, error)) ([]string, error) {
 	rd, ids := f.reader(nil, readFile), slices.Clone(f.s.Items.IDs)
 	if path := f.s.Items.File; path != "" {
-		data := rd.file("items.file", path)
+		data := rd.file("items.file", path, itemsFileMax)
 		if len(rd.errs) > 0 {
 			return nil, yamlstrict.One(rd.errs[0])
 		}
