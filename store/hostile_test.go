@@ -41,8 +41,9 @@ func pickShard(t *testing.T, s *store.Store, shard, n int, ttl time.Duration) ([
 }
 
 // foreignRecords holds one item per kind of record syncd did not write:
-// garbage, oversized (with its own expiry, exp), truncated, another type;
-// all but the oversized one never expire.
+// garbage, oversized (with its own expiry, exp), truncated, another type,
+// and garbage that expires in a year; all but the oversized one and that
+// one never expire.
 func foreignRecords(t *testing.T, s *store.Store, exp time.Duration) []string {
 	t.Helper()
 	ctx, rdb := t.Context(), s.Client()
@@ -52,11 +53,14 @@ func foreignRecords(t *testing.T, s *store.Store, exp time.Duration) []string {
 		rdb.Set(ctx, key("oversized"), strings.Repeat("x", 1<<20), exp).Err(),
 		rdb.Set(ctx, key("truncated"), store.MarshalRecord(record("x"))[:30], 0).Err(),
 		rdb.HSet(ctx, key("hash"), "f", "v").Err(),
+		// An attacker's trial: a record with a year to live held its
+		// item for the year.
+		rdb.Set(ctx, key("a-year"), "not a record either", 365*24*time.Hour).Err(),
 	}
 	if err := errors.Join(writes...); err != nil {
 		t.Fatal(err)
 	}
-	return []string{"garbage", "oversized", "truncated", "hash"}
+	return []string{"garbage", "oversized", "truncated", "hash", "a-year"}
 }
 
 // TestForeignRecords: records syncd did not write (garbage, oversized,

@@ -213,10 +213,11 @@ end
 local function held(due, rk, id, cur, ttl, nowms)
   local foreign = not is_record(cur)
   local pttl = redis.call('PTTL', rk)
-  if pttl < 0 then
-    -- Every record syncd writes expires. One that does not was written
-    -- by hand or by someone else: give it one ttl to live, so it can
-    -- never block the item forever.
+  if pttl < 0 or (foreign and pttl > ttl) then
+    -- Every record syncd writes expires within a ttl. One that does not
+    -- was written by hand or by someone else: give it one ttl to live,
+    -- so it can never block the item for longer (a planted record with
+    -- a year to live held its item for the year).
     redis.call('PEXPIRE', rk, ttl)
     pttl, foreign = ttl, true
   end
