@@ -279,6 +279,15 @@ func TestPage(t *testing.T) {
 		b.waitJS(10*time.Second, "the hold-off line gone", `document.querySelector('[data-testid=held-off]').hidden`)
 		b.noErrors()
 	})
+
+	// A link with a malformed escape threw a URIError and left the page
+	// on "Loading…" (an attacker's trial): it opens as written.
+	t.Run("a malformed fragment opens as written", func(t *testing.T) {
+		b.t = t
+		b.open(f.urls[0] + "#item/%E0%A4%A")
+		b.waitJS(10*time.Second, "the item view", `!document.querySelector('#view-item').hidden && document.querySelector('#item-id').textContent === '%E0%A4%A'`)
+		b.noErrors()
+	})
 }
 
 // jsString quotes s as a JavaScript string literal.

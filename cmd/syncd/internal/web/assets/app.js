@@ -460,7 +460,11 @@
   const views = ['summary', 'items', 'quarantined', 'owners', 'item'];
 
   function route() {
-    const h = decodeURIComponent(location.hash.slice(1) || 'summary');
+    // A link with a malformed escape (#item/%E0%A4%A) threw here and left
+    // the page on "Loading…": such a fragment is taken as it is.
+    const raw = location.hash.slice(1) || 'summary';
+    let h = raw;
+    try { h = decodeURIComponent(raw); } catch (e) { /* keep raw */ }
     let view = h, id = '';
     if (h.startsWith('item/')) { view = 'item'; id = h.slice(5); }
     if (!views.includes(view)) view = 'summary';
