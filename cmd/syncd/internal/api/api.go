@@ -194,8 +194,20 @@ func (a *api) storeFailed(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, err.Error())
 	default:
 		a.log.Warn().Err(err).Msg("api read")
-		writeError(w, http.StatusServiceUnavailable, "redis: "+err.Error())
+		writeError(w, http.StatusServiceUnavailable, redisError(err))
 	}
+}
+
+// redisError is what a 503 says of err to a client, who may be anyone
+// (reads need no token): Redis's address and network errors stay in the
+// daemon's log (an attacker's trial read "dial tcp 127.0.0.1:16392:
+// connect: connection refused"); what the store says of its data
+// (damaged keys, refusals) is shown.
+func redisError(err error) string {
+	if store.IsUnavailable(err) {
+		return "redis: unavailable (the daemon's log has the details)"
+	}
+	return "redis: " + err.Error()
 }
 
 func writeError(w http.ResponseWriter, code int, text string) {

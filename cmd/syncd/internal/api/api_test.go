@@ -3,10 +3,13 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -227,5 +230,20 @@ func TestCheckToken(t *testing.T) {
 		case err != nil && strings.Contains(err.Error(), tt.token):
 			t.Errorf("CheckToken(%q) quotes the token: %v", tt.token, err)
 		}
+	}
+}
+
+// A 503 tells anyone (reads need no token) that Redis is unavailable, not
+// its address: an attacker's trial read the dial error whole. What the
+// store says of its data is shown.
+func TestRedisErrorHidesAddress(t *testing.T) {
+	dial := fmt.Errorf("store: daemons: %w", &net.OpError{Op: "dial", Net: "tcp",
+		Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 6379}, Err: syscall.ECONNREFUSED})
+	if got := redisError(dial); strings.Contains(got, "10.1.2.3") || got != "redis: unavailable (the daemon's log has the details)" {
+		t.Errorf("redisError(dial) = %q", got)
+	}
+	other := errors.New("store: shard 2: bad list query")
+	if got := redisError(other); got != "redis: store: shard 2: bad list query" {
+		t.Errorf("redisError(other) = %q", got)
 	}
 }

@@ -204,7 +204,7 @@ func (a *api) trigger(w http.ResponseWriter, r *http.Request, req syncRequest) {
 	switch {
 	case err != nil:
 		a.log.Error().Err(err).Msg("trigger")
-		code, out.Error = http.StatusServiceUnavailable, "redis: "+err.Error()
+		code, out.Error = http.StatusServiceUnavailable, redisError(err)
 	case len(res.Unknown) > 0:
 		code, out.Error = http.StatusNotFound, TriggerTrouble(res, "auto_add").Error()
 	case len(res.Quarantined) > 0:
