@@ -162,6 +162,12 @@ func decodeDaemon(id, v string, err error) DaemonInfo {
 			return DaemonInfo{ID: id, Problem: "not a daemon entry: " + err.Error()}
 		}
 		d.ID = id
+		// A planted entry's counts would run into the fleet's sums (an
+		// attacker's trial got "-9223372036854775804 workers"): one out
+		// of any daemon's range is a problem, counted as nothing.
+		if d.Workers < 0 || d.Workers > daemonCountMax || d.InFlightCount < 0 || d.InFlightCount > daemonCountMax {
+			return DaemonInfo{ID: id, Problem: fmt.Sprintf("not a daemon entry: workers %d, in flight %d", d.Workers, d.InFlightCount)}
+		}
 		if len(d.InFlight) > DaemonInFlightMax {
 			d.InFlight = d.InFlight[:DaemonInFlightMax]
 		}
@@ -169,3 +175,8 @@ func decodeDaemon(id, v string, err error) DaemonInfo {
 	}
 	return d
 }
+
+// daemonCountMax bounds a registry entry's workers and in-flight count:
+// far past what a daemon runs (engine.WorkersMax is 10,000, with as many
+// claimed ahead), so that a fleet's sums cannot overflow.
+const daemonCountMax = 1 << 20

@@ -272,6 +272,14 @@ func TestDaemonRegistry(t *testing.T) {
 	if ds, _, err := s.Daemons(ctx); err != nil || len(ds) != 1 || ds[0].Problem != "3145728 bytes, more than 1048576" {
 		t.Errorf("a 3 MiB entry: %+v, %v", ds, err)
 	}
+	// Planted counts past any daemon's are a problem, not in the sums.
+	s.Client().Del(ctx, s.Keys().Daemon("big"))
+	s.Client().ZRem(ctx, s.Keys().Daemons(), "big")
+	s.Client().Set(ctx, s.Keys().Daemon("huge"), `{"workers": 9223372036854775807, "in_flight_count": 3}`, 0)
+	s.Client().ZAdd(ctx, s.Keys().Daemons(), redis.Z{Score: float64(time.Now().UnixMilli() + 60000), Member: "huge"})
+	if c, err := s.Counts(ctx); err != nil || c.Workers != 0 || c.InFlight != 0 {
+		t.Errorf("Counts with a planted entry: %+v, %v", c, err)
+	}
 }
 
 func waitUntil(t *testing.T, d time.Duration, f func() bool) {
