@@ -19,8 +19,12 @@ type LockerConfig struct {
 	Config
 	// Reentrant lets the Locker take a lock it already holds: the lease
 	// is extended and the hold counted; each Unlock gives back one hold.
-	// Default false: a Locker is then an owner like any other, and
-	// goroutines sharing it exclude each other.
+	// The owner is the Locker, not a goroutine: goroutines that share a
+	// Reentrant Locker do NOT exclude each other (an API user's trial
+	// counted 2,784 overlaps of 128 goroutines on 2 names); give each
+	// its own Locker, or leave this off. Default false: a Locker is then
+	// an owner like any other, and goroutines sharing it exclude each
+	// other.
 	Reentrant bool
 	// RetryMin and RetryMax bound Lock's jittered exponential backoff
 	// between attempts. Defaults 5ms and 500ms (never longer than what
