@@ -87,16 +87,19 @@ func (s *Secrets) CleanTail(tail string) string {
 	if !cut {
 		return s.Clean(tail)
 	}
-	drop := 0
-	for _, sec := range s.list {
-		for k := min(len(sec)-1, len(rest)); k > drop; k-- {
-			if strings.HasPrefix(rest, sec[len(sec)-k:]) {
-				drop = k
-				break
+	// Again while the new start is such a piece too (FuzzCleanTail: a
+	// secret's end repeated, "en-1234en-1234" for "0en-1234").
+	for drop := -1; drop != 0; rest = rest[drop:] {
+		drop = 0
+		for _, sec := range s.list {
+			for k := min(len(sec)-1, len(rest)); k > drop; k-- {
+				if strings.HasPrefix(rest, sec[len(sec)-k:]) {
+					drop = k
+					break
+				}
 			}
 		}
 	}
-	rest = rest[drop:]
 	for i := 0; i < 3 && rest != "" && rest[0]&0xC0 == 0x80; i++ {
 		rest = rest[1:]
 	}
