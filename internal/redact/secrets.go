@@ -88,7 +88,8 @@ func (s *Secrets) CleanTail(tail string) string {
 		return s.Clean(tail)
 	}
 	// Again while the new start is such a piece too (FuzzCleanTail: a
-	// secret's end repeated, "en-1234en-1234" for "0en-1234").
+	// secret's end repeated, "en-1234en-1234" for "0en-1234", or one
+	// behind the rest of a UTF-8 sequence the cut split).
 	for drop := -1; drop != 0; rest = rest[drop:] {
 		drop = 0
 		for _, sec := range s.list {
@@ -99,9 +100,9 @@ func (s *Secrets) CleanTail(tail string) string {
 				}
 			}
 		}
-	}
-	for i := 0; i < 3 && rest != "" && rest[0]&0xC0 == 0x80; i++ {
-		rest = rest[1:]
+		for i := 0; i < 3 && drop < len(rest) && rest[drop]&0xC0 == 0x80; i++ {
+			drop++
+		}
 	}
 	return s.Clean("…" + rest)
 }
