@@ -367,10 +367,5 @@ func dash(s string) string {
 // shown is api.Shown: text from Redis made safe for a terminal.
 func shown(s string, n int) string { return api.Shown(s, n) }
 
-// count is n and noun, plural but for one: "1 daemon", "2 daemons".
-func count[N int | int64](n N, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
+// count is api.Count: "1 daemon", "2 daemons".
+func count[N int | int64](n N, noun string) string { return api.Count(n, noun) }

@@ -38,12 +38,13 @@ func Shown(s string, n int) string {
 	return b.String()
 }
 
-// ids is "1 unknown id", "2 unknown ids".
-func ids(n int, adj string) string {
+// Count is n and noun, plural but for one: "1 unknown id", "2 unknown
+// ids". syncd's commands use it too.
+func Count[N int | int64](n N, noun string) string {
 	if n == 1 {
-		return "1 " + adj + " id"
+		return "1 " + noun
 	}
-	return fmt.Sprintf("%d %s ids", n, adj)
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // TriggerTrouble names the IDs a trigger did nothing with, nil when
@@ -52,10 +53,10 @@ func ids(n int, adj string) string {
 func TriggerTrouble(res store.TriggerResult, addHint string) error {
 	var errs []error
 	if n := len(res.Unknown); n > 0 {
-		errs = append(errs, fmt.Errorf("%s (not in the item set; %s adds them): %s", ids(n, "unknown"), addHint, IDList(res.Unknown)))
+		errs = append(errs, fmt.Errorf("%s (not in the item set; %s adds them): %s", Count(n, "unknown id"), addHint, IDList(res.Unknown)))
 	}
 	if n := len(res.Quarantined); n > 0 {
-		errs = append(errs, fmt.Errorf("%s not triggered (syncd requeue brings them back): %s", ids(n, "quarantined"), IDList(res.Quarantined)))
+		errs = append(errs, fmt.Errorf("%s not triggered (syncd requeue brings them back): %s", Count(n, "quarantined id"), IDList(res.Quarantined)))
 	}
 	return errors.Join(errs...)
 }
