@@ -77,8 +77,8 @@ func fieldArgs(max int, ids []string) []any {
 // cmds are the reads whose errors say the shard is damaged.
 func (r *itemReads) cmds() []redis.Cmder { return []redis.Cmder{r.meta, r.errs} }
 
-// value is field i of a boundedHMGet reply: its text, or "" and its
-// length when it was too long to read.
+// hashValue is field i of a boundedHMGet reply: its text (nil when
+// absent), or nil and its length when it was too long to read.
 func hashValue(c *redis.Cmd, i int) (v any, long int64) {
 	vals, _ := c.Slice()
 	if i >= len(vals) {

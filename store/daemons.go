@@ -132,11 +132,8 @@ func (s *Store) Daemons(ctx context.Context) ([]DaemonInfo, int64, error) {
 			continue
 		case err != nil && !isDamageReply(err):
 			return nil, nowMs, fmt.Errorf("store: daemons: %w", err)
-		case n > daemonEntryMax:
-			out = append(out, DaemonInfo{ID: id, Heartbeat: int64(m.Score), Problem: fmt.Sprintf("%d bytes, more than %d", n, daemonEntryMax)})
-			continue
 		}
-		d := decodeDaemon(id, v, err)
+		d := decodeDaemon(id, v, n, err)
 		d.Heartbeat = int64(m.Score)
 		out = append(out, d)
 	}
@@ -148,15 +145,15 @@ func (s *Store) Daemons(ctx context.Context) ([]DaemonInfo, int64, error) {
 	return out, nowMs, nil
 }
 
-// decodeDaemon reads one registry entry; what it cannot read it says in
-// Problem.
-func decodeDaemon(id, v string, err error) DaemonInfo {
+// decodeDaemon reads one registry entry, v, the first bytes of n (its
+// whole length); what it cannot read it says in Problem.
+func decodeDaemon(id, v string, n int64, err error) DaemonInfo {
 	d := DaemonInfo{ID: id}
 	switch {
 	case err != nil:
 		d.Problem = "a key of another type"
-	case len(v) > daemonEntryMax:
-		d.Problem = fmt.Sprintf("%d bytes, more than %d", len(v), daemonEntryMax)
+	case n > daemonEntryMax:
+		d.Problem = fmt.Sprintf("%d bytes, more than %d", n, daemonEntryMax)
 	default:
 		if err := json.Unmarshal([]byte(v), &d); err != nil {
 			return DaemonInfo{ID: id, Problem: "not a daemon entry: " + err.Error()}
