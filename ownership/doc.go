@@ -107,7 +107,9 @@
 //	TryLock(ctx, name, opts...)   one attempt; ErrNotObtained if held
 //	Lock(ctx, name, opts...)      waits with jittered backoff, coming
 //	                              back just after the holder's lease
-//	                              ends; gives up when ctx ends or after
+//	                              ends, or at once when a goroutine of
+//	                              the same Locker unlocks it; gives up
+//	                              when ctx ends or after
 //	                              LimitTries(n) attempts, with an error
 //	                              wrapping ErrNotObtained and the cause
 //	WithMetadata(md)              up to 128 bytes stored with the lock

@@ -63,6 +63,20 @@ type Locker struct {
 	mu     sync.Mutex
 	held   map[string]*Lock
 	closed bool
+	// waits: per name, the Lock calls of this Locker waiting for it,
+	// woken when this Locker gives it back (see waitFor).
+	waits map[string]*waiters
+}
+
+// waiters are the Lock calls of one Locker waiting for one name: ch is
+// closed, and the entry dropped, when the Locker gives the name back
+// (Unlock, a lock lost), so they try again at once rather than after
+// their backoff, as goroutines waiting on a sync.Mutex would. n counts
+// the calls, so the last to leave drops the entry of a name never given
+// back here (held elsewhere).
+type waiters struct {
+	ch chan struct{}
+	n  int
 }
 
 // Lock is a held standalone lock. Unlock, Refresh and TTL may be called
@@ -157,7 +171,7 @@ func NewLocker(cfg LockerConfig, stores ...Store) (*Locker, error) {
 		return nil, &ConfigError{Field: "min_replicas", Reason: "not supported by the standalone lock"}
 	}
 	lk := &Locker{stores: stores, quorum: len(stores)/2 + 1, cfg: cfg,
-		log: c.Logger.With().Str("component", "locker").Logger(), held: map[string]*Lock{}}
+		log: c.Logger.With().Str("component", "locker").Logger(), held: map[string]*Lock{}, waits: map[string]*waiters{}}
 	lk.hb = newHeartbeater(c.Heartbeat, lk.extend, lk.log)
 	lk.hb.onLeft = c.ObserveHeartbeat
 	return lk, nil
@@ -180,19 +194,31 @@ func (lk *Locker) TryLock(ctx context.Context, name string, opts ...LockOption) 
 // A name this Locker holds (and is not Reentrant) is waited for like any
 // other, as with a sync.Mutex: another goroutine's Unlock lets it in, but
 // a goroutine that locks a name it holds waits until ctx ends.
+//
+// When this Locker gives the name back (an Unlock, or its lock lost),
+// a waiting Lock tries again at once instead of sleeping out its
+// backoff. A holder elsewhere (another Locker or process) is polled:
+// after at most RetryMax, or just after its lease ends.
 func (lk *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	o := options(opts)
 	backoff := lk.cfg.RetryMin
 	for try := 1; ; try++ {
+		// Listen before trying: a give-back between a refused try and
+		// the sleep below still wakes it.
+		w := lk.waitFor(name)
 		l, wait, err := lk.try(ctx, name, o)
 		switch {
 		case err == nil:
+			lk.leave(name, w)
 			return l, nil
 		case ctx.Err() != nil:
+			lk.leave(name, w)
 			return nil, notObtained(name, context.Cause(ctx))
 		case !errors.Is(err, ErrNotObtained) && !store.IsUnavailable(err):
+			lk.leave(name, w)
 			return nil, err
 		case o.tries > 0 && try >= o.tries:
+			lk.leave(name, w)
 			return nil, notObtained(name, fmt.Errorf("%d tries, the last: %w", try, err))
 		}
 		d := backoff/2 + rand.N(backoff/2+1)
@@ -207,9 +233,45 @@ func (lk *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*L
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			lk.leave(name, w)
 			return nil, notObtained(name, context.Cause(ctx))
 		case <-t.C:
+		case <-w.ch:
+			t.Stop()
 		}
+		lk.leave(name, w)
+	}
+}
+
+// waitFor registers a Lock call waiting for name (see waiters); leave
+// ends it.
+func (lk *Locker) waitFor(name string) *waiters {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	w := lk.waits[name]
+	if w == nil {
+		w = &waiters{ch: make(chan struct{})}
+		lk.waits[name] = w
+	}
+	w.n++
+	return w
+}
+
+func (lk *Locker) leave(name string, w *waiters) {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if w.n--; w.n == 0 && lk.waits[name] == w {
+		delete(lk.waits, name)
+	}
+}
+
+// wake lets the Lock calls waiting for name try again now.
+func (lk *Locker) wake(name string) {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if w := lk.waits[name]; w != nil {
+		close(w.ch)
+		delete(lk.waits, name)
 	}
 }
 
@@ -520,6 +582,7 @@ func (lk *Locker) reenter(ctx context.Context, l *Lock) (bool, error) {
 		return false, fmt.Errorf("ownership: lock %q: %w", l.name, err)
 	}
 	lk.forget(l)
+	lk.wake(l.name)
 	return false, nil
 }
 
@@ -740,6 +803,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	case *LeaseLostError:
 		l.lose(err.Reason, err.Err)
 		lk.forget(l)
+		lk.wake(l.name)
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, err)
 	default:
 		l.noteErr(err)
@@ -882,6 +946,8 @@ func (l *Lock) Unlock(ctx context.Context) (store.ReleaseCode, error) {
 	l.mu.Unlock()
 	lk := l.lk
 	lk.forget(l)
+	// Waiters of this Locker try again once Redis has it back.
+	defer lk.wake(l.name)
 	l.end(ErrReleased)
 	var code1 [1]store.ReleaseCode
 	var err1 [1]error
@@ -938,6 +1004,10 @@ func (lk *Locker) Close() error {
 	lk.closed = true
 	held := lk.held
 	lk.held = map[string]*Lock{}
+	for name, w := range lk.waits { // their next try ends with ErrClosed
+		close(w.ch)
+		delete(lk.waits, name)
+	}
 	lk.mu.Unlock()
 	lk.hb.close()
 	for _, l := range held {

@@ -210,3 +210,62 @@ func TestLockerHeldOffSaysHowLong(t *testing.T) {
 		t.Errorf("HoldError = %+v; want up to 3s, shard %d", hold, st.Keys().Shard("job"))
 	}
 }
+
+// A Lock waiting for a name this Locker holds gets it as soon as the
+// holder unlocks, not after its backoff (an API user's trial: up to
+// RetryMax, 500ms by default, of idle wait per hand-over); Close wakes
+// waiters too, which then end with ErrClosed.
+func TestLockWokenByLocalUnlock(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), "")
+	markNew(t, st)
+	// A backoff far longer than the test's contexts: only a wake-up can
+	// let a waiter in in time.
+	lk := newLocker(t, ownership.LockerConfig{Config: ownership.Config{TTL: 30 * time.Second},
+		RetryMin: time.Minute, RetryMax: time.Minute}, st)
+	ctx := t.Context()
+
+	held, err := lk.TryLock(ctx, "stock:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 3
+	got := make(chan error, waiters)
+	for range waiters {
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			l, err := lk.Lock(wctx, "stock:1")
+			if err == nil {
+				_, err = l.Unlock(ctx) // and hands it on
+			}
+			got <- err
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // each has tried once, and sleeps
+	if _, err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range waiters {
+		if err := <-got; err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+	}
+
+	// Close wakes a waiter, which ends with ErrClosed, not ctx's end.
+	if _, err := lk.TryLock(ctx, "stock:2"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := lk.Lock(wctx, "stock:2")
+		got <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	lk.Close()
+	if err := <-got; !errors.Is(err, ownership.ErrClosed) {
+		t.Errorf("waiter at Close: %v, want ErrClosed", err)
+	}
+}
