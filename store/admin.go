@@ -125,8 +125,8 @@ func (s *Store) ForceRelease(ctx context.Context, id string) (held bool, fence u
 		meta := s.keys.Meta(sh)
 		f, _, _ := ParseMeta(s.rdb.HGet(ctx, meta, id).Val())
 		return false, 0, fmt.Errorf("%w: item %q has fence %d in %s (planted or corrupt): nothing was changed. "+
-			"Fix: HDEL %s <id> (fences start again from Redis TIME in microseconds; reset a fenced target that "+
-			"stored a higher fence for the item), then syncd requeue <id>", ErrFenceLimit, id, f, meta, meta)
+			"Fix: HDEL %s %s (fences start again from Redis TIME in microseconds; reset a fenced target that "+
+			"stored a higher fence for the item), then syncd requeue %s", ErrFenceLimit, id, f, meta, meta, id, id)
 	}
 	return r[1] == 1, uint64(r[2]), nil
 }

@@ -266,10 +266,15 @@ func TestFenceBeyondExactLimit(t *testing.T) {
 		ctx := t.Context()
 		s := open(store.Config{Shards: 1})
 		rdb, k := s.Client(), s.Keys()
-		s.Add(ctx, "a", "b", "c")
-		rdb.HSet(ctx, k.Meta(0), "a", metaValue(1<<53+2, 1000, 0))
+		s.Add(ctx, "a", "b", "c", "d", "e")
+		// 2^53+3: a double would round it to ...996. d and e show the
+		// fence exactly too: the largest 7 bytes hold, and one whose
+		// digits in the middle are zeros.
+		rdb.HSet(ctx, k.Meta(0), "a", metaValue(1<<53+3, 1000, 0))
 		rdb.HSet(ctx, k.Meta(0), "b", metaValue(store.MaxFence-1, 1000, 0))
-		res, err := pickResult(t, s, 0, 4)
+		rdb.HSet(ctx, k.Meta(0), "d", metaValue(1<<56-1, 1000, 0))
+		rdb.HSet(ctx, k.Meta(0), "e", metaValue(9007200000000001, 1000, 0))
+		res, err := pickResult(t, s, 0, 6)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,8 +282,14 @@ func TestFenceBeyondExactLimit(t *testing.T) {
 		for _, r := range res.Items {
 			got[r.ID] = r
 		}
-		if got["a"].Code != store.ClaimDamaged || got["c"].Code != store.ClaimOK {
-			t.Errorf("pick = %+v; want a quarantined (ClaimDamaged), c claimed", res.Items)
+		if got["a"].Code != store.ClaimDamaged || got["d"].Code != store.ClaimDamaged || got["e"].Code != store.ClaimDamaged ||
+			got["c"].Code != store.ClaimOK {
+			t.Errorf("pick = %+v; want a, d and e quarantined (ClaimDamaged), c claimed", res.Items)
+		}
+		for id, f := range map[string]string{"d": "72057594037927935", "e": "9007200000000001"} {
+			if msg := rdb.HGet(ctx, k.Errors(0), id).Val(); !strings.Contains(msg, "fence "+f+" in") {
+				t.Errorf("%s's error %q does not give its fence, %s", id, msg, f)
+			}
 		}
 		if r := got["b"]; r.Code != store.ClaimOK || r.Fence != store.MaxFence {
 			t.Errorf("b, fence 2^53-2: %+v; want claimed with fence 2^53-1 exactly", r)
@@ -286,8 +297,10 @@ func TestFenceBeyondExactLimit(t *testing.T) {
 		if score := rdb.ZScore(ctx, k.Due(0), "a").Val(); !math.IsInf(score, 1) {
 			t.Errorf("a's due score = %v, want +inf (quarantined)", score)
 		}
-		if msg := rdb.HGet(ctx, k.Errors(0), "a").Val(); !strings.Contains(msg, "2^53-1") || !strings.Contains(msg, "HDEL "+k.Meta(0)) {
-			t.Errorf("a's error %q does not say what is wrong and how to fix it", msg)
+		if msg := rdb.HGet(ctx, k.Errors(0), "a").Val(); !strings.Contains(msg, "2^53-1") ||
+			!strings.Contains(msg, "fence 9007199254740995 in") ||
+			!strings.Contains(msg, "HDEL "+k.Meta(0)+" a ") || !strings.HasSuffix(msg, "syncd requeue a") {
+			t.Errorf("a's error %q does not say what is wrong (the fence as stored) and how to fix it (for a)", msg)
 		}
 		// b now holds 2^53-1: a claim by name refuses it too.
 		rdb.ZAdd(ctx, k.Due(0), redis.Z{Score: 0, Member: "b"})
@@ -298,7 +311,7 @@ func TestFenceBeyondExactLimit(t *testing.T) {
 		// A forced release reports no raise it did not make.
 		before := rdb.HGet(ctx, k.Meta(0), "a").Val()
 		if held, fence, err := s.ForceRelease(ctx, "a"); !errors.Is(err, store.ErrFenceLimit) || held || fence != 0 ||
-			!strings.Contains(err.Error(), fmt.Sprint(uint64(1<<53+2))) {
+			!strings.Contains(err.Error(), fmt.Sprint(uint64(1<<53+3))) || !strings.HasSuffix(err.Error(), "syncd requeue a") {
 			t.Errorf("ForceRelease = %v, %d, %v; want ErrFenceLimit naming the fence", held, fence, err)
 		}
 		if after := rdb.HGet(ctx, k.Meta(0), "a").Val(); after != before {

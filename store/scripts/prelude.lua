@@ -224,18 +224,31 @@ local function held(due, rk, id, cur, ttl, nowms)
   redis.call('ZADD', due, 'XX', nowms + pttl, id)
   return foreign
 end
--- fence_refused: quarantine item id, whose last fence f is at or past
--- 2^53-1 (store.MaxFence). Lua numbers are doubles: such a fence cannot
--- be raised exactly (2^53+2 stopped rising and two claims got one
--- fence), and syncd's own fences, taken from Redis TIME in us, stay below
--- it until the year 2255: the value was planted or is corrupt. Says so,
--- and how to fix it, in the err HASH.
-local function fence_refused(due, meta, errs, id, f)
+-- fence_refused: quarantine item id, whose meta value v holds a last
+-- fence at or past 2^53-1 (store.MaxFence). Lua numbers are doubles: such
+-- a fence cannot be raised exactly (2^53+2 stopped rising and two claims
+-- got one fence), and syncd's own fences, taken from Redis TIME in us,
+-- stay below it until the year 2255: the value was planted or is
+-- corrupt. Says so, and how to fix it, in the err HASH, with the fence
+-- as stored: its 7 bytes are split in two parts that doubles hold
+-- exactly, and divided by 10^6 in turn (each step's dividend stays below
+-- 2^53), since a double would print it rounded.
+local function fence_refused(due, meta, errs, id, v)
   redis.call('ZADD', due, 'XX', 'inf', id)
-  wrongtype(redis.pcall('HSET', errs, id, 'fence ' .. num(f) .. ' in ' .. meta .. ' is at or past 2^53-1, ' ..
+  local a, b, c, d, e, f, g = string.byte(v, 1, 7)
+  local hi, lo, dec = (a * 256 + b) * 256 + c, (((d * 256 + e) * 256 + f) * 256 + g), ''
+  repeat
+    local r = hi % 1000000
+    hi = (hi - r) / 1000000
+    local t = r * 4294967296 + lo
+    r = t % 1000000
+    lo = (t - r) / 1000000
+    dec = string.format((hi > 0 or lo > 0) and '%06d' or '%d', r) .. dec
+  until hi == 0 and lo == 0
+  wrongtype(redis.pcall('HSET', errs, id, 'fence ' .. dec .. ' in ' .. meta .. ' is at or past 2^53-1, ' ..
     'which syncd never issues (planted or corrupt) and cannot raise exactly: the item is quarantined. ' ..
-    'Fix: HDEL ' .. meta .. ' <id> (fences start again from Redis TIME in microseconds; reset a fenced ' ..
-    'target that stored a higher fence for the item), then syncd requeue <id>'))
+    'Fix: HDEL ' .. meta .. ' ' .. id .. ' (fences start again from Redis TIME in microseconds; reset a fenced ' ..
+    'target that stored a higher fence for the item), then syncd requeue ' .. id))
 end
 -- claim_clock: what every item of one claim call stamps and sends,
 -- made once per call: the record's times for stamp, and as strings the
@@ -258,7 +271,7 @@ end
 local function claim_one(due, meta, errs, rk, id, tmpl, nowus, c, v)
   local f, l, a, valid = meta_of(v)
   if f >= 9007199254740991 then
-    fence_refused(due, meta, errs, id, f)
+    fence_refused(due, meta, errs, id, v)
     return nil
   end
   local fence = math.max(f + 1, nowus)
