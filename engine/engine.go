@@ -208,7 +208,13 @@ func (e *Engine) Damaged() []error { return e.damage.list() }
 // shard is read again every second. Nil when every shard answers.
 func (e *Engine) OutOfReach() []error { return e.away.list() }
 
-// Add adds items to the set; each new one is due at once.
+// Add adds items to the set; each new one is due at once. It returns how
+// many were new. Every ID is checked first: one invalid ID refuses the
+// call before anything is written (the error wraps store.ErrInvalidID
+// and names it), so filter untrusted IDs with store.ValidateID to add
+// the rest. Items go to Redis shard by shard, up to 1000 per script
+// call: a Redis error part way leaves the shards before it added, and the
+// count says how many were new there; adding again is harmless.
 func (e *Engine) Add(ctx context.Context, ids ...string) (int, error) { return e.st.Add(ctx, ids...) }
 
 // Remove removes items from the set.
