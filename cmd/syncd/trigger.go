@@ -42,7 +42,7 @@ func cmdTrigger(args []string, stdout, stderr io.Writer) error {
 
 // printTriggered says what a trigger of n IDs did.
 func printTriggered(w io.Writer, res store.TriggerResult, n int) {
-	fmt.Fprintf(w, "%d of %d items triggered\n", res.Triggered(), n)
+	fmt.Fprintf(w, "%d of %s triggered\n", res.Triggered(), count(n, "item"))
 	if len(res.InFlight) > 0 {
 		fmt.Fprintf(w, "in flight, synced again right after: %s\n", idList(res.InFlight))
 	}

@@ -42,7 +42,7 @@ func TestTriggerCommand(t *testing.T) {
 		t.Errorf("exit %d, stdout %q; want %d and 1 of 4", code, out, exitFailed)
 	}
 	want := "syncd trigger: 2 unknown ids (not in the item set; --add adds them): nope, nope2\n" +
-		"1 quarantined id not triggered (syncd requeue brings them back): q\n"
+		"1 quarantined id not triggered (syncd requeue brings it back): q\n"
 	if diff := cmp.Diff(errb, want); diff != "" {
 		t.Errorf("stderr (-got +want):\n%s", diff)
 	}
@@ -56,6 +56,10 @@ func TestTriggerCommand(t *testing.T) {
 	code, out, errb = syncd("trigger", "-c", cfg, "--add", "nope", "b")
 	if code != exitOK || out != "2 of 2 items triggered\nadded: nope\n" || errb != "" {
 		t.Errorf("--add: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+	code, out, errb = syncd("trigger", "-c", cfg, "b")
+	if code != exitOK || out != "1 of 1 item triggered\n" || errb != "" {
+		t.Errorf("one id: exit %d, stdout %q, stderr %q", code, out, errb)
 	}
 	if in := itemSet(t, st, "nope", "nope2"); !cmp.Equal(in, []string{"nope"}) {
 		t.Errorf("in the item set: %q", in)

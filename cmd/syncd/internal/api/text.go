@@ -53,12 +53,20 @@ func Count[N int | int64](n N, noun string) string {
 func TriggerTrouble(res store.TriggerResult, addHint string) error {
 	var errs []error
 	if n := len(res.Unknown); n > 0 {
-		errs = append(errs, fmt.Errorf("%s (not in the item set; %s adds them): %s", Count(n, "unknown id"), addHint, IDList(res.Unknown)))
+		errs = append(errs, fmt.Errorf("%s (not in the item set; %s adds %s): %s", Count(n, "unknown id"), addHint, them(n), IDList(res.Unknown)))
 	}
 	if n := len(res.Quarantined); n > 0 {
-		errs = append(errs, fmt.Errorf("%s not triggered (syncd requeue brings them back): %s", Count(n, "quarantined id"), IDList(res.Quarantined)))
+		errs = append(errs, fmt.Errorf("%s not triggered (syncd requeue brings %s back): %s", Count(n, "quarantined id"), them(n), IDList(res.Quarantined)))
 	}
 	return errors.Join(errs...)
+}
+
+// them is the pronoun for n things.
+func them(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 // IDList shows ids for a message, each escaped and cut (see Shown).
