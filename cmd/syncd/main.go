@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // version is stamped by the Makefile (-X main.version=...).
@@ -107,10 +108,31 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintf(stderr, "syncd %s: %v\n", args[0], ee.err)
+			fmt.Fprintf(stderr, "syncd %s: %s\n", args[0], cliText(ee.err))
 		}
 		return ee.code
 	}
-	fmt.Fprintf(stderr, "syncd %s: %v\n", args[0], err)
+	fmt.Fprintf(stderr, "syncd %s: %s\n", args[0], cliText(err))
 	return exitFailed
+}
+
+// pkgNames are the package names syncd's errors start each wrapped part
+// with, as Go libraries do ("store: ..."); cliText drops them.
+var pkgNames = map[string]bool{"store": true, "ownership": true, "engine": true, "sinks": true}
+
+// cliText is err's text for an operator: without the package names that
+// start its wrapped parts ("redis.addrs: store: connect to ..." reads
+// "redis.addrs: connect to ..."), which say where in the code an error
+// came from, not what it means (an operator's trial). A part is what
+// lies between ": " separators; a quoted id or value that holds one
+// keeps its quote mark, so it is never dropped.
+func cliText(err error) string {
+	parts := strings.Split(err.Error(), ": ")
+	kept := parts[:0]
+	for i, p := range parts {
+		if !pkgNames[p] || i == len(parts)-1 {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, ": ")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,7 +66,7 @@ func TestRunMain(t *testing.T) {
 		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus"`},
 		{[]string{"validate", "-c", bad}, exitUsage, "", "bad.yaml:2: engine.workerz: unknown key"},
 		{[]string{"validate", "-c", filepath.Join(dir, "missing.yaml")}, exitUsage, "", "missing.yaml"},
-		{[]string{"status", "-c", unreach}, exitUsage, "", "unreach.yaml:2: redis.addrs: store: connect to 127.0.0.1:1"},
+		{[]string{"status", "-c", unreach}, exitUsage, "", "unreach.yaml:2: redis.addrs: connect to 127.0.0.1:1"},
 		{[]string{"validate", "-c", noItemsProg}, exitUsage, "", "noitemsprog.yaml:2: items.command: exec: \"/nonexistent/list\""},
 		{[]string{"validate", "-c", noProg}, exitUsage, "", "noprog.yaml:4: sink.exec.command: \"/nonexistent/prog\""},
 		{[]string{"validate", "-c", noTok}, exitUsage, "", "notok.yaml:2: http.api_token_file: /nonexistent/tok"},
@@ -130,5 +131,23 @@ func TestReadIDsStripsByteOrderMark(t *testing.T) {
 	ids, err := readIDFile(path, store.ValidateID)
 	if err != nil || len(ids) != 2 || ids[0] != "customer-1" {
 		t.Fatalf("readIDFile = %q, %v; want [customer-1 customer-2]", ids, err)
+	}
+}
+
+// Errors reach an operator without the package names that start their
+// wrapped parts; a quoted value keeps what it holds, and a message that
+// is only a name stays.
+func TestCLIText(t *testing.T) {
+	for in, want := range map[string]string{
+		`store: connect to 127.0.0.1:1: dial tcp: refused`:               `connect to 127.0.0.1:1: dial tcp: refused`,
+		`a.yaml:2: redis.addrs: store: connect: refused`:                 `a.yaml:2: redis.addrs: connect: refused`,
+		`ownership: lock "store: x": store: unlock: engine: sinks: boom`: `lock "store: x": unlock: boom`,
+		`store`:             `store`,
+		`restore: failed`:   `restore: failed`,
+		`engine: store: 42`: `42`,
+	} {
+		if got := cliText(errors.New(in)); got != want {
+			t.Errorf("cliText(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
