@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -127,7 +128,7 @@ func (p *progress) update(pr engine.Progress) {
 	}
 	if !p.tty {
 		p.log.Info().Int("done", done).Int("total", pr.Total).Int("pending", pr.Pending).
-			Float64("rate", rate).Str("eta", eta).Msg("batch progress")
+			Float64("rate", math.Round(rate*10)/10).Str("eta", eta).Msg("batch progress") // items/s, to 0.1 as the summary
 		return
 	}
 	const width = 30
