@@ -61,20 +61,23 @@ func (k Keys) Line(field string, alt ...string) int {
 // Decoder holds what Decode found: where each field is set, and the
 // problems. A caller that validates further adds its own with Add.
 type Decoder struct {
-	Name    string
-	Keys    Keys            // dotted field -> where it is set, for fields set to a non-null value
-	Bad     map[string]bool // fields that did not decode: rules about them are best skipped
-	errs    []*FieldError   // the first maxKept problems
-	dropped int             // and how many more
-	opt     Options
-	val     reflect.Value // the struct decoded into
+	Name     string
+	Keys     Keys          // dotted field -> where it is set, for fields set to a non-null value
+	Bad      Fields        // fields that did not decode: rules about them are best skipped
+	Problems Fields        // fields with a problem: Bad's and those Add was given; "" for the whole file
+	errs     []*FieldError // the first maxKept problems
+	dropped  int           // and how many more
+	opt      Options
+	val      reflect.Value // the struct decoded into
 }
 
-// Failed reports whether any of fields, anything inside one, or the whole
-// file failed to decode: rules about its value (the zero left in its
-// place) would mislead.
-func (d *Decoder) Failed(fields ...string) bool {
-	for b := range d.Bad {
+// Fields is a set of dotted fields.
+type Fields map[string]bool
+
+// Has reports whether the set holds any of fields, a field inside one,
+// or "" (the whole file).
+func (s Fields) Has(fields ...string) bool {
+	for b := range s {
 		for _, f := range fields {
 			if b == "" || b == f || strings.HasPrefix(b, f+".") || strings.HasPrefix(b, f+"[") {
 				return true
@@ -84,9 +87,15 @@ func (d *Decoder) Failed(fields ...string) bool {
 	return false
 }
 
+// Failed reports whether any of fields, anything inside one, or the whole
+// file failed to decode: rules about its value (the zero left in its
+// place) would mislead.
+func (d *Decoder) Failed(fields ...string) bool { return d.Bad.Has(fields...) }
+
 // Add keeps fe, or counts it past maxKept: a hostile file can have
-// hundreds of thousands.
+// hundreds of thousands. Its field is in Problems either way.
 func (d *Decoder) Add(fe *FieldError) {
+	d.Problems[fe.Field] = true
 	if len(d.errs) < maxKept {
 		d.errs = append(d.errs, fe)
 	} else {
@@ -114,7 +123,7 @@ var (
 // into zero. Every problem is in the Decoder (Err).
 func Decode(name string, data []byte, into any, opt Options) (d *Decoder, ok bool) {
 	v := reflect.ValueOf(into).Elem()
-	d = &Decoder{Name: name, Keys: Keys{}, Bad: map[string]bool{}, opt: opt, val: v}
+	d = &Decoder{Name: name, Keys: Keys{}, Bad: Fields{}, Problems: Fields{}, opt: opt, val: v}
 	if d.opt.Show == nil {
 		d.opt.Show = func(s string) string { return strconv.Quote(Clip(s)) }
 	}

@@ -113,6 +113,33 @@ func TestFailed(t *testing.T) {
 	}
 }
 
+// Problems holds every field with a problem: those that did not decode,
+// and those a caller's rules (Add, RefuseZeros) found, past the problems
+// kept too.
+func TestProblems(t *testing.T) {
+	var d doc
+	dec, _ := Decode("t.yaml", []byte("sec:\n  count: x\n  name: ''\n  wait: 5s\n"), &d, Options{})
+	dec.RefuseZeros(doc{Sec: section{Name: "dflt"}})
+	dec.Add(&FieldError{File: "t.yaml", Line: 4, Field: "sec.wait", Msg: "too long"})
+	for field, want := range map[string]bool{"sec.count": true, "sec.name": true, "sec.wait": true, "sec": true, "sec.tags": false} {
+		if got := dec.Problems.Has(field); got != want {
+			t.Errorf("Problems.Has(%q) = %v; want %v", field, got, want)
+		}
+	}
+	if dec.Failed("sec.name") || dec.Failed("sec.wait") {
+		t.Error("Failed is true for a field that decoded and broke a rule")
+	}
+	for range maxKept {
+		dec.Add(&FieldError{File: "t.yaml", Field: "sec.count", Msg: "again"})
+	}
+	if dec.Add(&FieldError{File: "t.yaml", Field: "sec.tags[0]", Msg: "past the kept"}); !dec.Problems.Has("sec.tags") {
+		t.Error("a problem past the kept ones is not in Problems")
+	}
+	if dec, _, _ := decodeText(t, "sec: [\n"); !dec.Problems.Has("sec.name") {
+		t.Error("Problems has not sec.name after a syntax error")
+	}
+}
+
 // A zero written out, where the default is not zero, is a problem; a key
 // left out, null, or already bad, is not.
 func TestRefuseZeros(t *testing.T) {
