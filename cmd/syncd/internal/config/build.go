@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -120,9 +121,9 @@ func (r *reader) bad(err error, field, format string, args ...any) {
 }
 
 // file returns the file at path, at most max bytes, named by field; nil
-// for "" or an error.
+// for "", an error, or a field with a load problem (reported already).
 func (r *reader) file(field, path string, max int64) []byte {
-	if path == "" {
+	if path == "" || r.f.Failed(field) {
 		return nil
 	}
 	read := r.read
@@ -137,9 +138,13 @@ func (r *reader) file(field, path string, max int64) []byte {
 }
 
 // secret returns the credential in the variable called name, else in the
-// file at path without one trailing newline; "" if neither is set. Unset
-// or empty is an error. Errors never quote the credential.
+// file at path without one trailing newline; "" if neither is set, or
+// either field has a load problem (reported already: both set, say).
+// Unset or empty is an error. Errors never quote the credential.
 func (r *reader) secret(envField, name, fileField, path string) string {
+	if r.f.Failed(envField) || fileField != "" && r.f.Failed(fileField) {
+		return ""
+	}
 	if name != "" {
 		switch v, ok := r.env(name); {
 		case !ok:
@@ -334,7 +339,21 @@ func (f *File) BuildSink(logger zerolog.Logger) (sinks.Sink, error) {
 // without side effects: the file sink's file is not created, only its
 // directory looked at; every other sink is built and closed (the exec
 // sink finds its program, the http sink checks its URL and TLS files).
+// On a File with problems (LoadPartial) it checks nothing when sink.type
+// has one, and drops an error about a field that has one: the sink's
+// Validate finding again what Load reported.
 func (f *File) CheckSink() error {
+	if f.Failed("sink.type") {
+		return nil
+	}
+	err := f.checkSink()
+	if fe := (*FieldError)(nil); errors.As(err, &fe) && f.Failed(fe.Field) {
+		return nil
+	}
+	return err
+}
+
+func (f *File) checkSink() error {
 	c := f.Sink()
 	if c.Type == SinkFile {
 		if err := filesink.CheckPath(c.File.Path); err != nil {

@@ -1224,6 +1224,98 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// A file with problems still gives what loaded (LoadPartial), and the
+// checks that read files report theirs on it, skipping the fields with a
+// problem, so that syncd validate reports every problem in one run (an
+// outside trial: the missing token file came out only after the typo
+// beside it was fixed).
+func TestLoadPartial(t *testing.T) {
+	dir := t.TempDir()
+	path, ca, tok := filepath.Join(dir, "c.yaml"), filepath.Join(dir, "ca.pem"), filepath.Join(dir, "tok")
+	src := yamlText(`
+engine:
+	workerz: 3
+redis:
+	password_file: [pw]
+	tls:
+		enabled: true
+		ca_file: ` + ca + `
+sink:
+	type: exec
+	exec:
+		command: [/nonexistent/prog]
+		grace: 1h
+http:
+	api_token_file: ` + tok + `
+`)
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loadErrs := []string{
+		path + ":2: engine.workerz: unknown key (did you mean workers?)",
+		path + ":4: redis.password_file: expected a string, got a list",
+		path + ":12: sink.exec.grace: 1h must be below ownership.margin",
+	}
+	if f, err := Load(path); f != nil || len(errLines(err)) != len(loadErrs) {
+		t.Fatalf("Load = %v, %v; want no File and the problems", f, err)
+	}
+	f, err := LoadPartial(path)
+	if f == nil || len(errLines(err)) != len(loadErrs) {
+		t.Fatalf("LoadPartial = %v, %v; want the File and the problems", f, err)
+	}
+	for i, line := range errLines(err) {
+		if !strings.HasPrefix(line, loadErrs[i]) {
+			t.Errorf("load problem %d: %q; want it to start %q", i, line, loadErrs[i])
+		}
+	}
+	for field, want := range map[string]bool{"engine": true, "redis.password_file": true, "sink.exec.grace": true,
+		"redis.tls.ca_file": false, "sink.exec.command": false, "http": false} {
+		if got := f.Failed(field); got != want {
+			t.Errorf("Failed(%q) = %v; want %v", field, got, want)
+		}
+	}
+	// The password file did not load: not read. The CA file did.
+	if _, err := f.Store(nil, nil); !slices.Equal(errLines(err), []string{path + ":7: redis.tls.ca_file: " + ca + ": no such file or directory"}) {
+		t.Errorf("Store: %v; want only the CA file missing", err)
+	}
+	if _, err := f.APIToken(nil, nil); !slices.Equal(errLines(err), []string{path + ":14: http.api_token_file: " + tok + ": no such file or directory"}) {
+		t.Errorf("APIToken: %v; want the token file missing", err)
+	}
+	// grace broke a rule; the program is looked for all the same.
+	if err := f.CheckSink(); !slices.Equal(errLines(err), []string{path + `:11: sink.exec.command: "/nonexistent/prog": stat /nonexistent/prog: no such file or directory`}) {
+		t.Errorf("CheckSink: %v; want the program missing", err)
+	}
+
+	for _, tt := range []struct {
+		name, src string
+		check     func(*File) error
+	}{
+		// The sink's Validate finds again what Load reported: dropped.
+		{"sink validate", "sink:\n  type: exec\n  exec:\n    command: [/nonexistent/prog]\n    timeout: -1s\n", (*File).CheckSink},
+		{"sink type", "sink:\n  type: teleport\n", (*File).CheckSink},
+		// Both set: which one is meant is the user's to say.
+		{"token both", "http:\n  api_token_env: SYNCD_TEST_UNSET\n  api_token_file: /nonexistent/tok\n",
+			func(f *File) error { _, err := f.APIToken(nil, nil); return err }},
+		{"password both", "redis:\n  password_env: SYNCD_TEST_UNSET\n  password_file: /nonexistent/pw\n",
+			func(f *File) error { _, err := f.Store(nil, nil); return err }},
+	} {
+		f, err := ParsePartial("c.yaml", []byte(tt.src))
+		if f == nil || err == nil {
+			t.Fatalf("%s: ParsePartial = %v, %v; want the File and a problem", tt.name, f, err)
+		}
+		if err := tt.check(f); err != nil {
+			t.Errorf("%s: %v; want nothing more than Load reported", tt.name, err)
+		}
+	}
+	// Nothing loads from a file that is not YAML.
+	if f, err := ParsePartial("c.yaml", []byte("engine: [\n")); f != nil || err == nil {
+		t.Errorf("ParsePartial of malformed YAML = %v, %v; want no File and the error", f, err)
+	}
+	if f, err := ParsePartial("c.yaml", []byte("- a\n")); f == nil || !f.Failed("redis.password_file") || err == nil {
+		t.Errorf("ParsePartial of a list = %v, %v; want every field failed", f, err)
+	}
+}
+
 func TestLogAccessors(t *testing.T) {
 	tests := []struct {
 		src    string

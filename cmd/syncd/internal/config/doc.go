@@ -21,7 +21,10 @@
 //
 // Parse reads nothing; Store, APIToken, Items and BuildSink read the
 // passwords, TLS, token and items files, through functions the caller
-// passes, and build the sink. The file holds no secrets, only the names of
+// passes, and build the sink. LoadPartial also gives a file with
+// problems as far as it loaded, on which those checks skip the fields
+// with a problem: syncd validate reports the file's problems and theirs
+// in one run. The file holds no secrets, only the names of
 // the variables and files that do; no error quotes a password, and
 // Redacted prints the effective configuration with credentials hidden.
 package config

@@ -11,9 +11,15 @@ import (
 // FuzzParse checks that Parse never panics, that every error is an *Errors
 // of complete entries, and that every accepted file converts to library
 // configurations that validate, and redacts to a file that parses back to
-// the same.
+// the same. A refused file's partial File (ParsePartial) takes the checks
+// that read files without a panic, and they report nothing about a field
+// Parse reported.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(yamlText(fullConfig)))
+	env := func(string) (string, bool) { return "pw", true }
+	noFiles := func(name string) ([]byte, error) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("fuzz.yaml", data)
 		if err != nil {
@@ -26,13 +32,16 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("incomplete FieldError %#v", fe)
 				}
 			}
+			partial, perr := ParsePartial("fuzz.yaml", data)
+			if perr == nil || perr.Error() != err.Error() {
+				t.Fatalf("ParsePartial error %v; want Parse's %v", perr, err)
+			}
+			if partial != nil {
+				checkPartial(t, partial, env, noFiles)
+			}
 			return
 		}
 
-		env := func(string) (string, bool) { return "pw", true }
-		noFiles := func(name string) ([]byte, error) {
-			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
-		}
 		if st, err := cfg.Store(env, noFiles); err == nil {
 			if err := st.Validate(); err != nil {
 				t.Fatalf("accepted, but Store() does not validate: %v", err)
@@ -77,4 +86,26 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Redacted of Redacted (-got +want):\n%s", diff)
 		}
 	})
+}
+
+// checkPartial runs the checks that read files on f, a File with
+// problems: none may report a field with one.
+func checkPartial(t *testing.T, f *File, env func(string) (string, bool), readFile func(string) ([]byte, error)) {
+	t.Helper()
+	_, serr := f.Store(env, readFile)
+	_, terr := f.APIToken(env, readFile)
+	_, _ = f.Items(func(string) ([]byte, error) { return []byte("a\n\x01\n"), nil })
+	for _, err := range []error{serr, terr, f.CheckSink()} {
+		var errs *Errors
+		if err == nil {
+			continue
+		} else if !errors.As(err, &errs) {
+			t.Fatalf("error is not an *Errors: %#v", err)
+		}
+		for _, fe := range errs.List {
+			if f.Failed(fe.Field) {
+				t.Fatalf("%v: a field Parse reported already", fe)
+			}
+		}
+	}
 }

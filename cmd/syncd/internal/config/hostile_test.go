@@ -86,6 +86,14 @@ func TestParseHostileInput(t *testing.T) {
 			if alloc := after.TotalAlloc - before.TotalAlloc; took > tt.took || alloc > 512<<20 {
 				t.Errorf("took %v and %d MB", took, alloc>>20)
 			}
+			// What loaded of it, as syncd validate checks it further.
+			start = time.Now()
+			if f, _ := ParsePartial("c.yaml", []byte(tt.src)); f != nil {
+				checkPartial(t, f, fakeEnv(nil), fakeFiles(nil))
+			}
+			if took := time.Since(start); took > tt.took {
+				t.Errorf("ParsePartial and the checks after took %v", took)
+			}
 		})
 	}
 }

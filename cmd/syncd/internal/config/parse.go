@@ -21,20 +21,35 @@ type Errors = yamlstrict.Errors
 
 // File is a loaded, valid configuration file. Its methods turn it into the
 // configurations of the libraries.
+//
+// A File from LoadPartial or ParsePartial may instead hold fields with
+// problems: it is only for finding more problems (see LoadPartial).
 type File struct {
-	name string
-	s    schema
-	keys yamlstrict.Keys // dotted field -> where it is set, for fields set to a non-null value
+	name     string
+	s        schema
+	keys     yamlstrict.Keys   // dotted field -> where it is set, for fields set to a non-null value
+	problems yamlstrict.Fields // fields with a load problem; empty for a valid file
 }
 
 // Load reads and parses the file at path, named as given in errors.
 func Load(path string) (*File, error) {
+	return valid(LoadPartial(path))
+}
+
+// LoadPartial is Load, but a file with problems also gives its File, as
+// far as it loaded, beside the error; nil when nothing loaded (the file
+// cannot be read, is not YAML, ...). Such a File is for finding the
+// problems that Load's checks cannot see, as syncd validate does, in the
+// same run: Store, APIToken, Items and CheckSink skip what reads a field
+// with a problem (one left zero by a bad value, or one that broke a rule),
+// and Failed says which fields have one. Nothing must run on it.
+func LoadPartial(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err == nil {
 		defer fh.Close()
 		var data []byte
 		if data, err = io.ReadAll(io.LimitReader(fh, yamlstrict.MaxFileSize+1)); err == nil { // Parse refuses more
-			return Parse(path, data)
+			return ParsePartial(path, data)
 		}
 	}
 	return nil, yamlstrict.One(&FieldError{File: path, Msg: fsReason(err), Err: err})
@@ -43,18 +58,39 @@ func Load(path string) (*File, error) {
 // Parse parses and validates data, the contents of the file called name,
 // reporting every problem. An empty file is valid: all defaults.
 func Parse(name string, data []byte) (*File, error) {
+	return valid(ParsePartial(name, data))
+}
+
+// ParsePartial is Parse, but a file with problems also gives its File, as
+// LoadPartial does.
+func ParsePartial(name string, data []byte) (*File, error) {
 	f := &File{name: name}
 	f.s.Redis.AutoPipeline = store.AutoPipelineDefault // the one default that is not a zero
 	d, ok := yamlstrict.Decode(name, data, &f.s, decodeOptions)
 	f.keys = d.Keys
-	if ok {
-		(&parser{d, f}).validate()
+	if !ok {
+		return nil, d.Err()
 	}
+	(&parser{d, f}).validate()
 	if err := d.Err(); err != nil {
+		f.problems = d.Problems
+		return f, err
+	}
+	return f, nil
+}
+
+// valid drops a File that has problems.
+func valid(f *File, err error) (*File, error) {
+	if err != nil {
 		return nil, err
 	}
 	return f, nil
 }
+
+// Failed reports whether any of fields, or a field inside one, has a
+// problem: it did not load, or it broke a rule. Always false for a File
+// from Load or Parse.
+func (f *File) Failed(fields ...string) bool { return f.problems.Has(fields...) }
 
 // parser validates a decoded file, adding its problems to the decoder's.
 type parser struct {
