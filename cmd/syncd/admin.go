@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/syncd/syncd/cmd/syncd/internal/config"
 	"github.com/syncd/syncd/cmd/syncd/internal/idlines"
 	"github.com/syncd/syncd/store"
 )
@@ -275,17 +276,37 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
-	cfg, err := f.load()
-	if err != nil {
-		var ee *exitError
-		if errors.As(err, &ee) {
-			fmt.Fprintln(stderr, ee.err)
-			return &exitError{code: exitUsage, err: errors.New("")}
-		}
-		return err
+	// A file with problems still gives what loaded, so that the checks
+	// below report theirs in the same run (an outside trial: a user fixing
+	// a config met the token file missing only after fixing a typo).
+	cfg, loadErr := config.LoadPartial(f.config)
+	var errs []error
+	if loadErr != nil {
+		errs = append(errs, loadErr)
 	}
-	// What the file's own checks cannot see, each reported: a user fixes
-	// them in one round, not one per run of validate.
+	if cfg != nil {
+		errs = append(errs, offlineChecks(cfg)...)
+	}
+	if len(errs) > 0 {
+		// One problem a line, each naming its file, line and field.
+		fmt.Fprintln(stderr, errors.Join(errs...))
+		return &exitError{code: exitUsage, err: errors.New("")}
+	}
+	out, err := cfg.Redacted()
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	stdout.Write(out)
+	return nil
+}
+
+// offlineChecks are what the file's own checks cannot see, each reported
+// (a user fixes them in one round, not one per run of validate): the
+// secrets, items.file, items.command's program, the sink and the API
+// token, read as run reads them, so that validate refuses what run would.
+// On a File with problems (config.LoadPartial), what reads a field with
+// one is skipped.
+func offlineChecks(cfg *config.File) []error {
 	var errs []error
 	if _, err := cfg.Store(nil, nil); err != nil {
 		errs = append(errs, err)
@@ -295,26 +316,16 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 	}
 	// items.command's program must be there: run would only find out at
 	// its first reconcile, and log it.
-	if argv, _ := cfg.ItemsCommand(); len(argv) > 0 {
+	if argv, _ := cfg.ItemsCommand(); len(argv) > 0 && !cfg.Failed("items.command") {
 		if _, err := exec.LookPath(argv[0]); err != nil {
 			errs = append(errs, cfg.At("items.command", err))
 		}
 	}
-	// The sink and the API token as run reads them, so that validate
-	// refuses what run would.
 	if err := cfg.CheckSink(); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := cfg.APIToken(nil, nil); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) > 0 {
-		return &exitError{code: exitUsage, err: errors.Join(errs...)}
-	}
-	out, err := cfg.Redacted()
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	stdout.Write(out)
-	return nil
+	return errs
 }

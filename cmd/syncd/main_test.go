@@ -53,6 +53,11 @@ func TestRunMain(t *testing.T) {
 	os.WriteFile(longTok, []byte("http:\n  api_token_file: "+long+"\n"), 0o644)
 	noDir := filepath.Join(dir, "nodir.yaml")
 	os.WriteFile(noDir, []byte("sink:\n  type: file\n  file:\n    path: /nonexistent/dir/x.jsonl\n"), 0o644)
+	// A problem in the file and one the checks after it find, reported in
+	// one run (an outside trial: the second came out only once the first
+	// was fixed).
+	loadAndTok := filepath.Join(dir, "loadandtok.yaml")
+	os.WriteFile(loadAndTok, []byte("engine:\n  workerz: 3\nhttp:\n  api_token_file: /nonexistent/tok\n"), 0o644)
 	noProgs := filepath.Join(dir, "noprogs.yaml") // both reported at once
 	os.WriteFile(noProgs, []byte("items:\n  command: [\"/nonexistent/list\"]\nsink:\n  type: exec\n  exec:\n    command: [\"/nonexistent/prog\"]\n"), 0o644)
 	tests := []struct {
@@ -77,6 +82,8 @@ func TestRunMain(t *testing.T) {
 		{[]string{"validate", "-c", longTok}, exitUsage, "", "71680 bytes, more than the 65536 read"},
 		{[]string{"validate", "-c", noDir}, exitUsage, "", `nodir.yaml:4: sink.file.path: parent directory of "/nonexistent/dir/x.jsonl"`},
 		{[]string{"validate", "-c", noProgs}, exitUsage, "", "no such file or directory\n" + noProgs + ":6: sink.exec.command"},
+		{[]string{"validate", "-c", loadAndTok}, exitUsage, "", loadAndTok + ":2: engine.workerz: unknown key (did you mean workers?)\n" +
+			loadAndTok + ":4: http.api_token_file: /nonexistent/tok: no such file or directory\n"},
 		{[]string{"items", "-c", bad}, exitUsage, "", "add, remove, list or reconcile"},
 		{[]string{"release", "-c", bad, "x"}, exitUsage, "", "--force"},
 		{[]string{"requeue", "-c", bad}, exitUsage, "", "no IDs"},
