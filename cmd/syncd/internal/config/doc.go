@@ -24,7 +24,12 @@
 // passes, and build the sink. LoadPartial also gives a file with
 // problems as far as it loaded, on which those checks skip the fields
 // with a problem: syncd validate reports the file's problems and theirs
-// in one run. The file holds no secrets, only the names of
-// the variables and files that do; no error quotes a password, and
-// Redacted prints the effective configuration with credentials hidden.
+// in one run.
+//
+// The file holds no secrets, only the names of the variables and files
+// that do; no error quotes a password, and Redacted prints the effective
+// configuration with credentials hidden. A secret file
+// (redis.password_file, redis.tls.key_file, http.api_token_file) that
+// users other than its owner can write is refused; one that any user
+// can read is a warning (Warnings).
 package config

@@ -1,0 +1,120 @@
+package config
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// Secret files and their permissions. A secret file that users other
+// than its owner may write is refused: they could replace the secret
+// with a token they know, or the password or key of a Redis of their
+// own. One that any user may read is a warning (Warnings), not refused:
+// Kubernetes mounts secret volumes 0644 unless defaultMode says
+// otherwise. Read by the file's group is fine: that is how services
+// share a secret through a group. The fix for both is chmod 600.
+
+// secretFiles are the keys that name a file holding a secret, in the
+// order of the file, and what it holds (TestSecretFilesComplete keeps the
+// list complete).
+var secretFiles = []struct{ field, secret string }{
+	{"redis.password_file", "Redis password"},
+	{"redis.tls.key_file", "TLS private key"},
+	{"http.api_token_file", "API token"},
+}
+
+// Permission bits of a secret file: writable by group or others is
+// refused, readable by others a warning.
+const (
+	modeWritable fs.FileMode = 0o022
+	modeReadable fs.FileMode = 0o004
+)
+
+// ModeError is a secret file whose permissions let users other than its
+// owner replace it (refused) or read it (a warning). It is the Err of
+// such a FieldError.
+type ModeError struct {
+	Path   string
+	Mode   fs.FileMode // its permission bits
+	Secret string      // what it holds: "API token", "Redis password", "TLS private key"
+}
+
+// Writable reports whether users other than the owner may write the
+// file: it is refused, else it is a warning.
+func (e *ModeError) Writable() bool { return e.Mode&modeWritable != 0 }
+
+// Fix is the command that fixes the permissions.
+func (e *ModeError) Fix() string { return "chmod 600 " + shellQuote(e.Path) }
+
+func (e *ModeError) Error() string {
+	if e.Writable() {
+		who := map[fs.FileMode]string{0o020: "group", 0o002: "others", 0o022: "group and others"}[e.Mode&modeWritable]
+		return fmt.Sprintf("%s is writable by %s (mode %04o): they could replace the %s; %s",
+			e.Path, who, uint32(e.Mode), e.Secret, e.Fix())
+	}
+	return fmt.Sprintf("%s is readable by others (mode %04o): any user on the host can read the %s; %s",
+		e.Path, uint32(e.Mode), e.Secret, e.Fix())
+}
+
+// modeError returns a *ModeError when field names a secret file and
+// mode, of the file at path, lets others write or read it; else nil.
+func modeError(field, path string, mode fs.FileMode) *ModeError {
+	for _, s := range secretFiles {
+		if s.field == field && mode&(modeWritable|modeReadable) != 0 {
+			return &ModeError{Path: path, Mode: mode.Perm(), Secret: s.secret}
+		}
+	}
+	return nil
+}
+
+// secretPath returns the secret file named by field that is in force:
+// the password file unless password_env is set, the TLS key with TLS
+// on, the token file unless api_token_env is set; "" for none.
+func (f *File) secretPath(field string) string {
+	r, h := f.s.Redis, f.s.HTTP
+	switch {
+	case field == "redis.password_file" && r.PasswordEnv == "":
+		return r.PasswordFile
+	case field == "redis.tls.key_file" && r.TLS.Enabled:
+		return r.TLS.KeyFile
+	case field == "http.api_token_file" && h.APITokenEnv == "":
+		return h.APITokenFile
+	}
+	return ""
+}
+
+// Warnings returns what syncd runs with but should not, each at its key:
+// a secret file that any user can read (its Err a *ModeError). It looks
+// at the files (os.Stat); one it cannot look at, or that others can
+// write, is Store's or APIToken's error, not a warning. On a File with
+// problems (LoadPartial), keys with one are skipped.
+func (f *File) Warnings() []*FieldError {
+	var ws []*FieldError
+	for _, s := range secretFiles {
+		path := f.secretPath(s.field)
+		if path == "" || f.Failed(s.field) {
+			continue
+		}
+		fi, err := os.Stat(path)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if me := modeError(s.field, path, fi.Mode()); me != nil && !me.Writable() {
+			ws = append(ws, f.errorAt(me, s.field, nil, me.Error()))
+		}
+	}
+	return ws
+}
+
+// shellSafe is a path that a shell takes as it is.
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9@%+=:,./_-]+$`)
+
+// shellQuote quotes path for a shell command line, when it needs it.
+func shellQuote(path string) string {
+	if shellSafe.MatchString(path) {
+		return path
+	}
+	return "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
+}

@@ -1,0 +1,200 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// writeMode writes body to the file name in dir, with exactly mode
+// whatever the umask, and returns its path.
+func writeMode(t *testing.T, dir, name, body string, mode fs.FileMode) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// secretConfig is a config naming the secret files in dir, each written
+// with mode: the Redis password (line 3), the TLS key (7), the API token
+// (9). The TLS certificate is 0644: it is no secret.
+func secretConfig(t *testing.T, dir string, mode fs.FileMode) (f *File, pw, key, tok string) {
+	t.Helper()
+	certPEM, keyPEM := testCert(t)
+	pw = writeMode(t, dir, "pw", "redis-pw\n", mode)
+	cert := writeMode(t, dir, "cert.pem", certPEM, 0o644)
+	key = writeMode(t, dir, "key.pem", keyPEM, mode)
+	tok = writeMode(t, dir, "tok", "s3cret-API-token-never-shown\n", mode)
+	return mustParse(t, yamlText(fmt.Sprintf(`
+redis:
+	addrs: ["redis.test:6380"]
+	password_file: %s
+	tls:
+		enabled: true
+		cert_file: %s
+		key_file: %s
+http:
+	api_token_file: %s
+`, pw, cert, key, tok))), pw, key, tok
+}
+
+// A secret file others can write is refused, one any user can read is a
+// warning, one its group can read is fine; real files with real modes
+// (the bits are what Stat says, also for root, whom they do not stop).
+func TestSecretFileModes(t *testing.T) {
+	tests := []struct {
+		mode    fs.FileMode
+		refused string // how the error says it, "" when read
+		warned  bool
+	}{
+		{0o600, "", false},
+		{0o400, "", false},
+		{0o640, "", false}, // its group may read: how services share a secret
+		{0o644, "", true},  // a Kubernetes secret volume's default
+		{0o444, "", true},
+		{0o620, "writable by group (mode 0620)", false},
+		{0o602, "writable by others (mode 0602)", false},
+		{0o666, "writable by group and others (mode 0666)", false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%04o", uint32(tt.mode)), func(t *testing.T) {
+			f, pw, key, tok := secretConfig(t, t.TempDir(), tt.mode)
+			var wantStore, wantTok, wantWarn []string
+			if tt.refused != "" {
+				wantStore = []string{
+					"c.yaml:3: redis.password_file: " + pw + " is " + tt.refused + ": they could replace the Redis password; chmod 600 " + pw,
+					"c.yaml:7: redis.tls.key_file: " + key + " is " + tt.refused + ": they could replace the TLS private key; chmod 600 " + key,
+				}
+				wantTok = []string{"c.yaml:9: http.api_token_file: " + tok + " is " + tt.refused + ": they could replace the API token; chmod 600 " + tok}
+			}
+			if tt.warned {
+				mode := fmt.Sprintf("(mode %04o)", uint32(tt.mode))
+				wantWarn = []string{
+					"c.yaml:3: redis.password_file: " + pw + " is readable by others " + mode + ": any user on the host can read the Redis password; chmod 600 " + pw,
+					"c.yaml:7: redis.tls.key_file: " + key + " is readable by others " + mode + ": any user on the host can read the TLS private key; chmod 600 " + key,
+					"c.yaml:9: http.api_token_file: " + tok + " is readable by others " + mode + ": any user on the host can read the API token; chmod 600 " + tok,
+				}
+			}
+			st, err := f.Store(nil, nil)
+			if diff := cmp.Diff(errLines(err), wantStore); diff != "" {
+				t.Errorf("Store errors (-got +want):\n%s", diff)
+			}
+			if err == nil && (st.Password != "redis-pw" || st.TLS == nil || len(st.TLS.Certificates) != 1) {
+				t.Errorf("Store read password %q, TLS %+v", st.Password, st.TLS)
+			}
+			token, err := f.APIToken(nil, nil)
+			if diff := cmp.Diff(errLines(err), wantTok); diff != "" {
+				t.Errorf("APIToken errors (-got +want):\n%s", diff)
+			}
+			if err == nil && token != "s3cret-API-token-never-shown" {
+				t.Errorf("APIToken = %q", token)
+			}
+			var me *ModeError
+			if err != nil && (!errors.As(err, &me) || !me.Writable() || me.Path != tok) {
+				t.Errorf("APIToken error unwraps to %+v; want a writable *ModeError of %s", me, tok)
+			}
+			var warns []string
+			for _, w := range f.Warnings() {
+				warns = append(warns, w.Error())
+				if me := (*ModeError)(nil); !errors.As(w, &me) || me.Writable() || me.Mode != tt.mode {
+					t.Errorf("warning %v unwraps to %+v; want a readable *ModeError", w, me)
+				}
+			}
+			if diff := cmp.Diff(warns, wantWarn); diff != "" {
+				t.Errorf("Warnings (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The mode of the file read counts, not a link's: Kubernetes mounts
+// secrets as links to links. The fix quotes a path that needs it.
+func TestSecretFileModeLinksAndQuoting(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "it's secret")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	target := writeMode(t, dir, "token", "s3cret-API-token-never-shown\n", 0o644)
+	link := filepath.Join(dir, "tok")
+	if err := os.Symlink("token", link); err != nil {
+		t.Fatal(err)
+	}
+	f := mustParse(t, "http:\n  api_token_file: "+link+"\n")
+	if _, err := f.APIToken(nil, nil); err != nil {
+		t.Fatalf("APIToken: %v", err)
+	}
+	want := []string{"c.yaml:2: http.api_token_file: " + link + " is readable by others (mode 0644): any user on the host can read the API token; chmod 600 '" +
+		strings.ReplaceAll(link, "'", `'\''`) + "'"}
+	var got []string
+	for _, w := range f.Warnings() {
+		got = append(got, w.Error())
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("Warnings (-got +want):\n%s", diff)
+	}
+	if err := os.Chmod(target, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.APIToken(nil, nil); err == nil || !strings.Contains(err.Error(), "is writable by group and others (mode 0666)") {
+		t.Errorf("APIToken through a link to a 0666 file: %v; want it refused", err)
+	}
+	if ws := f.Warnings(); len(ws) != 0 {
+		t.Errorf("Warnings = %v; want none: the file is refused", ws)
+	}
+}
+
+// Only the secret files in force are looked at: not the password file
+// beside password_env (a load error), nor the TLS key with TLS off.
+func TestSecretFileModeNotInForce(t *testing.T) {
+	dir := t.TempDir()
+	tok := writeMode(t, dir, "tok", "s3cret-API-token-never-shown\n", 0o666)
+	f, err := ParsePartial("c.yaml", []byte("http:\n  api_token_env: TOK\n  api_token_file: "+tok+"\n"))
+	if err == nil {
+		t.Fatal("both api_token_env and api_token_file: accepted")
+	}
+	if ws := f.Warnings(); len(ws) != 0 {
+		t.Errorf("Warnings = %v; want none", ws)
+	}
+	if _, err := f.APIToken(nil, nil); err != nil {
+		t.Errorf("APIToken = %v; want nothing more than the load error", err)
+	}
+}
+
+// Every key that names a file is a secret file, or says why not here,
+// so that a secret file added to the schema is not left unchecked.
+func TestSecretFilesComplete(t *testing.T) {
+	notSecret := map[string]string{
+		"redis.tls.ca_file":   "public certificates",
+		"redis.tls.cert_file": "a public certificate (its key is key_file)",
+		"items.file":          "item IDs",
+		"sink.file.path":      "where the file sink writes",
+	}
+	keys, _ := schemaKeys()
+	for _, k := range keys {
+		name := k[strings.LastIndexByte(k, '.')+1:]
+		section := slices.ContainsFunc(keys, func(o string) bool { return strings.HasPrefix(o, k+".") })
+		isFile := !section && (name == "file" || name == "path" || strings.HasSuffix(name, "_file"))
+		secret := slices.ContainsFunc(secretFiles, func(s struct{ field, secret string }) bool { return s.field == k })
+		_, other := notSecret[k]
+		if isFile && !secret && !other {
+			t.Errorf("%s names a file: add it to secretFiles, or to notSecret here with why", k)
+		}
+	}
+	for _, s := range secretFiles {
+		if !slices.Contains(keys, s.field) {
+			t.Errorf("secretFiles has %s, not a key", s.field)
+		}
+	}
+}
