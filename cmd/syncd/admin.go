@@ -285,6 +285,10 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 		errs = append(errs, loadErr)
 	}
 	if cfg != nil {
+		// What run would log as a warning: said, and not refused.
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
 		errs = append(errs, offlineChecks(cfg)...)
 	}
 	if len(errs) > 0 {

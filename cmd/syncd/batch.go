@@ -31,6 +31,7 @@ func cmdBatch(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg, os.Stderr)
+	logConfigWarnings(cfg, log)
 	ctx, stop := stopOnSignal(log, "stopping the batch run: draining in-flight syncs; items not synced are left for the next run (signal again to exit at once)")
 	defer stop()
 	st, err := openStore(ctx, cfg, log)

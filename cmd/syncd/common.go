@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -60,6 +61,22 @@ func (f *flags) load() (*config.File, error) {
 		return nil, &exitError{code: exitUsage, err: err}
 	}
 	return cfg, nil
+}
+
+// logConfigWarnings logs what the configuration runs with but should not
+// (config.File.Warnings): a secret file any user can read, with its key,
+// line, path, mode and the fix as fields.
+func logConfigWarnings(cfg *config.File, log zerolog.Logger) {
+	for _, w := range cfg.Warnings() {
+		ev := log.Warn().Str("config", w.File).Int("line", w.Line).Str("key", w.Field)
+		var me *config.ModeError
+		if !errors.As(w, &me) {
+			ev.Msg(w.Msg)
+			continue
+		}
+		ev.Str("path", me.Path).Str("mode", fmt.Sprintf("%04o", uint32(me.Mode))).Str("secret", me.Secret).
+			Str("fix", me.Fix()).Msg("secret file readable by any user on the host")
+	}
 }
 
 // stopOnSignal returns a context that ends at the first SIGTERM or

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/cmd/syncd/internal/config"
@@ -49,6 +50,39 @@ func TestRateLogger(t *testing.T) {
 	}
 	if got[2]["suppressed"] != float64(49) || !strings.Contains(got[2]["message"].(string), "again") {
 		t.Errorf("line after the interval = %v, want suppressed 49", got[2])
+	}
+}
+
+// A secret file any user can read is logged as a warning, its key, line,
+// path, mode and fix as fields; a private one is not.
+func TestLogConfigWarnings(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "tok")
+	if err := os.WriteFile(tok, []byte("s3cret-API-token-never-shown\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(testutil.WriteFile(t, "config.yaml", "log:\n  format: json\nhttp:\n  api_token_file: "+tok+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	logConfigWarnings(cfg, zerolog.New(&buf))
+	if buf.Len() > 0 {
+		t.Errorf("a 0600 token file: logged %s", buf.String())
+	}
+	if err := os.Chmod(tok, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logConfigWarnings(cfg, zerolog.New(&buf))
+	var got map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatalf("%q: %v", buf.String(), err)
+	}
+	delete(got, "config") // the file's temporary path
+	want := map[string]any{"level": "warn", "message": "secret file readable by any user on the host", "line": float64(4),
+		"key": "http.api_token_file", "path": tok, "mode": "0644", "secret": "API token", "fix": "chmod 600 " + tok}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("log line (-got +want):\n%s", diff)
 	}
 }
 

@@ -58,6 +58,16 @@ func TestRunMain(t *testing.T) {
 	// was fixed).
 	loadAndTok := filepath.Join(dir, "loadandtok.yaml")
 	os.WriteFile(loadAndTok, []byte("engine:\n  workerz: 3\nhttp:\n  api_token_file: /nonexistent/tok\n"), 0o644)
+	// A token file any user can read: a warning; one others can write:
+	// refused (an outside trial found a 0666 token file taken silently).
+	readable, writable := filepath.Join(dir, "readable.tok"), filepath.Join(dir, "writable.tok")
+	for path, mode := range map[string]os.FileMode{readable: 0o644, writable: 0o666} {
+		os.WriteFile(path, []byte("s3cret-API-token-never-shown\n"), 0o600)
+		os.Chmod(path, mode) // whatever the umask
+	}
+	readableTok, writableTok := filepath.Join(dir, "readabletok.yaml"), filepath.Join(dir, "writabletok.yaml")
+	os.WriteFile(readableTok, []byte("http:\n  api_token_file: "+readable+"\n"), 0o644)
+	os.WriteFile(writableTok, []byte("http:\n  api_token_file: "+writable+"\n"), 0o644)
 	noProgs := filepath.Join(dir, "noprogs.yaml") // both reported at once
 	os.WriteFile(noProgs, []byte("items:\n  command: [\"/nonexistent/list\"]\nsink:\n  type: exec\n  exec:\n    command: [\"/nonexistent/prog\"]\n"), 0o644)
 	tests := []struct {
@@ -84,6 +94,10 @@ func TestRunMain(t *testing.T) {
 		{[]string{"validate", "-c", noProgs}, exitUsage, "", "no such file or directory\n" + noProgs + ":6: sink.exec.command"},
 		{[]string{"validate", "-c", loadAndTok}, exitUsage, "", loadAndTok + ":2: engine.workerz: unknown key (did you mean workers?)\n" +
 			loadAndTok + ":4: http.api_token_file: /nonexistent/tok: no such file or directory\n"},
+		{[]string{"validate", "-c", readableTok}, exitOK, "api_token_file: " + readable, "warning: " + readableTok + ":2: http.api_token_file: " +
+			readable + " is readable by others (mode 0644): any user on the host can read the API token; chmod 600 " + readable + "\n"},
+		{[]string{"validate", "-c", writableTok}, exitUsage, "", writableTok + ":2: http.api_token_file: " + writable +
+			" is writable by group and others (mode 0666): they could replace the API token; chmod 600 " + writable + "\n"},
 		{[]string{"items", "-c", bad}, exitUsage, "", "add, remove, list or reconcile"},
 		{[]string{"release", "-c", bad, "x"}, exitUsage, "", "--force"},
 		{[]string{"requeue", "-c", bad}, exitUsage, "", "no IDs"},

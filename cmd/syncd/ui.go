@@ -38,6 +38,7 @@ func cmdUI(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg, os.Stderr)
+	logConfigWarnings(cfg, log)
 	token, err := cfg.APIToken(nil, nil)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}

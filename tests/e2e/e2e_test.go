@@ -368,6 +368,44 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// A secret file any user can read: the daemon runs and logs a warning
+// that names the key, its line, the file, its mode and the fix. One that
+// others can write: the daemon refuses to start (an outside trial found
+// a 0666 token file taken silently).
+func TestRunSecretFileModes(t *testing.T) {
+	t.Parallel()
+	tok := filepath.Join(t.TempDir(), "tok")
+	if err := os.WriteFile(tok, []byte("s3cret-API-token-never-shown\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tok, 0o644); err != nil { // a Kubernetes secret volume's default
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, "http:\n  listen: 127.0.0.1:0\n  api_token_file: "+tok+"\nlog:\n  format: json\n")
+	daemon, stderr := startDaemon(t, cfg)
+	const msg = "secret file readable by any user on the host"
+	waitFor(t, 15*time.Second, "the warning", func() bool { return strings.Contains(stderr.String(), msg) })
+	for field, want := range map[string]string{"level": "warn", "key": "http.api_token_file", "line": "3", "path": tok,
+		"mode": "0644", "fix": "chmod 600 " + tok} {
+		if got := logField(t, stderr.String(), msg, field); got != want {
+			t.Errorf("warning's %s = %q; want %q", field, got, want)
+		}
+	}
+	waitFor(t, 15*time.Second, "the API served", func() bool { return strings.Contains(stderr.String(), "serving the API") })
+	daemon.Signal(syscall.SIGTERM)
+	if err := daemon.Wait(10 * time.Second); err != nil {
+		t.Errorf("exit after SIGTERM: %v", err)
+	}
+
+	if err := os.Chmod(tok, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "run", "-c", cfg)
+	if want := ":3: http.api_token_file: " + tok + " is writable by group and others (mode 0666): they could replace the API token; chmod 600 " + tok; r.Code != 2 || !strings.Contains(r.Stderr, want) {
+		t.Errorf("run with a 0666 token file: %v\nwant exit 2 and %q", r, want)
+	}
+}
+
 func TestItemsAdmin(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, nil)
