@@ -27,6 +27,15 @@ const (
 	maxHeaderBytes    = 16 << 10
 )
 
+// statusServer returns the server for h with the bounds above, and ln
+// capped to serve it on (srv.Serve(capped)): the one server of run and
+// ui.
+func statusServer(ln net.Listener, h http.Handler, log zerolog.Logger) (srv *http.Server, capped net.Listener) {
+	srv = &http.Server{Handler: loopbackOnly(ln, h), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
+		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes, ErrorLog: stdLogger(log)}
+	return srv, &capListener{Listener: ln, max: maxConns}
+}
+
 // capListener accepts at most max connections at once; one over the cap
 // is closed as soon as it is accepted.
 type capListener struct {

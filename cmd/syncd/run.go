@@ -45,10 +45,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	ep := engine.NewEndpoints(version)
 	apiH := &lateHandler{}
 	if addr := cfg.Listen(); addr != "" {
-		srv, err := serveHTTP(addr, ep, apiH, log)
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return &exitError{code: exitUsage, err: cfg.At("http.listen", err)}
 		}
+		srv := serveHTTP(ln, ep, apiH, log)
 		defer func() {
 			sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
 			defer c()
@@ -89,27 +90,22 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 
 // serveHTTP serves ep's /metrics (Prometheus), /healthz (the process is
 // alive) and /readyz (Redis reachable and claiming, every shard working),
-// and api under /api/ (see package api), from before Redis is reached.
-func serveHTTP(addr string, ep *engine.Endpoints, api http.Handler, log zerolog.Logger) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
+// and api under /api/ (see package api), on ln, from before Redis is
+// reached.
+func serveHTTP(ln net.Listener, ep *engine.Endpoints, api http.Handler, log zerolog.Logger) *http.Server {
 	mux := http.NewServeMux()
 	ep.Register(mux) // GET /metrics, GET /healthz, GET /readyz
 	mux.Handle("/api/", api)
 	mux.Handle("/", web.Handler(web.Options{Version: version}))
-	srv := &http.Server{Handler: loopbackOnly(ln, mux), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
-		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog: stdLogger(log)}
+	srv, capped := statusServer(ln, mux, log)
 	go func() {
-		if err := srv.Serve(&capListener{Listener: ln, max: maxConns}); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(capped); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Msg("http server")
 		}
 	}()
 	log.Info().Str("addr", ln.Addr().String()).Str("page", "http://"+ln.Addr().String()+"/").
 		Msg("serving /metrics, /healthz, /readyz, the API under /api/v1 and the web page at /")
-	return srv, nil
+	return srv
 }
 
 // lateHandler is the API's handler, which exists once the store is

@@ -63,10 +63,9 @@ func cmdUI(args []string, stdout, stderr io.Writer) error {
 	mux := http.NewServeMux()
 	mux.Handle("/api/", api.New(st, token, log, hist, apiOptions(cfg.Engine().Target)...))
 	mux.Handle("/", web.Handler(web.Options{Version: version}))
-	srv := &http.Server{Handler: loopbackOnly(ln, mux), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
-		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes, ErrorLog: stdLogger(log)}
+	srv, capped := statusServer(ln, mux, log)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(&capListener{Listener: ln, max: maxConns}) }()
+	go func() { served <- srv.Serve(capped) }()
 	url := "http://" + ln.Addr().String() + "/"
 	log.Info().Str("addr", ln.Addr().String()).Bool("writable", token != "").Msg("serving the page at / and the API at /api/v1")
 	fmt.Fprintf(stdout, "syncd ui: open %s (Ctrl-C stops)\n", url)
