@@ -4,6 +4,7 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,8 +19,17 @@ import (
 // scraper and a probe or two need a handful of connections; the rest are
 // refused at once, so a flood costs the daemon at most maxConns
 // descriptors and a client learns at once instead of hanging.
+//
+// One source may hold at most maxConnsPerSource of them: an attacker's
+// trial opened maxConns connections from one address and trickled
+// bytes into them, and 22 of 30 /healthz probes from elsewhere were
+// refused. Each such connection still costs its source a slot for
+// readHeaderTimeout (the whole header must arrive by then, however it
+// trickles) or, idle between requests, idleTimeout. A reverse proxy is
+// one source: the clients behind it share its maxConnsPerSource.
 const (
 	maxConns          = 64
+	maxConnsPerSource = maxConns / 4
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 10 * time.Second
 	writeTimeout      = 30 * time.Second
@@ -33,16 +43,46 @@ const (
 func statusServer(ln net.Listener, h http.Handler, log zerolog.Logger) (srv *http.Server, capped net.Listener) {
 	srv = &http.Server{Handler: loopbackOnly(ln, h), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes, ErrorLog: stdLogger(log)}
-	return srv, &capListener{Listener: ln, max: maxConns}
+	return srv, capConns(ln, maxConns, maxConnsPerSource)
 }
 
-// capListener accepts at most max connections at once; one over the cap
-// is closed as soon as it is accepted.
+// capListener accepts at most max connections at once, and at most
+// perSource from one source (sourceOf); one over either cap is closed as
+// soon as it is accepted.
 type capListener struct {
 	net.Listener
-	mu   sync.Mutex
-	open int
-	max  int
+	max, perSource int
+	mu             sync.Mutex
+	open           int
+	bySource       map[netip.Prefix]int
+}
+
+// capConns caps ln at max connections at once, perSource from one
+// source.
+func capConns(ln net.Listener, max, perSource int) *capListener {
+	return &capListener{Listener: ln, max: max, perSource: perSource, bySource: make(map[netip.Prefix]int)}
+}
+
+// sourceOf is the source a connection from addr counts against: its
+// IPv4 address, or its IPv6 /64, since one host commonly holds a whole
+// /64 and would otherwise get a fresh share per address. Loopback
+// addresses count like any other; every non-IP address is one source.
+func sourceOf(addr net.Addr) netip.Prefix {
+	a, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return netip.Prefix{}
+	}
+	ip, ok := netip.AddrFromSlice(a.IP)
+	if !ok {
+		return netip.Prefix{}
+	}
+	ip = ip.Unmap()
+	bits := 32
+	if ip.Is6() {
+		bits = 64
+	}
+	p, _ := ip.Prefix(bits)
+	return p
 }
 
 func (l *capListener) Accept() (net.Conn, error) {
@@ -51,14 +91,16 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		src := sourceOf(c.RemoteAddr())
 		l.mu.Lock()
-		ok := l.open < l.max
+		ok := l.open < l.max && l.bySource[src] < l.perSource
 		if ok {
 			l.open++
+			l.bySource[src]++
 		}
 		l.mu.Unlock()
 		if ok {
-			return &cappedConn{Conn: c, l: l}, nil
+			return &cappedConn{Conn: c, l: l, src: src}, nil
 		}
 		c.Close()
 	}
@@ -67,6 +109,7 @@ func (l *capListener) Accept() (net.Conn, error) {
 type cappedConn struct {
 	net.Conn
 	l    *capListener
+	src  netip.Prefix
 	once sync.Once
 }
 
@@ -74,6 +117,9 @@ func (c *cappedConn) Close() error {
 	c.once.Do(func() {
 		c.l.mu.Lock()
 		c.l.open--
+		if c.l.bySource[c.src]--; c.l.bySource[c.src] == 0 {
+			delete(c.l.bySource, c.src)
+		}
 		c.l.mu.Unlock()
 	})
 	return c.Conn.Close()

@@ -7,10 +7,17 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/engine"
 )
 
 // An idle-connection flood must not cost the daemon more than maxConns
@@ -23,7 +30,7 @@ func TestStatusServerCapsConnections(t *testing.T) {
 	}
 	const max = 4
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })}
-	go srv.Serve(&capListener{Listener: ln, max: max})
+	go srv.Serve(capConns(ln, max, max))
 	defer srv.Close()
 	addr := ln.Addr().String()
 
@@ -72,6 +79,153 @@ func TestStatusServerCapsConnections(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// One source holding more than its share of connections, each with a
+// request header begun and never finished (slowloris), must not shut
+// out a health probe from another address: the source gets
+// maxConnsPerSource connections, the rest are closed at once. Before,
+// it took all maxConns and the probe was refused.
+func TestStatusServerCapsConnectionsPerSource(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs 127.0.0.2 as a second source address, which only Linux gives every loopback interface")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serveHTTP(ln, engine.NewEndpoints(version), http.NotFoundHandler(), zerolog.New(zerolog.NewTestWriter(t)))
+	defer srv.Close()
+	addr := ln.Addr().String()
+
+	// The connections are accepted in the order they were made, so
+	// every one of these counts by the time the probe is accepted.
+	var abusive []net.Conn
+	for range maxConns + 8 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		abusive = append(abusive, c)
+	}
+
+	// The probe, from another loopback address (Linux routes all of
+	// 127.0.0.0/8 to lo).
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 5 * time.Second}
+	probe, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	probe.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(probe, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+	resp, err := http.ReadResponse(bufio.NewReader(probe), nil)
+	if err != nil {
+		t.Fatalf("probe from 127.0.0.2 after 127.0.0.1 opened %d connections: %v; want 200", len(abusive), err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || strings.TrimSpace(string(b)) != "ok" {
+		t.Fatalf("probe: %d %q; want 200 ok", resp.StatusCode, b)
+	}
+
+	// The source's connections over its share were closed at once; the
+	// others wait for their header (until readHeaderTimeout, well after
+	// the deadline here).
+	var (
+		wg   sync.WaitGroup
+		held atomic.Int32
+	)
+	deadline := time.Now().Add(time.Second)
+	for _, c := range abusive {
+		wg.Go(func() {
+			c.SetReadDeadline(deadline)
+			_, err := c.Read(make([]byte, 1))
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				held.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if held := int(held.Load()); held != maxConnsPerSource {
+		t.Errorf("127.0.0.1 holds %d connections; want %d", held, maxConnsPerSource)
+	}
+}
+
+// Connections count against their IPv4 address, or their IPv6 /64.
+func TestSourceOf(t *testing.T) {
+	for addr, want := range map[net.Addr]string{
+		&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 1}:             "192.0.2.7/32",
+		&net.TCPAddr{IP: net.ParseIP("::ffff:192.0.2.7"), Port: 1}:      "192.0.2.7/32",
+		&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:aaaa::1"), Port: 1}:  "2001:db8:1:2::/64",
+		&net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 1, Zone: "eth0"}: "fe80::/64",
+		&net.TCPAddr{IP: net.ParseIP("::1"), Port: 1}:                   "::/64",
+		&net.UnixAddr{Name: "/run/syncd.sock", Net: "unix"}:             "invalid Prefix",
+	} {
+		if got := sourceOf(addr).String(); got != want {
+			t.Errorf("sourceOf(%v) = %s, want %s", addr, got, want)
+		}
+	}
+	if sourceOf(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::1")}) != sourceOf(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:ffff::9")}) ||
+		sourceOf(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:3::1")}) == sourceOf(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::1")}) {
+		t.Error("addresses in one /64 are not one source, or in two /64s not two")
+	}
+}
+
+// A connection whose request header trickles in, a byte at a time, is
+// closed readHeaderTimeout after it was accepted, not kept while bytes
+// come.
+func TestStatusServerDropsSlowHeader(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serveHTTP(ln, engine.NewEndpoints(version), http.NotFoundHandler(), zerolog.New(zerolog.NewTestWriter(t)))
+	defer srv.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	// The request line and Host at once, then a header value a byte at a
+	// time: the server's partial line, when its deadline comes, is
+	// always a well-formed header, so it closes without an answer
+	// (a partial line without its colon would get a 400 first).
+	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "); err != nil {
+		t.Fatal(err)
+	}
+	stop, wrote := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(wrote)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if _, err := c.Write([]byte("a")); err != nil {
+				return
+			}
+		}
+	}()
+	c.SetReadDeadline(start.Add(readHeaderTimeout + 5*time.Second))
+	b, err := io.ReadAll(c)
+	took := time.Since(start)
+	close(stop)
+	<-wrote
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("a trickled header kept its connection open for %v (readHeaderTimeout %v)", took, readHeaderTimeout)
+	}
+	if took < readHeaderTimeout-time.Second || len(b) != 0 && !strings.HasPrefix(string(b), "HTTP/1.1 4") {
+		t.Errorf("closed after %v with %q, %v; want closed after readHeaderTimeout (%v), with no answer or a 4xx", took, b, err, readHeaderTimeout)
+	}
 }
 
 func get(t *testing.T, c net.Conn) string {
