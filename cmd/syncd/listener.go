@@ -37,11 +37,11 @@ const (
 	maxHeaderBytes    = 16 << 10
 )
 
-// statusServer returns the server for h with the bounds above, and ln
-// capped to serve it on (srv.Serve(capped)): the one server of run and
-// ui.
-func statusServer(ln net.Listener, h http.Handler, log zerolog.Logger) (srv *http.Server, capped net.Listener) {
-	srv = &http.Server{Handler: loopbackOnly(ln, h), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
+// statusServer returns the server for h with the bounds above, guarded
+// by hostGuard with allowed, and ln capped to serve it on
+// (srv.Serve(capped)): the one server of run and ui.
+func statusServer(ln net.Listener, allowed []string, h http.Handler, log zerolog.Logger) (srv *http.Server, capped net.Listener) {
+	srv = &http.Server{Handler: hostGuard(ln, allowed, h), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes, ErrorLog: stdLogger(log)}
 	return srv, capConns(ln, maxConns, maxConnsPerSource)
 }
@@ -131,28 +131,102 @@ func stdLogger(log zerolog.Logger) *stdlog.Logger {
 	return stdlog.New(log.With().Str("component", "http").Logger(), "", 0)
 }
 
-// loopbackOnly guards a server listening on a loopback address against
-// DNS rebinding: a web page whose name an attacker points at 127.0.0.1
-// could otherwise read the API and the page through a browser on the
-// same host (an attacker's trial did, with chromium). Such a request
-// names the attacker's host; one that names localhost or a loopback
-// address is served. A server on another address is reached by whatever
-// names its network gives it, and is left as it is.
-func loopbackOnly(ln net.Listener, h http.Handler) http.Handler {
-	a, ok := ln.Addr().(*net.TCPAddr)
-	if !ok || !a.IP.IsLoopback() {
+// hostGuard guards the server against DNS rebinding: a web page whose
+// name an attacker points at the server's address could otherwise read
+// the API and the page through a browser that reaches that address (an
+// attacker's trial did, with chromium, on 127.0.0.1). Such a request
+// names the attacker's host, and gets 421 Misdirected Request.
+//
+// A request is served when its Host, the port not compared, is
+//   - in allowed (http.allowed_hosts as config.File.AllowedHosts gives
+//     it): a name, an IP address, or "*." and a domain for every name
+//     below it;
+//   - a loopback address, or the address the connection came in on: a
+//     browser sends an IP address as Host only for a page loaded from
+//     that address, which no DNS answer can rebind, and probes and
+//     scrapers (/healthz, /readyz, /metrics) often name the server so;
+//   - localhost or a name under .localhost, on a connection that came
+//     in over loopback: browsers resolve these to loopback themselves.
+//
+// With allowed empty, a server on a loopback address is guarded all the
+// same (so localhost and loopback addresses only), and one on another
+// address is left as it is: it is reached by whatever names its network
+// gives it, which only allowed can say.
+func hostGuard(ln net.Listener, allowed []string, h http.Handler) http.Handler {
+	if len(allowed) == 0 && !onLoopback(ln) {
 		return h
 	}
+	m := newHostMatcher(allowed)
+	refusal := "syncd answers only requests for the hosts in http.allowed_hosts, its own IP addresses and localhost"
+	if len(allowed) == 0 {
+		refusal = "syncd listens on a loopback address and answers only requests for localhost or a loopback address"
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host := r.Host
-		if hp, _, err := net.SplitHostPort(host); err == nil {
-			host = hp
-		}
-		host = strings.TrimSuffix(strings.ToLower(host), ".")
-		if ip := net.ParseIP(strings.Trim(host, "[]")); host != "localhost" && !strings.HasSuffix(host, ".localhost") && (ip == nil || !ip.IsLoopback()) {
-			http.Error(w, "syncd listens on a loopback address and answers only requests for localhost or a loopback address (Host "+strconv.Quote(r.Host)+")", http.StatusMisdirectedRequest)
+		if !m.allows(r) {
+			http.Error(w, refusal+" (Host "+strconv.Quote(r.Host)+")", http.StatusMisdirectedRequest)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// onLoopback reports whether ln listens on a loopback address.
+func onLoopback(ln net.Listener) bool {
+	a, ok := ln.Addr().(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
+}
+
+// hostMatcher is hostGuard's test of a request's Host.
+type hostMatcher struct {
+	names    map[string]bool     // exact names, lower case without a trailing dot
+	ips      map[netip.Addr]bool // IP addresses
+	suffixes []string            // ".example.com" for "*.example.com"
+}
+
+func newHostMatcher(allowed []string) *hostMatcher {
+	m := &hostMatcher{names: make(map[string]bool), ips: make(map[netip.Addr]bool)}
+	for _, h := range allowed {
+		if ip, err := netip.ParseAddr(h); err == nil {
+			m.ips[ip.Unmap()] = true
+		} else if domain, ok := strings.CutPrefix(h, "*."); ok {
+			m.suffixes = append(m.suffixes, "."+domain)
+		} else {
+			m.names[h] = true
+		}
+	}
+	return m
+}
+
+// allows reports whether r's Host may be served (see hostGuard).
+func (m *hostMatcher) allows(r *http.Request) bool {
+	host := r.Host
+	if hp, _, err := net.SplitHostPort(host); err == nil {
+		host = hp
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	local := localIP(r)
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ip = ip.WithZone("").Unmap()
+		return ip.IsLoopback() || ip == local || m.ips[ip]
+	}
+	if m.names[host] || local.IsLoopback() && (host == "localhost" || strings.HasSuffix(host, ".localhost")) {
+		return true
+	}
+	for _, s := range m.suffixes {
+		if len(host) > len(s) && strings.HasSuffix(host, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// localIP is the address r's connection came in on; the zero Addr if
+// not a TCP one.
+func localIP(r *http.Request) netip.Addr {
+	a, _ := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
+	if a == nil {
+		return netip.Addr{}
+	}
+	ip, _ := netip.AddrFromSlice(a.IP)
+	return ip.Unmap()
 }

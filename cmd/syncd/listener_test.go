@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/engine"
@@ -241,48 +242,151 @@ func get(t *testing.T, c net.Conn) string {
 	return strings.TrimSpace(string(b))
 }
 
-// A server on a loopback address answers requests for localhost and
-// loopback addresses only: a page whose name an attacker rebinds to
-// 127.0.0.1 gets 421, not the API. One on another address is not
-// guarded.
-func TestLoopbackOnly(t *testing.T) {
-	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+// hostStatus serves guard on ln and returns, per Host, the status of a
+// request for /healthz naming it, made to dial (an address of ln).
+func hostStatus(t *testing.T, ln net.Listener, guard http.Handler, dial string, hosts []string) map[string]int {
+	t.Helper()
+	srv := &http.Server{Handler: guard}
+	go srv.Serve(ln)
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	got := make(map[string]int)
+	for _, host := range hosts {
+		req, _ := http.NewRequest("GET", "http://"+dial+"/healthz", nil)
+		req.Host = host
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusMisdirectedRequest && (!strings.HasPrefix(string(b), "syncd ") ||
+			!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain")) {
+			t.Errorf("Host %q: 421 with %s %q; want a line of plain text", host, resp.Header.Get("Content-Type"), b)
+		}
+		got[host] = resp.StatusCode
+	}
+	return got
+}
+
+// checkHosts runs hostStatus over want's hosts and compares.
+func checkHosts(t *testing.T, ln net.Listener, guard http.Handler, dial string, want map[string]int) {
+	t.Helper()
+	var hosts []string
+	for h := range want {
+		hosts = append(hosts, h)
+	}
+	if diff := cmp.Diff(hostStatus(t, ln, guard, dial, hosts), want); diff != "" {
+		t.Errorf("statuses by Host, dialling %s (-got +want):\n%s", dial, diff)
+	}
+}
+
+var ok200 = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+
+// With no http.allowed_hosts, a server on a loopback address answers
+// requests for localhost and loopback addresses only: a page whose name
+// an attacker rebinds to 127.0.0.1 gets 421, not the API. One on
+// another address is not guarded.
+func TestHostGuardLoopback(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: loopbackOnly(ln, ok)}
-	go srv.Serve(ln)
-	defer srv.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
-	for host, want := range map[string]int{
+	checkHosts(t, ln, hostGuard(ln, nil, ok200), ln.Addr().String(), map[string]int{
 		fmt.Sprintf("127.0.0.1:%d", port):        200,
 		fmt.Sprintf("localhost:%d", port):        200,
 		"LOCALHOST.":                             200,
 		"app.localhost":                          200,
 		fmt.Sprintf("[::1]:%d", port):            200,
 		"127.0.0.2":                              200,
+		"[::ffff:127.0.0.1]":                     200,
 		fmt.Sprintf("attacker.example:%d", port): 421,
 		"10.0.0.1":                               421,
 		"localhost.attacker.example":             421,
-	} {
-		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/api/v1/items", nil)
-		req.Host = host
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("Host %q: %d, want %d", host, resp.StatusCode, want)
-		}
-	}
+	})
 	wide, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer wide.Close()
-	if h := loopbackOnly(wide, ok); fmt.Sprintf("%p", h) != fmt.Sprintf("%p", ok) {
-		t.Error("a server on 0.0.0.0 is guarded")
+	if h := hostGuard(wide, nil, ok200); fmt.Sprintf("%p", h) != fmt.Sprintf("%p", ok200) {
+		t.Error("a server on 0.0.0.0 with no allowed hosts is guarded")
 	}
+}
+
+// allowed is http.allowed_hosts as config.File.AllowedHosts gives it.
+var allowed = []string{"syncd.example.com", "*.syncd.example.com", "10.0.0.9", "2001:db8::9"}
+
+// With http.allowed_hosts, a server on a loopback address also answers
+// requests for the hosts listed; the rest still get 421.
+func TestHostGuardAllowedOnLoopback(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkHosts(t, ln, hostGuard(ln, allowed, ok200), ln.Addr().String(), map[string]int{
+		"syncd.example.com:9090":             200,
+		"SYNCD.Example.com.":                 200,
+		"a.syncd.example.com":                200,
+		"a.b.syncd.example.com:1":            200,
+		"10.0.0.9":                           200,
+		"[2001:db8::9]:9090":                 200,
+		"[2001:db8:0::9]":                    200,
+		"localhost":                          200,
+		"127.0.0.1":                          200,
+		".syncd.example.com":                 421,
+		"xsyncd.example.com":                 421,
+		"syncd.example.com.attacker.example": 421,
+		"example.com":                        421,
+		"attacker.example":                   421,
+		"10.0.0.10":                          421,
+	})
+}
+
+// A server on 0.0.0.0 with http.allowed_hosts (the case an attacker's
+// trial found open: any Host was served) answers requests for the
+// hosts listed, for the address the connection came in on and for
+// loopback addresses, and for localhost only over loopback; a page on
+// another name rebound to the server's address gets 421.
+func TestHostGuardAllowedOnAnyAddress(t *testing.T) {
+	ip := nonLoopbackIPv4(t)
+	for _, dial := range []string{"127.0.0.1", ip} {
+		t.Run(dial, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "0.0.0.0:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := ln.Addr().(*net.TCPAddr).Port
+			viaLoopback := map[bool]int{true: 200, false: 421}[dial == "127.0.0.1"]
+			checkHosts(t, ln, hostGuard(ln, allowed, ok200), net.JoinHostPort(dial, fmt.Sprint(port)), map[string]int{
+				net.JoinHostPort(dial, fmt.Sprint(port)): 200,
+				"syncd.example.com":                      200,
+				"a.syncd.example.com":                    200,
+				"10.0.0.9":                               200,
+				"127.0.0.1":                              200,
+				"localhost":                              viaLoopback,
+				"app.localhost":                          viaLoopback,
+				"attacker.example":                       421,
+				"10.9.9.9":                               421,
+			})
+		})
+	}
+}
+
+// nonLoopbackIPv4 returns an IPv4 address of this host's other than
+// loopback, or skips the test.
+func nonLoopbackIPv4(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("no IPv4 address but loopback on this host")
+	return ""
 }

@@ -97,7 +97,7 @@ func serveHTTP(ln net.Listener, ep *engine.Endpoints, api http.Handler, log zero
 	ep.Register(mux) // GET /metrics, GET /healthz, GET /readyz
 	mux.Handle("/api/", api)
 	mux.Handle("/", web.Handler(web.Options{Version: version}))
-	srv, capped := statusServer(ln, mux, log)
+	srv, capped := statusServer(ln, nil, mux, log)
 	go func() {
 		if err := srv.Serve(capped); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Msg("http server")
