@@ -41,6 +41,11 @@ const (
 // by hostGuard with allowed, and ln capped to serve it on
 // (srv.Serve(capped)): the one server of run and ui.
 func statusServer(ln net.Listener, allowed []string, h http.Handler, log zerolog.Logger) (srv *http.Server, capped net.Listener) {
+	if len(allowed) == 0 && !onLoopback(ln) {
+		log.Warn().Str("addr", ln.Addr().String()).Msg("listening beyond loopback with http.allowed_hosts empty: " +
+			"requests naming any host are served, so a web page whose name is rebound to this address (DNS rebinding) " +
+			"can read the API through a browser; list the names syncd is reached by in http.allowed_hosts")
+	}
 	srv = &http.Server{Handler: hostGuard(ln, allowed, h), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes, ErrorLog: stdLogger(log)}
 	return srv, capConns(ln, maxConns, maxConnsPerSource)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -95,7 +96,7 @@ func TestStatusServerCapsConnectionsPerSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := serveHTTP(ln, engine.NewEndpoints(version), http.NotFoundHandler(), zerolog.New(zerolog.NewTestWriter(t)))
+	srv := serveHTTP(ln, nil, engine.NewEndpoints(version), http.NotFoundHandler(), zerolog.New(zerolog.NewTestWriter(t)))
 	defer srv.Close()
 	addr := ln.Addr().String()
 
@@ -185,7 +186,7 @@ func TestStatusServerDropsSlowHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := serveHTTP(ln, engine.NewEndpoints(version), http.NotFoundHandler(), zerolog.New(zerolog.NewTestWriter(t)))
+	srv := serveHTTP(ln, nil, engine.NewEndpoints(version), http.NotFoundHandler(), zerolog.New(zerolog.NewTestWriter(t)))
 	defer srv.Close()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
@@ -371,6 +372,31 @@ func TestHostGuardAllowedOnAnyAddress(t *testing.T) {
 				"10.9.9.9":                               421,
 			})
 		})
+	}
+}
+
+// A server beyond loopback with no allowed hosts says at start that any
+// Host is served; one on loopback, or with a list, says nothing.
+func TestStatusServerWarnsUnguarded(t *testing.T) {
+	for _, tt := range []struct {
+		addr    string
+		allowed []string
+		warns   bool
+	}{
+		{"0.0.0.0:0", nil, true},
+		{"0.0.0.0:0", allowed, false},
+		{"127.0.0.1:0", nil, false},
+	} {
+		ln, err := net.Listen("tcp", tt.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log bytes.Buffer
+		statusServer(ln, tt.allowed, ok200, zerolog.New(&log))
+		ln.Close()
+		if got := strings.Contains(log.String(), `"level":"warn"`) && strings.Contains(log.String(), "http.allowed_hosts empty"); got != tt.warns {
+			t.Errorf("%s with allowed hosts %q: warned %v, want %v: %s", tt.addr, tt.allowed, got, tt.warns, log.String())
+		}
 	}
 }
 

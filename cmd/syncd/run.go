@@ -49,7 +49,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return &exitError{code: exitUsage, err: cfg.At("http.listen", err)}
 		}
-		srv := serveHTTP(ln, ep, apiH, log)
+		srv := serveHTTP(ln, cfg.AllowedHosts(), ep, apiH, log)
 		defer func() {
 			sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
 			defer c()
@@ -90,14 +90,14 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 
 // serveHTTP serves ep's /metrics (Prometheus), /healthz (the process is
 // alive) and /readyz (Redis reachable and claiming, every shard working),
-// and api under /api/ (see package api), on ln, from before Redis is
-// reached.
-func serveHTTP(ln net.Listener, ep *engine.Endpoints, api http.Handler, log zerolog.Logger) *http.Server {
+// and api under /api/ (see package api), on ln for the hosts allowed
+// (hostGuard), from before Redis is reached.
+func serveHTTP(ln net.Listener, allowed []string, ep *engine.Endpoints, api http.Handler, log zerolog.Logger) *http.Server {
 	mux := http.NewServeMux()
 	ep.Register(mux) // GET /metrics, GET /healthz, GET /readyz
 	mux.Handle("/api/", api)
 	mux.Handle("/", web.Handler(web.Options{Version: version}))
-	srv, capped := statusServer(ln, nil, mux, log)
+	srv, capped := statusServer(ln, allowed, mux, log)
 	go func() {
 		if err := srv.Serve(capped); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Msg("http server")

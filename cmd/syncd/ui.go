@@ -63,7 +63,7 @@ func cmdUI(args []string, stdout, stderr io.Writer) error {
 	mux := http.NewServeMux()
 	mux.Handle("/api/", api.New(st, token, log, hist, apiOptions(cfg.Engine().Target)...))
 	mux.Handle("/", web.Handler(web.Options{Version: version}))
-	srv, capped := statusServer(ln, nil, mux, log)
+	srv, capped := statusServer(ln, cfg.AllowedHosts(), mux, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(capped) }()
 	url := "http://" + ln.Addr().String() + "/"

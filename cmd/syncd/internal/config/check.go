@@ -73,6 +73,7 @@ func (p *parser) validate() {
 			p.report(nil, "http.listen", nil, "port %s is not a number from 0 to 65535", show(port))
 		}
 	}
+	p.allowedHosts()
 }
 
 // report adds a problem with field, its value cut and redacted in msg.

@@ -427,6 +427,23 @@ http:
 http:
 	listen: "127.0.0.1:99999"
 `, []string{`c.yaml:2: http.listen: port "99999" is not a number from 0 to 65535`}},
+		{"http.allowed_hosts", `
+http:
+	listen: 0.0.0.0:9090
+	allowed_hosts:
+		- syncd.example.com
+		- ""
+		- https://syncd.example.com
+		- syncd.example.com:9090
+		- "*.com"
+		- a.*.example.com
+`, []string{
+			"c.yaml:5: http.allowed_hosts[1]: must not be empty: give a host name or IP address (example: syncd.example.com)",
+			`c.yaml:6: http.allowed_hosts[2]: "https://syncd.example.com" has a scheme: give the host alone (example: syncd.example.com)`,
+			`c.yaml:7: http.allowed_hosts[3]: "syncd.example.com:9090" has a port: give "syncd.example.com" alone; the port of a request's Host is not compared`,
+			`c.yaml:8: http.allowed_hosts[4]: "*.com" matches every name under com, a top-level domain or public suffix: give a domain of your own (example: *.example.com)`,
+			`c.yaml:9: http.allowed_hosts[5]: "a.*.example.com" is not a valid wildcard: write *. and a domain, which matches every name below it (example: *.example.com)`,
+		}},
 		{"log values", `
 log:
 	level: verbose
@@ -706,6 +723,7 @@ sink:
 		timeout: 5s
 http:
 	listen: ":9090"
+	allowed_hosts: [syncd.example.com, "*.syncd.example.com", 10.0.0.5]
 log:
 	level: debug
 	format: json

@@ -16,8 +16,8 @@
 // the field applies (WithDefaults); a value written out must be valid, so
 // `workers: 0` is an error, not the default. Each library's Validate
 // checks its own fields; this package checks the file (keys that go
-// together, item IDs, http.listen, log) and the one rule across libraries:
-// sink.exec.grace below ownership.margin.
+// together, item IDs, http.listen and allowed_hosts, log) and the one
+// rule across libraries: sink.exec.grace below ownership.margin.
 //
 // Parse reads nothing; Store, APIToken, Items and BuildSink read the
 // passwords, TLS, token and items files, through functions the caller

@@ -10,10 +10,10 @@ import (
 
 // FuzzParse checks that Parse never panics, that every error is an *Errors
 // of complete entries, and that every accepted file converts to library
-// configurations that validate, and redacts to a file that parses back to
-// the same. A refused file's partial File (ParsePartial) takes the checks
-// that read files without a panic, and they report nothing about a field
-// Parse reported.
+// configurations that validate, gives http.allowed_hosts in the form it
+// checks, and redacts to a file that parses back to the same. A refused
+// file's partial File (ParsePartial) takes the checks that read files
+// without a panic, and they report nothing about a field Parse reported.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(yamlText(fullConfig)))
 	env := func(string) (string, bool) { return "pw", true }
@@ -69,6 +69,11 @@ func FuzzParse(f *testing.F) {
 		}
 		_, _ = cfg.Items(func(string) ([]byte, error) { return []byte("a\n\x01\n#c\n"), nil })
 		_, _, _ = cfg.Listen(), cfg.LogLevel(), cfg.LogFormat()
+		for _, h := range cfg.AllowedHosts() { // as the guard matches them: already in their own form
+			if n, err := allowedHost(h); n != h || err != nil {
+				t.Fatalf("AllowedHosts entry %q checks as %q, %v", h, n, err)
+			}
+		}
 
 		red, err := cfg.Redacted()
 		if err != nil {

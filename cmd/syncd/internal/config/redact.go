@@ -68,6 +68,7 @@ var zeroNotes = map[string]string{
 	"sink.exec.timeout":      "0: no timeout beyond the lease",
 	"sink.log.fail_every":    "0: never fail",
 	"http.listen":            "empty: no HTTP server",
+	"http.allowed_hosts":     "empty: on a loopback http.listen, localhost and loopback addresses; on another, any host",
 }
 
 // safeHeaders are the http sink headers whose values are shown.
@@ -85,7 +86,7 @@ func redactField(path, v string) string {
 		return redacted
 	case kv && path == "sink.exec.env" && redact.SecretName(k):
 		return k + "=" + redacted
-	case slices.Contains([]string{"redis.addrs", "http.listen", "items.ids"}, path):
+	case slices.Contains([]string{"redis.addrs", "http.listen", "http.allowed_hosts", "items.ids"}, path):
 		return v
 	}
 	return redactValue(v)

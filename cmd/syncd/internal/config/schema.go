@@ -127,6 +127,8 @@ type (
 		// (APIToken); with neither, the API is off.
 		APITokenEnv  string `yaml:"api_token_env"`
 		APITokenFile string `yaml:"api_token_file"`
+		// AllowedHosts are the names a request's Host may give (File.AllowedHosts).
+		AllowedHosts []string `yaml:"allowed_hosts"`
 	}
 	logSection struct {
 		Level  string `yaml:"level"`
