@@ -121,17 +121,59 @@ var (
 	pairSQ   = regexp.MustCompile(`(?i)(` + secretKey + `["']?\s*[:=]\s*')([^']*)`)
 	pairBare = regexp.MustCompile(`(?i)(` + secretKey + `["']?\s*[:=]\s*)([^\s&;,'"\[\]{}<>][^\s&;,'"\]{}<>]*)`)
 	// A flag and its value: --password value.
-	flagRE   = regexp.MustCompile(`(?i)(\s--?` + secretKey + `\s+)([^\s\-'"\[][^\s'"]*)`)
-	bearerRE = regexp.MustCompile(`(?i)\b(bearer|basic)(\s+)[^\s,;'"\[]+`)
+	flagRE = regexp.MustCompile(`(?i)(\s--?` + secretKey + `\s+)([^\s\-'"\[][^\s'"]*)`)
+	// A Bearer or Basic credential in header form, as the value of a name
+	// that says it is one (secretKey, or any name with authorization in
+	// it; not WWW-Authenticate, whose Bearer realm="x" is a challenge):
+	// Authorization: Bearer x, -H 'Authorization: Basic x',
+	// "authorization": "Bearer x", {"Authorization":["Bearer x"]},
+	// map[Authorization:[Bearer x]], HTTP_AUTHORIZATION=Bearer x,
+	// token=Bearer x.
+	schemeHeader = regexp.MustCompile(`(?i)((?:` + secretKey + `|[\w.-]*authorization[\w.-]*)["']?\s*[:=][\s\["']*(?:bearer|basic)\s+)[^\s,;'"\[]+`)
+	// The word after bearer or basic anywhere else: prose, or a credential
+	// quoted without its header's name.
+	schemeWord = regexp.MustCompile(`(?i)(\b(?:bearer|basic)\s+)([^\s,;'"\[]+)`)
+	// A word of prose: letters in lower case, capitalised or in capitals,
+	// hyphenated maybe, with a punctuation mark after it, or = as in an
+	// auth-param (Bearer realm="api").
+	proseWord = regexp.MustCompile(`^(?:[a-z]+|[A-Z][a-z]*|[A-Z]+)(?:-(?:[a-z]+|[A-Z][a-z]*|[A-Z]+))*[.:!?)\]}>=]?$`)
 )
+
+// maxProseWord is the length from which the word after bearer or basic
+// is a credential even when it is all letters: English has next to no
+// words this long, and a token of random letters is rarely shorter.
+const maxProseWord = 20
+
+// credential reports whether word, the word after bearer or basic outside
+// the header form, is a credential: at least MinSecret bytes and not a
+// word of prose (proseWord) shorter than maxProseWord. So "basic auth
+// failed" and "falling back to bearer mode" keep their words, and
+// "Bearer eyJhbGciOiJIUzI1NiJ9.e30.x", "basic dXNlcjpwdw==", "bearer
+// ghp_16C7e42F292c" and "Basic admin:hunter2" lose theirs.
+func credential(word string) bool {
+	return len(word) >= MinSecret && (len(word) >= maxProseWord || !proseWord.MatchString(word))
+}
 
 // Pairs hides the credentials that text names as such: the values of
 // token=, secret=, password=, api_key= (and the like) pairs, quoted or
 // not, with = or : (password: x, "token":"x"), of such flags
 // (--password x), and bearer and basic credentials, each replaced with
 // xxxxx. Applied twice, it changes nothing more.
+//
+// A Bearer or Basic credential in header form, the value of a name such
+// as Authorization (schemeHeader), is hidden whatever it looks like. The
+// word after bearer or basic elsewhere is hidden only when it looks like
+// a credential (see credential), so that prose such as "basic auth
+// failed" stays readable.
 func Pairs(text string) string {
-	text = bearerRE.ReplaceAllString(text, "${1}${2}"+Masked)
+	text = schemeHeader.ReplaceAllString(text, "${1}"+Masked)
+	text = schemeWord.ReplaceAllStringFunc(text, func(m string) string {
+		sub := schemeWord.FindStringSubmatch(m)
+		if !credential(sub[2]) {
+			return m
+		}
+		return sub[1] + Masked
+	})
 	keep := func(re *regexp.Regexp) func(string) string {
 		return func(m string) string {
 			sub := re.FindStringSubmatch(m)

@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -26,7 +27,7 @@ func TestSecrets(t *testing.T) {
 		t.Error("SecretName")
 	}
 	for in, want := range map[string]string{
-		"token=abc password=x1 Bearer zz key=[redacted]": "token=xxxxx password=xxxxx Bearer xxxxx key=[redacted]",
+		"token=abc password=x1 Bearer zz9Tok key=[redacted]": "token=xxxxx password=xxxxx Bearer xxxxx key=[redacted]",
 		// The forms an operator's trial found shown.
 		`quoted token='quotTOK' password="quot PW"`:     `quoted token='xxxxx' password="xxxxx"`,
 		`json {"token":"jsonTOK","password": "jsonPW"}`: `json {"token":"xxxxx","password": "xxxxx"}`,
@@ -55,6 +56,61 @@ func TestSecrets(t *testing.T) {
 	} {
 		if got := Tail(in, NewSecrets()); got != want {
 			t.Errorf("Tail(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// The word after bearer or basic is hidden in header form whatever it
+// is, elsewhere only when it looks like a credential: prose keeps its
+// words.
+func TestPairsSchemes(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		// Prose: the words an operator needs stay.
+		{"basic auth failed", "basic auth failed"},
+		{"falling back to bearer mode", "falling back to bearer mode"},
+		{"Basic authentication required", "Basic authentication required"},
+		{"expected a Bearer token, got none", "expected a Bearer token, got none"},
+		{"BASIC AUTH disabled (bearer only)", "BASIC AUTH disabled (bearer only)"},
+		{"no Bearer Token. Basic re-auth is off", "no Bearer Token. Basic re-auth is off"},
+		{`WWW-Authenticate: Bearer realm="api", error="invalid_token"`, `WWW-Authenticate: Bearer realm="api", error="invalid_token"`},
+		{"bearer x1", "bearer x1"}, // shorter than MinSecret
+		// Credentials outside the header form: not words of prose.
+		{"Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln-X_y", "Bearer xxxxx"},
+		{"sent basic dXNlcjpwdw== and got 401", "sent basic xxxxx and got 401"},
+		{"bearer ghp_16C7e42F292c6912E7710c838347Ae178B4a)", "bearer xxxxx"},
+		{"Basic YTpi", "Basic xxxxx"},
+		{"Basic admin:hunter2", "Basic xxxxx"},
+		{"Bearer abc.def", "Bearer xxxxx"},
+		{"bearer abcdefghijklmnopqrst", "bearer xxxxx"}, // maxProseWord letters
+		{"Bearer TokenV2", "Bearer xxxxx"},
+		// Header form: hidden whatever it looks like.
+		{"Authorization: Bearer mode", "Authorization: Bearer xxxxx"},
+		{"authorization:basic\tx", "authorization:basic\txxxxx"},
+		{`curl -H 'Authorization: Bearer auth' https://h/x`, `curl -H 'Authorization: Bearer xxxxx' https://h/x`},
+		{`{"Authorization": "Basic ab"}`, `{"Authorization": "xxxxx"}`},
+		{"Proxy-Authorization: Basic dXNlcg==", "Proxy-Authorization: Basic xxxxx"},
+		{"token=Bearer word", "token=Bearer xxxxx"},
+		{"header map[Authorization:[Bearer abc]]", "header map[Authorization:[Bearer xxxxx"}, // as before: the brackets go too
+	} {
+		got := Pairs(tt.in)
+		if got != tt.want {
+			t.Errorf("Pairs(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if again := Pairs(got); again != got {
+			t.Errorf("Pairs(%q) = %q, then %q", tt.in, got, again)
+		}
+	}
+	// Every header form hides every word, as before.
+	for _, form := range []string{"Authorization: %s %s", "-H 'authorization: %s %s'", `"Authorization":"%s %s"`,
+		"Authorization = %s %s", "X-Auth-Token: %s %s", "map[Authorization:[%s %s]]", "password: %s %s",
+		`{"Authorization":["%s %s"]}`, "HTTP_AUTHORIZATION=%s %s", "X_AUTHORIZATION: %s %s", "headers: {Authorization: [ '%s %s' ]}"} {
+		for _, scheme := range []string{"Bearer", "basic", "BASIC"} {
+			for _, word := range []string{"mode", "auth", "Token", "q", "dXNlcjpwdw==", "t0k3n"} {
+				in := fmt.Sprintf(form, scheme, word)
+				if got := Pairs(in); strings.Contains(got, scheme+" "+word) || !strings.Contains(got, Masked) {
+					t.Errorf("Pairs(%q) = %q: the credential shows", in, got)
+				}
+			}
 		}
 	}
 }
@@ -92,7 +148,8 @@ func FuzzCleanTail(f *testing.F) {
 // FuzzPairs: Pairs and Tail never panic, and Pairs applied twice changes
 // nothing more.
 func FuzzPairs(f *testing.F) {
-	for _, s := range []string{`token='a b' password="c" {"key":"d"}`, "--password x -v", "Bearer y", "…z token=1", "pwd: : ="} {
+	for _, s := range []string{`token='a b' password="c" {"key":"d"}`, "--password x -v", "Bearer y", "…z token=1", "pwd: : =",
+		"basic auth failed", "Authorization: Bearer mode", `Bearer realm="api"`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
