@@ -14,9 +14,10 @@ func TestURLs(t *testing.T) {
 		{"https://h/x", "https://h/x", "https://h/x", "https://h/x"},
 		{"https://u:pw@h/x", "https://xxxxx@h/x", "https://h/x", "https://u:xxxxx@h/x"},
 		{"https://token@h/x", "https://xxxxx@h/x", "https://h/x", "https://token@h/x"},
-		{"https://h/x?api_key=k&team=a", "https://h/x?api_key=xxxxx&team=xxxxx", "https://h/x?api_key=xxxxx&team=xxxxx", "https://h/x?api_key=xxxxx&team=xxxxx"},
+		{"https://h/x?api_key=k&team=a", "https://h/x?api_key=xxxxx&team=a", "https://h/x?api_key=xxxxx&team=a", "https://h/x?api_key=xxxxx&team=a"},
 		{"https://h/x?k3y#frag", "https://h/x?xxxxx#frag", "https://h/x?xxxxx", "https://h/x?xxxxx#frag"},
-		{"https://h/x?a=1&&b=#f?c=2", "https://h/x?a=xxxxx&&b=xxxxx#f?c=2", "https://h/x?a=xxxxx&&b=xxxxx", "https://h/x?a=xxxxx&&b=xxxxx#f?c=2"},
+		{"https://h/x?a=1&&b=#f?c=2", "https://h/x?a=1&&b=#f?c=2", "https://h/x?a=1&&b=", "https://h/x?a=1&&b=#f?c=2"},
+		{"https://h/x?page=2&sort=asc&token=t", "https://h/x?page=2&sort=asc&token=xxxxx", "https://h/x?page=2&sort=asc&token=xxxxx", "https://h/x?page=2&sort=asc&token=xxxxx"},
 		{"https://h/x?", "https://h/x", "https://h/x", "https://h/x"},
 		{"http://u:pw@h/%zz", "http://xxxxx@h/%zz", "http://h/%zz", "http://u:xxxxx@h/%zz"},
 		{"http://u:p@w@h", "http://xxxxx@h", "http://h", "http://u:xxxxx@h"},
@@ -58,7 +59,10 @@ func TestURL(t *testing.T) {
 		ui   Userinfo
 		want string
 	}{
-		{"https://u:pw@h/hook?access_token=t&team=a#x", Display, "https://h/hook?access_token=xxxxx&team=xxxxx"},
+		{"https://u:pw@h/hook?access_token=t&team=a#x", Display, "https://h/hook?access_token=xxxxx&team=a"},
+		{"https://api.example.com/v1/items?page=2&sort=asc", Mask, "https://api.example.com/v1/items?page=2&sort=asc"},
+		{"https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F20240101&X-Amz-Date=20240101T000000Z&X-Amz-Expires=900&X-Amz-SignedHeaders=host&X-Amz-Security-Token=st&X-Amz-Signature=5d6f", Display,
+			"https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=xxxxx&X-Amz-Date=20240101T000000Z&X-Amz-Expires=900&X-Amz-SignedHeaders=host&X-Amz-Security-Token=xxxxx&X-Amz-Signature=xxxxx"},
 		{"http://user:pw@host/%zz?token=t", Password, "http://user:xxxxx@host/%zz?token=xxxxx"},
 		{"host/x?token=t", Mask, "host/x?token=xxxxx"},
 		{"u:pw@h", Display, "u:pw@h"}, // no scheme: no authority either
@@ -70,9 +74,42 @@ func TestURL(t *testing.T) {
 	}
 }
 
+// Query hides the values of the parameters whose names say they are
+// secrets, and bare items; the rest reads as it is.
+func TestQuery(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"page=2&sort=asc", "page=2&sort=asc"},
+		{"q=hello+world&limit=10&offset=20&team=a&", "q=hello+world&limit=10&offset=20&team=a&"},
+		{"zipcode=12345&signal=on&side=left&encode=utf8&mode=", "zipcode=12345&signal=on&side=left&encode=utf8&mode="},
+		{"token=t&access_token=a&key=k&api_key=k&apikey=k&secret=s&password=p&passwd=p&pwd=p&auth=a&signature=s&sig=s",
+			"token=xxxxx&access_token=xxxxx&key=xxxxx&api_key=xxxxx&apikey=xxxxx&secret=xxxxx&password=xxxxx&passwd=xxxxx&pwd=xxxxx&auth=xxxxx&signature=xxxxx&sig=xxxxx"},
+		{"sv=2022-11-02&sp=r&se=2024-01-01&sig=abc%3D", "sv=2022-11-02&sp=r&se=2024-01-01&sig=xxxxx"},
+		{"code=c0de&state=xyz&client_id=app&client_secret=s&refresh_token=r&id_token=i",
+			"code=xxxxx&state=xyz&client_id=app&client_secret=xxxxx&refresh_token=xxxxx&id_token=xxxxx"},
+		{"session=s&sid=s&PHPSESSID=s&jsessionid=s&userSid=s&auth_code=c&jwt=j&otp=1&ticket=ST-1&SAMLResponse=x&Cookie=c",
+			"session=xxxxx&sid=xxxxx&PHPSESSID=xxxxx&jsessionid=xxxxx&userSid=xxxxx&auth_code=xxxxx&jwt=xxxxx&otp=xxxxx&ticket=xxxxx&SAMLResponse=xxxxx&Cookie=xxxxx"},
+		// Escaped names.
+		{"api%5Fkey=k&X%2DAmz%2DSignature=s&%zz=v", "api%5Fkey=xxxxx&X%2DAmz%2DSignature=xxxxx&%zz=v"},
+		// A bare item has no name to go by.
+		{"token=&k3y&debug", "token=xxxxx&xxxxx&xxxxx"},
+		// SecretName's substrings hide a few names too many.
+		{"author=ann&keyword=go", "author=xxxxx&keyword=xxxxx"},
+	}
+	for _, tt := range tests {
+		got := Query(tt.in)
+		if got != tt.want {
+			t.Errorf("Query(%q) = %q; want %q", tt.in, got, tt.want)
+		}
+		if again := Query(got); again != got {
+			t.Errorf("Query(%q) = %q, then %q", tt.in, got, again)
+		}
+	}
+}
+
 // FuzzURLs checks that URLs is stable, and that no URL it leaves in the
 // text has a password, user information but xxxxx (Mask) or none
-// (Display), or a query value but xxxxx.
+// (Display), or a secret query value (secretParam) or bare item but
+// xxxxx.
 func FuzzURLs(f *testing.F) {
 	for _, s := range []string{"https://u:pw@h/x?a=1&b#f", `x "http://u@h?k" y`, "a://b@c@d/e?f=g&&h x_s://:p@q",
 		"%zz", "redis://:p w@h", "http://[::1]:80/?q=%zz#a?b=c"} {
@@ -96,7 +133,7 @@ func FuzzURLs(f *testing.F) {
 					t.Fatalf("URLs(%q, %d) = %q: user %q shows", text, ui, out, name)
 				}
 				for _, item := range strings.Split(u.RawQuery, "&") {
-					if _, v, ok := strings.Cut(item, "="); item != "" && (ok && v != Masked || !ok && item != Masked) {
+					if k, v, ok := strings.Cut(item, "="); item != "" && (ok && secretParam(k) && v != Masked || !ok && item != Masked) {
 						t.Fatalf("URLs(%q, %d) = %q: query item %q shows", text, ui, out, item)
 					}
 				}

@@ -1059,7 +1059,7 @@ func TestRedacted(t *testing.T) {
 		"X-Api-Key: '[redacted]'",
 		"X-Team: '[redacted]'",
 		"User-Agent: syncd-test",
-		"url: https://xxxxx@target.example.com/hook?token=xxxxx&team=xxxxx",
+		"url: https://xxxxx@target.example.com/hook?token=xxxxx&team=a",
 		"password_env: REDIS_PW",
 		"ttl: 20s",
 		"interval: 2m",

@@ -95,7 +95,7 @@ func redactField(path, v string) string {
 const redacted = redact.Redacted
 
 // redactValue hides the credentials inside a value: the user information
-// and query values of URLs, token=, key=, secret= and password= pairs,
+// and secret query values of URLs, token=, key=, secret= and password= pairs,
 // bearer and basic credentials. Applied twice, it changes nothing more.
 func redactValue(s string) string { return redact.Pairs(redact.URLs(s, redact.Mask)) }
 

@@ -29,7 +29,7 @@ sink:
 		headers:
 			X-Hub: sha1=hunter8
 			accept: application/json
-`, []string{"url: https://h/hook?token=xxxxx&team=xxxxx", "X-Hub: '[redacted]'", "accept: application/json"},
+`, []string{"url: https://h/hook?token=xxxxx&team=a", "X-Hub: '[redacted]'", "accept: application/json"},
 	}}
 	for _, tt := range tests {
 		red, err := mustParse(t, yamlText(tt.src)).Redacted()
