@@ -29,9 +29,12 @@ const (
 // URL returns raw with its user information shown as ui says and the
 // value of each query parameter whose name says it is a secret
 // (secretParam) replaced with xxxxx; a query item without "=" may be a
-// token itself, and is replaced whole. It works on the text, so that it
-// redacts what url.Parse refuses as well, and leaves the rest as it is.
-// Applied twice, it changes nothing more.
+// token itself, and is replaced whole. A fragment of name=value pairs,
+// as OAuth's implicit flow returns a token in (#access_token=...), has
+// its secret values replaced too; any other fragment (#section-2)
+// stays. It works on the text, so that it redacts what url.Parse
+// refuses as well, and leaves the rest as it is. Applied twice, it
+// changes nothing more.
 func URL(raw string, ui Userinfo) string {
 	raw, frag, hasFrag := strings.Cut(raw, "#")
 	raw, query, _ := strings.Cut(raw, "?")
@@ -46,9 +49,25 @@ func URL(raw string, ui Userinfo) string {
 		raw += "?" + Query(query)
 	}
 	if hasFrag && ui != Display {
-		raw += "#" + frag
+		raw += "#" + fragment(frag)
 	}
 	return raw
+}
+
+// fragment replaces, in a URL's fragment of name=value pairs, the values
+// whose names say they are secrets (secretParam); the rest, and a
+// fragment that holds no pairs, stays.
+func fragment(frag string) string {
+	if !strings.Contains(frag, "=") {
+		return frag
+	}
+	items := strings.Split(frag, "&")
+	for i, item := range items {
+		if k, _, ok := strings.Cut(item, "="); ok && secretParam(k) {
+			items[i] = k + "=" + Masked
+		}
+	}
+	return strings.Join(items, "&")
 }
 
 // userinfo returns the authority auth with its user information, up to

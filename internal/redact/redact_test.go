@@ -33,6 +33,11 @@ func TestURLs(t *testing.T) {
 			`parse "http://h/%zz?token=xxxxx": invalid URL escape "%zz"`,
 			`parse "http://u:xxxxx@h/%zz?token=xxxxx": invalid URL escape "%zz"`},
 		{"<a href=`https://h/?sig=s`>", "<a href=`https://h/?sig=xxxxx`>", "<a href=`https://h/?sig=xxxxx`>", "<a href=`https://h/?sig=xxxxx`>"},
+		// OAuth's implicit flow returns its token in the fragment; a
+		// fragment of other pairs, or no pairs, stays.
+		{"https://app/cb#access_token=t&expires_in=3600&state=s", "https://app/cb#access_token=xxxxx&expires_in=3600&state=s",
+			"https://app/cb", "https://app/cb#access_token=xxxxx&expires_in=3600&state=s"},
+		{"https://h/doc#section-2", "https://h/doc#section-2", "https://h/doc", "https://h/doc#section-2"},
 		{"%zz", "%zz", "%zz", "%zz"},
 		{"no URL: a=b?c=d", "no URL: a=b?c=d", "no URL: a=b?c=d", "no URL: a=b?c=d"},
 	}

@@ -130,6 +130,11 @@ var (
 	// map[Authorization:[Bearer x]], HTTP_AUTHORIZATION=Bearer x,
 	// token=Bearer x.
 	schemeHeader = regexp.MustCompile(`(?i)((?:` + secretKey + `|[\w.-]*authorization[\w.-]*)["']?\s*[:=][\s\["']*(?:bearer|basic)\s+)[^\s,;'"\[]+`)
+	// The value of a name with authorization in it (Authorization,
+	// Proxy-Authorization, HTTP_AUTHORIZATION), bare or quoted: a word,
+	// and the word after it if any, as a scheme and its credential
+	// (authValue).
+	authHeader = regexp.MustCompile(`(?i)([\w.-]*authorization[\w.-]*["']?\s*[:=][\s\["']*)([^\s,;'"\[]+)(?:([ \t]+)([^\s,;'"\[]+))?`)
 	// The word after bearer or basic anywhere else: prose, or a credential
 	// quoted without its header's name.
 	schemeWord = regexp.MustCompile(`(?i)(\b(?:bearer|basic)\s+)([^\s,;'"\[]+)`)
@@ -161,11 +166,14 @@ func credential(word string) bool {
 // xxxxx. Applied twice, it changes nothing more.
 //
 // A Bearer or Basic credential in header form, the value of a name such
-// as Authorization (schemeHeader), is hidden whatever it looks like. The
+// as Authorization (schemeHeader), is hidden whatever it looks like; so
+// is any other value of a name with authorization in it, scheme and all
+// (authValue: Authorization: xxxxx xxxxx for "token ghp_x"). The
 // word after bearer or basic elsewhere is hidden only when it looks like
 // a credential (see credential), so that prose such as "basic auth
 // failed" stays readable.
 func Pairs(text string) string {
+	text = authHeader.ReplaceAllStringFunc(text, authValue)
 	text = schemeHeader.ReplaceAllString(text, "${1}"+Masked)
 	text = schemeWord.ReplaceAllStringFunc(text, func(m string) string {
 		sub := schemeWord.FindStringSubmatch(m)
@@ -188,6 +196,30 @@ func Pairs(text string) string {
 		text = re.ReplaceAllStringFunc(text, keep(re))
 	}
 	return text
+}
+
+// authValue hides the credential in an Authorization header's value
+// (authHeader's match m): after Bearer or Basic, the word after the
+// scheme, which stays; after another scheme (GitHub's "token ghp_x",
+// ApiKey, Negotiate), both words, since a scheme is not told from a
+// credential that is followed by a word; a lone word (a token without
+// a scheme) whole. A value that starts with xxxxx is left: Pairs hid
+// it before.
+func authValue(m string) string {
+	sub := authHeader.FindStringSubmatch(m)
+	name, first, sp, second := sub[1], sub[2], sub[3], sub[4]
+	scheme := strings.EqualFold(first, "bearer") || strings.EqualFold(first, "basic")
+	switch {
+	case first == Masked, second == "" && scheme:
+		// Hidden already (Pairs applied twice changes nothing more), or
+		// a scheme alone.
+		return m
+	case second == "":
+		return name + Masked
+	case scheme:
+		return name + first + sp + Masked
+	}
+	return name + Masked + sp + Masked
 }
 
 // Tail hides the secrets in the end of a command's stderr that an error

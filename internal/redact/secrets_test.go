@@ -91,6 +91,16 @@ func TestPairsSchemes(t *testing.T) {
 		{"Proxy-Authorization: Basic dXNlcg==", "Proxy-Authorization: Basic xxxxx"},
 		{"token=Bearer word", "token=Bearer xxxxx"},
 		{"header map[Authorization:[Bearer abc]]", "header map[Authorization:[Bearer xxxxx"}, // as before: the brackets go too
+		// Other schemes in header form: the credential after the scheme
+		// went unhidden (GitHub's "token ghp_..."); the scheme goes too.
+		{"Authorization: token ghp_16C7e42F292c6912E7710c838347Ae178B4a", "Authorization: xxxxx xxxxx"},
+		{"-H 'authorization: ApiKey k-123' x", "-H 'authorization: xxxxx xxxxx' x"},
+		{"HTTP_AUTHORIZATION=Negotiate YIIGhgYGKwYB rest", "HTTP_AUTHORIZATION=xxxxx xxxxx rest"},
+		{"Authorization: ghp_16C7e42F292c6912E7710c838347Ae178B4a", "Authorization: xxxxx"},
+		{"HTTP_AUTHORIZATION=ghp_16C7e42F292c6912E7710c838347Ae178B4a", "HTTP_AUTHORIZATION=xxxxx"},
+		{`{"Authorization": "token ghp_16C7e42F292c"}`, `{"Authorization": "xxxxx"}`},
+		{"Authorization: Bearer", "Authorization: Bearer"},
+		{"WWW-Authenticate: Negotiate", "WWW-Authenticate: Negotiate"},
 	} {
 		got := Pairs(tt.in)
 		if got != tt.want {
