@@ -203,7 +203,7 @@ func TestACLMinimalUser(t *testing.T) {
 		setUser(t, admin, aclSetUser("nozadd", "pw-nozadd", "nozadd", slices.DeleteFunc(slices.Clone(aclCommands), func(c string) bool { return c == "zadd" })))
 		cfg := testutil.WriteFile(t, "config.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  username: nozadd\n  password_env: TOPO_PW\n  key_prefix: nozadd\n  shards: 4\n", primary.Addr()))
 		r := runSyncd(t, []string{"TOPO_PW=pw-nozadd"}, "items", "add", "-c", cfg, "x")
-		if r.Code != 2 || !strings.Contains(r.Stderr, "can't run this command") || !strings.Contains(r.Stderr, "store: add") {
+		if r.Code != 2 || !strings.Contains(r.Stderr, "can't run this command") || !strings.Contains(r.Stderr, "syncd items: add: ") {
 			t.Errorf("items add without zadd: want exit 2 and the ACL denial\n%s", r)
 		}
 		if d := aclDenials(ctx, admin, "nozadd"); !slices.Contains(d, "lua:zadd") {
