@@ -530,9 +530,13 @@ func TestPausedDaemonsCommandStopsAtLeaseEnd(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, nil)
 	out := filepath.Join(t.TempDir(), "out.txt")
+	// drain_timeout: once resumed, the daemon may claim the item again
+	// (its lease was lost) before SIGTERM comes, and this command runs
+	// until cancelled.
 	cfg := writeConfig(t, redisConfig(srv, "paused", fmt.Sprintf(`engine:
   interval: 1h
   workers: 1
+  drain_timeout: 2s
 items:
   ids: [solo]
 sink:
