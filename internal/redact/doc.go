@@ -1,7 +1,7 @@
 // Package redact owns how syncd shows a URL that may carry credentials:
-// its user information hidden and the value of each query parameter whose
-// name says it is a secret (token, api_key, sig, X-Amz-Signature, ...)
-// replaced with xxxxx, in one URL (URL) or in every URL of a free text
+// its user information hidden and the value of each query parameter but
+// those of harmless names (page, sort, q, ...: plainParams) replaced with
+// xxxxx, in one URL (URL) or in every URL of a free text
 // (URLs), such as an error message that quotes one.
 //
 // The config package shows URLs in its messages and in the effective

@@ -3,9 +3,7 @@ package redact
 import (
 	"net/url"
 	"regexp"
-	"slices"
 	"strings"
-	"unicode"
 )
 
 // Masked replaces a hidden value.
@@ -27,8 +25,8 @@ const (
 )
 
 // URL returns raw with its user information shown as ui says and the
-// value of each query parameter whose name says it is a secret
-// (secretParam) replaced with xxxxx; a query item without "=" may be a
+// value of each query parameter but the harmless ones (secretParam)
+// replaced with xxxxx; a query item without "=" may be a
 // token itself, and is replaced whole. A fragment of name=value pairs,
 // as OAuth's implicit flow returns a token in (#access_token=...), has
 // its secret values replaced too; any other fragment (#section-2)
@@ -55,8 +53,8 @@ func URL(raw string, ui Userinfo) string {
 }
 
 // fragment replaces, in a URL's fragment of name=value pairs, the values
-// whose names say they are secrets (secretParam); the rest, and a
-// fragment that holds no pairs, stays.
+// Query would (secretParam); the rest, and a fragment that holds no
+// pairs, stays.
 func fragment(frag string) string {
 	if !strings.Contains(frag, "=") {
 		return frag
@@ -90,9 +88,11 @@ func userinfo(auth string, ui Userinfo) string {
 }
 
 // Query replaces with xxxxx the value of each parameter of a raw query
-// whose name says it is a secret (secretParam), and each item without
-// "=" whole: it has no name to go by, and may be a token itself. The
-// rest stays, so that ?page=2&sort=asc reads as it is.
+// but those whose names are known to be harmless (plainParams: page,
+// sort, limit, q, ...), and each item without "=" whole: it has no name
+// to go by, and may be a token itself. So ?page=2&sort=asc reads as it
+// is, and a secret under a name no list foresaw (pw=, p=, sign=) is
+// still hidden.
 func Query(raw string) string {
 	if raw == "" {
 		return ""
@@ -110,60 +110,32 @@ func Query(raw string) string {
 	return strings.Join(items, "&")
 }
 
-// secretKeyName is secretKey, the names whose values Pairs hides, as a
-// whole name.
-var secretKeyName = regexp.MustCompile(`(?i)^` + secretKey + `$`)
+// plainParams are query parameter names whose values are not secrets
+// anywhere they are commonly used: paging, sorting, searching, formats
+// and time ranges. Any other name's value is hidden: a list of secret
+// names missed pw=, p= (Subsonic's password), sign= and bearer= (an
+// outside trial), and a missed secret is worse than a hidden page size.
+var plainParams = map[string]bool{
+	"page": true, "per_page": true, "perpage": true, "page_size": true, "pagesize": true,
+	"limit": true, "offset": true, "count": true, "size": true,
+	"sort": true, "sort_by": true, "sortby": true, "order": true, "order_by": true, "orderby": true,
+	"dir": true, "direction": true, "q": true, "query": true, "search": true, "filter": true,
+	"fields": true, "include": true, "exclude": true, "expand": true, "embed": true,
+	"format": true, "fmt": true, "lang": true, "locale": true, "tz": true, "timezone": true,
+	"view": true, "mode": true, "type": true, "kind": true, "status": true, "version": true, "v": true,
+	"start": true, "end": true, "from": true, "to": true, "since": true, "until": true,
+	"before": true, "after": true, "debug": true, "verbose": true, "pretty": true,
+	"expires_in": true, "token_type": true, "scope": true,
+}
 
-// secretParamParts are pieces of the names of secret query parameters
-// that SecretName does not look for: session ids (PHPSESSID) and SAML
-// messages (SAMLResponse).
-var secretParamParts = []string{"sessid", "saml"}
-
-// secretParamWords are names of secret query parameters too short to
-// look for inside other words: Azure's sig, session ids, OAuth's code,
-// one-time passwords, CAS tickets, SAML assertions.
-var secretParamWords = []string{"sig", "sid", "pwd", "code", "jwt", "otp", "ticket", "cred", "creds", "hmac", "assertion"}
-
-// secretParam reports whether a URL query parameter's name, escaped or
-// not, says that its value is a secret: a name SecretName takes
-// (access_token, api_key, X-Amz-Signature, X-Amz-Credential,
-// X-Amz-Security-Token, client_secret, password, session), one whose
-// value Pairs hides (pwd), one with one of secretParamParts in it, or
-// one with one of secretParamWords as a word of its own (sig, auth_code,
-// userSid; not zipcode, signal or side).
+// secretParam reports whether the value of a URL query parameter named
+// name, escaped or not, is hidden: unless the name, in any case, is one
+// of plainParams.
 func secretParam(name string) bool {
 	if n, err := url.QueryUnescape(name); err == nil {
 		name = n
 	}
-	lower := strings.ToLower(name)
-	if SecretName(name) || secretKeyName.MatchString(name) ||
-		slices.ContainsFunc(secretParamParts, func(p string) bool { return strings.Contains(lower, p) }) {
-		return true
-	}
-	return slices.ContainsFunc(words(name), func(w string) bool { return slices.Contains(secretParamWords, w) })
-}
-
-// words splits name into its words in lower case: at each character that
-// is not a letter or a digit, and where a capital follows a small letter
-// (userSid).
-func words(name string) []string {
-	var out []string
-	start, prev := -1, rune(0)
-	for i, r := range name {
-		alnum := unicode.IsLetter(r) || unicode.IsDigit(r)
-		if start >= 0 && (!alnum || unicode.IsUpper(r) && unicode.IsLower(prev)) {
-			out = append(out, strings.ToLower(name[start:i]))
-			start = -1
-		}
-		if alnum && start < 0 {
-			start = i
-		}
-		prev = r
-	}
-	if start >= 0 {
-		out = append(out, strings.ToLower(name[start:]))
-	}
-	return out
+	return !plainParams[strings.ToLower(name)]
 }
 
 // urlRE finds URLs in free text: a scheme, "://", and what follows up to

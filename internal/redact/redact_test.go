@@ -14,9 +14,9 @@ func TestURLs(t *testing.T) {
 		{"https://h/x", "https://h/x", "https://h/x", "https://h/x"},
 		{"https://u:pw@h/x", "https://xxxxx@h/x", "https://h/x", "https://u:xxxxx@h/x"},
 		{"https://token@h/x", "https://xxxxx@h/x", "https://h/x", "https://token@h/x"},
-		{"https://h/x?api_key=k&team=a", "https://h/x?api_key=xxxxx&team=a", "https://h/x?api_key=xxxxx&team=a", "https://h/x?api_key=xxxxx&team=a"},
+		{"https://h/x?api_key=k&page=2", "https://h/x?api_key=xxxxx&page=2", "https://h/x?api_key=xxxxx&page=2", "https://h/x?api_key=xxxxx&page=2"},
 		{"https://h/x?k3y#frag", "https://h/x?xxxxx#frag", "https://h/x?xxxxx", "https://h/x?xxxxx#frag"},
-		{"https://h/x?a=1&&b=#f?c=2", "https://h/x?a=1&&b=#f?c=2", "https://h/x?a=1&&b=", "https://h/x?a=1&&b=#f?c=2"},
+		{"https://h/x?a=1&&b=#f?c=2", "https://h/x?a=xxxxx&&b=xxxxx#f?c=xxxxx", "https://h/x?a=xxxxx&&b=xxxxx", "https://h/x?a=xxxxx&&b=xxxxx#f?c=xxxxx"},
 		{"https://h/x?page=2&sort=asc&token=t", "https://h/x?page=2&sort=asc&token=xxxxx", "https://h/x?page=2&sort=asc&token=xxxxx", "https://h/x?page=2&sort=asc&token=xxxxx"},
 		{"https://h/x?", "https://h/x", "https://h/x", "https://h/x"},
 		{"http://u:pw@h/%zz", "http://xxxxx@h/%zz", "http://h/%zz", "http://u:xxxxx@h/%zz"},
@@ -35,8 +35,8 @@ func TestURLs(t *testing.T) {
 		{"<a href=`https://h/?sig=s`>", "<a href=`https://h/?sig=xxxxx`>", "<a href=`https://h/?sig=xxxxx`>", "<a href=`https://h/?sig=xxxxx`>"},
 		// OAuth's implicit flow returns its token in the fragment; a
 		// fragment of other pairs, or no pairs, stays.
-		{"https://app/cb#access_token=t&expires_in=3600&state=s", "https://app/cb#access_token=xxxxx&expires_in=3600&state=s",
-			"https://app/cb", "https://app/cb#access_token=xxxxx&expires_in=3600&state=s"},
+		{"https://app/cb#access_token=t&expires_in=3600&state=s", "https://app/cb#access_token=xxxxx&expires_in=3600&state=xxxxx",
+			"https://app/cb", "https://app/cb#access_token=xxxxx&expires_in=3600&state=xxxxx"},
 		{"https://h/doc#section-2", "https://h/doc#section-2", "https://h/doc", "https://h/doc#section-2"},
 		{"%zz", "%zz", "%zz", "%zz"},
 		{"no URL: a=b?c=d", "no URL: a=b?c=d", "no URL: a=b?c=d", "no URL: a=b?c=d"},
@@ -64,10 +64,10 @@ func TestURL(t *testing.T) {
 		ui   Userinfo
 		want string
 	}{
-		{"https://u:pw@h/hook?access_token=t&team=a#x", Display, "https://h/hook?access_token=xxxxx&team=a"},
+		{"https://u:pw@h/hook?access_token=t&team=a#x", Display, "https://h/hook?access_token=xxxxx&team=xxxxx"},
 		{"https://api.example.com/v1/items?page=2&sort=asc", Mask, "https://api.example.com/v1/items?page=2&sort=asc"},
 		{"https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F20240101&X-Amz-Date=20240101T000000Z&X-Amz-Expires=900&X-Amz-SignedHeaders=host&X-Amz-Security-Token=st&X-Amz-Signature=5d6f", Display,
-			"https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=xxxxx&X-Amz-Date=20240101T000000Z&X-Amz-Expires=900&X-Amz-SignedHeaders=host&X-Amz-Security-Token=xxxxx&X-Amz-Signature=xxxxx"},
+			"https://b.s3.amazonaws.com/k?X-Amz-Algorithm=xxxxx&X-Amz-Credential=xxxxx&X-Amz-Date=xxxxx&X-Amz-Expires=xxxxx&X-Amz-SignedHeaders=xxxxx&X-Amz-Security-Token=xxxxx&X-Amz-Signature=xxxxx"},
 		{"http://user:pw@host/%zz?token=t", Password, "http://user:xxxxx@host/%zz?token=xxxxx"},
 		{"host/x?token=t", Mask, "host/x?token=xxxxx"},
 		{"u:pw@h", Display, "u:pw@h"}, // no scheme: no authority either
@@ -84,21 +84,18 @@ func TestURL(t *testing.T) {
 func TestQuery(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"page=2&sort=asc", "page=2&sort=asc"},
-		{"q=hello+world&limit=10&offset=20&team=a&", "q=hello+world&limit=10&offset=20&team=a&"},
-		{"zipcode=12345&signal=on&side=left&encode=utf8&mode=", "zipcode=12345&signal=on&side=left&encode=utf8&mode="},
+		{"q=hello+world&limit=10&offset=20&team=a&", "q=hello+world&limit=10&offset=20&team=xxxxx&"},
+		{"PAGE=2&Sort=asc&mode=", "PAGE=2&Sort=asc&mode="},
 		{"token=t&access_token=a&key=k&api_key=k&apikey=k&secret=s&password=p&passwd=p&pwd=p&auth=a&signature=s&sig=s",
 			"token=xxxxx&access_token=xxxxx&key=xxxxx&api_key=xxxxx&apikey=xxxxx&secret=xxxxx&password=xxxxx&passwd=xxxxx&pwd=xxxxx&auth=xxxxx&signature=xxxxx&sig=xxxxx"},
-		{"sv=2022-11-02&sp=r&se=2024-01-01&sig=abc%3D", "sv=2022-11-02&sp=r&se=2024-01-01&sig=xxxxx"},
-		{"code=c0de&state=xyz&client_id=app&client_secret=s&refresh_token=r&id_token=i",
-			"code=xxxxx&state=xyz&client_id=app&client_secret=xxxxx&refresh_token=xxxxx&id_token=xxxxx"},
-		{"session=s&sid=s&PHPSESSID=s&jsessionid=s&userSid=s&auth_code=c&jwt=j&otp=1&ticket=ST-1&SAMLResponse=x&Cookie=c",
-			"session=xxxxx&sid=xxxxx&PHPSESSID=xxxxx&jsessionid=xxxxx&userSid=xxxxx&auth_code=xxxxx&jwt=xxxxx&otp=xxxxx&ticket=xxxxx&SAMLResponse=xxxxx&Cookie=xxxxx"},
+		// Names no list of secret names foresaw (an outside trial).
+		{"pw=a&p=b&sign=c&bearer=d&u=admin", "pw=xxxxx&p=xxxxx&sign=xxxxx&bearer=xxxxx&u=xxxxx"},
+		{"sv=2022-11-02&sp=r&se=2024-01-01&sig=abc%3D", "sv=xxxxx&sp=xxxxx&se=xxxxx&sig=xxxxx"},
+		{"code=c0de&state=xyz&scope=read&client_secret=s", "code=xxxxx&state=xxxxx&scope=read&client_secret=xxxxx"},
 		// Escaped names.
-		{"api%5Fkey=k&X%2DAmz%2DSignature=s&%zz=v", "api%5Fkey=xxxxx&X%2DAmz%2DSignature=xxxxx&%zz=v"},
+		{"%70age=2&api%5Fkey=k&%zz=v", "%70age=2&api%5Fkey=xxxxx&%zz=xxxxx"},
 		// A bare item has no name to go by.
 		{"token=&k3y&debug", "token=xxxxx&xxxxx&xxxxx"},
-		// SecretName's substrings hide a few names too many.
-		{"author=ann&keyword=go", "author=xxxxx&keyword=xxxxx"},
 	}
 	for _, tt := range tests {
 		got := Query(tt.in)

@@ -110,8 +110,9 @@ func (s *Secrets) CleanTail(tail string) string {
 // secretKey matches a name that says its value is a secret: token,
 // secret, password, passwd, pwd, passphrase, credential, api_key (and
 // access_, private_), a word key, auth and authorization (not author, nor
-// idempotency_key).
-const secretKey = `[\w.-]*(?:token|secret|passw(?:or)?d|passphrase|pwd|credential|(?:api|access|private)[_-]?key|\bkey|\bauth(?:orization)?\b)[\w.-]*`
+// idempotency_key), signature and a word sig, a word pass, session, a
+// word sid, and cookie (Cookie: and Set-Cookie: headers).
+const secretKey = `[\w.-]*(?:token|secret|passw(?:or)?d|passphrase|pwd|credential|(?:api|access|private)[_-]?key|\bkey|\bauth(?:orization)?\b|signature|\bsig\b|\bpass\b|session|\bsid\b|cookie)[\w.-]*`
 
 var (
 	// A name, a quote maybe, = or :, then the value: in double quotes, in
@@ -120,8 +121,9 @@ var (
 	pairDQ   = regexp.MustCompile(`(?i)(` + secretKey + `["']?\s*[:=]\s*")([^"]*)`)
 	pairSQ   = regexp.MustCompile(`(?i)(` + secretKey + `["']?\s*[:=]\s*')([^']*)`)
 	pairBare = regexp.MustCompile(`(?i)(` + secretKey + `["']?\s*[:=]\s*)([^\s&;,'"\[\]{}<>][^\s&;,'"\]{}<>]*)`)
-	// A flag and its value: --password value.
-	flagRE = regexp.MustCompile(`(?i)(\s--?` + secretKey + `\s+)([^\s\-'"\[][^\s'"]*)`)
+	// A flag and its value: --password value, also at the start of the
+	// text.
+	flagRE = regexp.MustCompile(`(?i)((?:^|\s)--?` + secretKey + `\s+)([^\s\-'"\[][^\s'"]*)`)
 	// A Bearer or Basic credential in header form, as the value of a name
 	// that says it is one (secretKey, or any name with authorization in
 	// it; not WWW-Authenticate, whose Bearer realm="x" is a challenge):

@@ -101,6 +101,12 @@ func TestPairsSchemes(t *testing.T) {
 		{`{"Authorization": "token ghp_16C7e42F292c"}`, `{"Authorization": "xxxxx"}`},
 		{"Authorization: Bearer", "Authorization: Bearer"},
 		{"WWW-Authenticate: Negotiate", "WWW-Authenticate: Negotiate"},
+		// Left visible before (an outside trial).
+		{"--password hunter21x --token tokSecret22", "--password xxxxx --token xxxxx"},
+		{"Cookie: session=cookieSecret6", "Cookie: xxxxx"},
+		{"Set-Cookie: sid=cookieSecret7; Path=/", "Set-Cookie: xxxxx; Path=/"},
+		{"X-Signature: sigHeaderSecret17", "X-Signature: xxxxx"},
+		{"pass=passSecret16 and session=s3ss", "pass=xxxxx and session=xxxxx"},
 	} {
 		got := Pairs(tt.in)
 		if got != tt.want {

@@ -27,8 +27,8 @@
 // Config.Env variables whose names say they are secrets (API_TOKEN,
 // DB_PASSWORD: redact.SecretName) read [redacted], credentials named as
 // such (token=..., password=..., Bearer ...) read xxxxx, and so do the
-// user information of URLs and their query values whose names say they
-// are secrets (token=, sig=, ...).
+// user information of URLs and their query values but those of harmless
+// names (page=, sort=, ...).
 //
 // # Environment
 //

@@ -14,8 +14,8 @@ import (
 // response, echoing a header or a URL, is quoted in them. So:
 //
 //   - a URL in an error or a log has no userinfo, and the value of each
-//     query parameter whose name says it is a secret is xxxxx
-//     (redact.Display);
+//     query parameter but those of harmless names (page, sort, ...) is
+//     xxxxx (redact.Display);
 //   - every text the sink puts into an error, a response body or a
 //     transport error, has each configured header value, the credentials
 //     in it, and the URL's userinfo and query values replaced with

@@ -76,7 +76,7 @@ func TestSecretsNotShown(t *testing.T) {
 	u, _ := url.Parse(srv.URL)
 	u.User = url.UserPassword("user-s3cret", "pw-s3cret")
 	u.Path = "/hook"
-	u.RawQuery = "access_token=tok-s3cret&team=a"
+	u.RawQuery = "access_token=tok-s3cret&page=2"
 	s, logs := newLoggedSink(t, httpsink.Config{URL: u.String(), Headers: secretHeaders})
 
 	err := s.Sync(t.Context(), sinks.Item{ID: "a", Fence: 1})
@@ -88,14 +88,14 @@ func TestSecretsNotShown(t *testing.T) {
 	if strings.Contains(err.Error(), leak) || strings.Contains(se.Body, leak) {
 		t.Errorf("the error shows a secret: %v", err)
 	}
-	if !strings.Contains(se.Body, `Authorization="[redacted]"`) || !strings.Contains(se.Body, "/hook?access_token=xxxxx&team=a") {
+	if !strings.Contains(se.Body, `Authorization="[redacted]"`) || !strings.Contains(se.Body, "/hook?access_token=xxxxx&page=2") {
 		t.Errorf("Body = %q, want the echoed secrets redacted and the rest kept", se.Body)
 	}
 	out := logs.String()
 	if strings.Contains(out, leak) {
 		t.Errorf("the logs show a secret:\n%s", out)
 	}
-	if want := `"url":"` + srv.URL + `/hook?access_token=xxxxx&team=a"`; !strings.Contains(out, want) {
+	if want := `"url":"` + srv.URL + `/hook?access_token=xxxxx&page=2"`; !strings.Contains(out, want) {
 		t.Errorf("the logs lack %s:\n%s", want, out)
 	}
 }

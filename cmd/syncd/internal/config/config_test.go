@@ -714,7 +714,7 @@ engine:
 sink:
 	type: http
 	http:
-		url: https://user:hunter2@target.example.com/hook?token=t0k3n&team=a
+		url: https://user:hunter2@target.example.com/hook?token=t0k3n&page=2
 		headers:
 			Authorization: Bearer s3cr3t
 			X-Api-Key: k3y
@@ -788,7 +788,7 @@ func TestConversions(t *testing.T) {
 		t.Errorf("Engine() (-got +want):\n%s", diff)
 	}
 	wantSink := SinkConfig{Type: SinkHTTP, HTTP: httpsink.Config{
-		URL:     "https://user:hunter2@target.example.com/hook?token=t0k3n&team=a",
+		URL:     "https://user:hunter2@target.example.com/hook?token=t0k3n&page=2",
 		Headers: map[string]string{"Authorization": "Bearer s3cr3t", "X-Api-Key": "k3y", "X-Team": "billing", "User-Agent": "syncd-test"},
 		Timeout: 5 * time.Second,
 	}}
@@ -1059,7 +1059,7 @@ func TestRedacted(t *testing.T) {
 		"X-Api-Key: '[redacted]'",
 		"X-Team: '[redacted]'",
 		"User-Agent: syncd-test",
-		"url: https://xxxxx@target.example.com/hook?token=xxxxx&team=a",
+		"url: https://xxxxx@target.example.com/hook?token=xxxxx&page=2",
 		"password_env: REDIS_PW",
 		"ttl: 20s",
 		"interval: 2m",

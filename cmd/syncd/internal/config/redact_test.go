@@ -25,11 +25,11 @@ sink:
 sink:
 	type: http
 	http:
-		url: https://h/hook?token=hunter7&team=a
+		url: https://h/hook?token=hunter7&page=2
 		headers:
 			X-Hub: sha1=hunter8
 			accept: application/json
-`, []string{"url: https://h/hook?token=xxxxx&team=a", "X-Hub: '[redacted]'", "accept: application/json"},
+`, []string{"url: https://h/hook?token=xxxxx&page=2", "X-Hub: '[redacted]'", "accept: application/json"},
 	}}
 	for _, tt := range tests {
 		red, err := mustParse(t, yamlText(tt.src)).Redacted()
