@@ -285,7 +285,7 @@ func checkHosts(t *testing.T, ln net.Listener, guard http.Handler, dial string, 
 var ok200 = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
 
 // With no http.allowed_hosts, a server on a loopback address answers
-// requests for localhost and loopback addresses only: a page whose name
+// requests for localhost and IP addresses only: a page whose name
 // an attacker rebinds to 127.0.0.1 gets 421, not the API. One on
 // another address is not guarded.
 func TestHostGuardLoopback(t *testing.T) {
@@ -303,9 +303,27 @@ func TestHostGuardLoopback(t *testing.T) {
 		"127.0.0.2":                              200,
 		"[::ffff:127.0.0.1]":                     200,
 		fmt.Sprintf("attacker.example:%d", port): 421,
-		"10.0.0.1":                               421,
 		"localhost.attacker.example":             421,
+		// An IP address cannot be rebound: served (a NAT, a port-forward).
+		"10.0.0.1": 200,
 	})
+	// A browser always sends a Host; HAProxy's health check sends none.
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: hostGuard(ln, nil, ok200)}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "GET /healthz HTTP/1.0\r\n\r\n")
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.0 200") {
+		t.Errorf("HTTP/1.0 without Host: %q, %v; want 200", line, err)
+	}
 	wide, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
@@ -341,14 +359,14 @@ func TestHostGuardAllowedOnLoopback(t *testing.T) {
 		"syncd.example.com.attacker.example": 421,
 		"example.com":                        421,
 		"attacker.example":                   421,
-		"10.0.0.10":                          421,
+		"10.0.0.10":                          200,
 	})
 }
 
 // A server on 0.0.0.0 with http.allowed_hosts (the case an attacker's
 // trial found open: any Host was served) answers requests for the
-// hosts listed, for the address the connection came in on and for
-// loopback addresses, and for localhost only over loopback; a page on
+// hosts listed and for IP addresses, and for localhost only over
+// loopback; a page on
 // another name rebound to the server's address gets 421.
 func TestHostGuardAllowedOnAnyAddress(t *testing.T) {
 	ip := nonLoopbackIPv4(t)
@@ -369,7 +387,7 @@ func TestHostGuardAllowedOnAnyAddress(t *testing.T) {
 				"localhost":                              viaLoopback,
 				"app.localhost":                          viaLoopback,
 				"attacker.example":                       421,
-				"10.9.9.9":                               421,
+				"10.9.9.9":                               200,
 			})
 		})
 	}

@@ -68,7 +68,7 @@ var zeroNotes = map[string]string{
 	"sink.exec.timeout":      "0: no timeout beyond the lease",
 	"sink.log.fail_every":    "0: never fail",
 	"http.listen":            "empty: no HTTP server",
-	"http.allowed_hosts":     "empty: on a loopback http.listen, localhost and loopback addresses; on another, any host",
+	"http.allowed_hosts":     "empty: on a loopback http.listen, localhost and IP addresses; on another, any host",
 }
 
 // safeHeaders are the http sink headers whose values are shown.
@@ -95,7 +95,7 @@ func redactField(path, v string) string {
 const redacted = redact.Redacted
 
 // redactValue hides the credentials inside a value: the user information
-// and secret query values of URLs, token=, key=, secret= and password= pairs,
+// and query values of URLs (but harmless ones such as page=), token=, key=, secret= and password= pairs,
 // bearer and basic credentials. Applied twice, it changes nothing more.
 func redactValue(s string) string { return redact.Pairs(redact.URLs(s, redact.Mask)) }
 
