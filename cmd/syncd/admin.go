@@ -60,14 +60,14 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 			return &exitError{code: exitUsage, err: err}
 		}
 		if n == len(ids) {
-			fmt.Fprintf(stdout, "%d of %d items added\n", n, len(ids))
+			fmt.Fprintf(stdout, "%d of %s added\n", n, count(len(ids), "item"))
 			return nil
 		}
 		// The others were in the set already: they are marked added by
 		// hand all the same (add_manual.lua), which an operator could
-		// not tell from "0 of 1 items added".
-		fmt.Fprintf(stdout, "%d of %d items added; %d already in the set, now also marked added by hand (a reconcile keeps them until items remove)\n",
-			n, len(ids), len(ids)-n)
+		// not tell from "0 of 1 item added".
+		fmt.Fprintf(stdout, "%d of %s added; %d already in the set, now also marked added by hand (a reconcile keeps them until items remove)\n",
+			n, count(len(ids), "item"), len(ids)-n)
 		return nil
 	case "remove":
 		return changeKnown(ctx, st, st.Remove, ids, what, stdout)
@@ -170,7 +170,7 @@ func changeKnown(ctx context.Context, st *store.Store, op func(context.Context, 
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	fmt.Fprintf(stdout, "%d of %d items %s\n", n, len(ids), what)
+	fmt.Fprintf(stdout, "%d of %s %s\n", n, count(len(ids), "item"), what)
 	if len(unknown) == 0 {
 		return nil
 	}

@@ -136,7 +136,7 @@ func TestRequeueRemoveNameUnknownIDs(t *testing.T) {
 				`invalid item id "x\x1b": control character U+001B at byte 1` + "\n"},
 		{[]string{"items", "remove", "b", "ghost", "", "\x1b[31m"}, exitFailed, "1 of 4 items removed\n",
 			`syncd items: 3 unknown ids (not in the item set): ghost, "", \x1b[31m` + "\n"},
-		{[]string{"items", "remove", "c"}, exitOK, "1 of 1 items removed\n", ""},
+		{[]string{"items", "remove", "c"}, exitOK, "1 of 1 item removed\n", ""},
 	}
 	for _, tt := range tests {
 		code, out, stderr := syncd(append(tt.args, "-c", cfg)...)

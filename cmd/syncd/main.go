@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 )
@@ -125,12 +126,19 @@ var pkgNames = map[string]bool{"store": true, "ownership": true, "engine": true,
 // "redis.addrs: connect to ..."), which say where in the code an error
 // came from, not what it means (an operator's trial). A part is what
 // lies between ": " separators; a quoted id or value that holds one
-// keeps its quote mark, so it is never dropped.
+// keeps its quote mark, so it is never dropped, and neither is a file's
+// name (syncd status -c store: an outside trial read "no such file or
+// directory" without it).
 func cliText(err error) string {
+	var pe *fs.PathError
+	path := ""
+	if errors.As(err, &pe) {
+		path = pe.Path
+	}
 	parts := strings.Split(err.Error(), ": ")
 	kept := parts[:0]
 	for i, p := range parts {
-		if !pkgNames[p] || i == len(parts)-1 {
+		if !pkgNames[p] || i == len(parts)-1 || p == path || strings.HasSuffix(p, " "+path) {
 			kept = append(kept, p)
 		}
 	}

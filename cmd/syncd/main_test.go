@@ -171,4 +171,10 @@ func TestCLIText(t *testing.T) {
 			t.Errorf("cliText(%q) = %q, want %q", in, got, want)
 		}
 	}
+	// A file named as a package keeps its name (an outside trial read
+	// "syncd status: no such file or directory").
+	t.Chdir(t.TempDir())
+	if code, _, errb := syncd("status", "-c", "store"); code != exitUsage || errb != "syncd status: store: no such file or directory\n" {
+		t.Errorf("status -c store: exit %d, stderr %q", code, errb)
+	}
 }
