@@ -70,7 +70,7 @@ type Locker struct {
 
 // waiters are the Lock calls of one Locker waiting for one name: ch is
 // closed, and the entry dropped, when the Locker gives the name back
-// (Unlock, a lock lost), so they try again at once rather than after
+// (see Lock), so they try again at once rather than after
 // their backoff, as goroutines waiting on a sync.Mutex would. n counts
 // the calls, so the last to leave drops the entry of a name never given
 // back here (held elsewhere).
@@ -195,10 +195,15 @@ func (lk *Locker) TryLock(ctx context.Context, name string, opts ...LockOption) 
 // other, as with a sync.Mutex: another goroutine's Unlock lets it in, but
 // a goroutine that locks a name it holds waits until ctx ends.
 //
-// When this Locker gives the name back (an Unlock, or its lock lost),
-// a waiting Lock tries again at once instead of sleeping out its
-// backoff. A holder elsewhere (another Locker or process) is polled:
-// after at most RetryMax, or just after its lease ends.
+// When this Locker gives the name back (an Unlock, or a Refresh or
+// re-entry that finds its lock lost), a waiting Lock tries again at once
+// instead of sleeping out its backoff. A lock the watchdog finds lost
+// stays this Locker's until its holder calls Unlock, as a sync.Mutex
+// stays locked until Unlock: its goroutine may still be working. A
+// holder elsewhere (another Locker or process) is polled: after at most
+// RetryMax, or just after its lease ends. Waiting is not fair: a
+// goroutine that unlocks and locks again at once can take the name
+// before a waiter does.
 func (lk *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	o := options(opts)
 	backoff := lk.cfg.RetryMin
