@@ -38,7 +38,8 @@ const (
 type ModeError struct {
 	Path   string
 	Mode   fs.FileMode // its permission bits
-	Secret string      // what it holds: "API token", "Redis password", "TLS private key"
+	Secret string      // what it holds: "API token", "Redis password", "TLS private key", "CA certificate"
+	Public bool        // others may read it (trustFiles): only writing is refused
 }
 
 // Writable reports whether users other than the owner may write the
@@ -46,7 +47,12 @@ type ModeError struct {
 func (e *ModeError) Writable() bool { return e.Mode&modeWritable != 0 }
 
 // Fix is the command that fixes the permissions.
-func (e *ModeError) Fix() string { return "chmod 600 " + shellQuote(e.Path) }
+func (e *ModeError) Fix() string {
+	if e.Public {
+		return "chmod go-w " + shellQuote(e.Path)
+	}
+	return "chmod 600 " + shellQuote(e.Path)
+}
 
 func (e *ModeError) Error() string {
 	if e.Writable() {
@@ -58,12 +64,26 @@ func (e *ModeError) Error() string {
 		e.Path, uint32(e.Mode), e.Secret, e.Fix())
 }
 
+// trustFiles are the keys that name a file that is not secret but says
+// whom to trust: others may read it, not write it. Whoever can replace
+// the CA certificate can vouch for a Redis of their own, which syncd
+// then sends its password (an outside trial).
+var trustFiles = []struct{ field, secret string }{
+	{"redis.tls.ca_file", "CA certificate"},
+}
+
 // modeError returns a *ModeError when field names a secret file and
-// mode, of the file at path, lets others write or read it; else nil.
+// mode, of the file at path, lets others write or read it, or names a
+// trust file (trustFiles) that others can write; else nil.
 func modeError(field, path string, mode fs.FileMode) *ModeError {
 	for _, s := range secretFiles {
 		if s.field == field && mode&(modeWritable|modeReadable) != 0 {
 			return &ModeError{Path: path, Mode: mode.Perm(), Secret: s.secret}
+		}
+	}
+	for _, s := range trustFiles {
+		if s.field == field && mode&modeWritable != 0 {
+			return &ModeError{Path: path, Mode: mode.Perm(), Secret: s.secret, Public: true}
 		}
 	}
 	return nil

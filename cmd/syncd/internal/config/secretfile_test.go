@@ -198,3 +198,35 @@ func TestSecretFilesComplete(t *testing.T) {
 		}
 	}
 }
+
+// The CA certificate is public, but says which Redis to trust: others
+// may read it, not write it (an outside trial: a 0666 ca_file was
+// taken, so anyone on the host could vouch for a Redis of their own).
+func TestCAFileMode(t *testing.T) {
+	certPEM, _ := testCert(t)
+	for mode, refused := range map[fs.FileMode]string{
+		0o644: "",
+		0o664: "writable by group (mode 0664)",
+		0o666: "writable by group and others (mode 0666)",
+	} {
+		ca := writeMode(t, t.TempDir(), "ca.pem", certPEM, mode)
+		f := mustParse(t, yamlText(fmt.Sprintf(`
+redis:
+	addrs: ["redis.test:6380"]
+	tls:
+		enabled: true
+		ca_file: %s
+`, ca)))
+		_, err := f.Store(nil, nil)
+		var want []string
+		if refused != "" {
+			want = []string{"c.yaml:5: redis.tls.ca_file: " + ca + " is " + refused + ": they could replace the CA certificate; chmod go-w " + ca}
+		}
+		if diff := cmp.Diff(errLines(err), want); diff != "" {
+			t.Errorf("ca_file %04o: Store errors (-got +want):\n%s", uint32(mode), diff)
+		}
+		if ws := f.Warnings(); len(ws) != 0 {
+			t.Errorf("ca_file %04o: warnings %v", uint32(mode), ws)
+		}
+	}
+}
