@@ -530,7 +530,10 @@ func (s *Sink) snippet(body io.Reader) string {
 			b = b[:len(b)-1]
 		}
 	}
-	text := strings.TrimSpace(s.red.Clean(strings.ToValidUTF8(string(b), "\uFFFD")))
+	// Credentials named as such (password=, Cookie:, Authorization:)
+	// too, not only the configured ones: a target may echo a secret of
+	// its own (an outside trial saw a 404 quote a password and a cookie).
+	text := strings.TrimSpace(s.red.Clean(redact.Pairs(strings.ToValidUTF8(string(b), "\uFFFD"))))
 	if cut {
 		text += "…"
 	}
