@@ -35,6 +35,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
+	// The store's files (password, TLS) too, before anything is served:
+	// an outside trial saw a refused password file logged after
+	// "serving /metrics...".
+	if _, err := cfg.Store(nil, nil); err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
 
 	ctx, stop := stopOnSignal(log, "stopping: draining in-flight syncs, if any, and handing claims back (signal again to exit at once)")
 	defer stop()

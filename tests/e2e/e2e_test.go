@@ -404,6 +404,13 @@ func TestRunSecretFileModes(t *testing.T) {
 	if want := ":3: http.api_token_file: " + tok + " is writable by group and others (mode 0666): they could replace the API token; chmod 600 " + tok; r.Code != 2 || !strings.Contains(r.Stderr, want) {
 		t.Errorf("run with a 0666 token file: %v\nwant exit 2 and %q", r, want)
 	}
+	// The same for the Redis password, which only the store reads: it is
+	// refused before anything is served.
+	cfg = writeConfig(t, "redis:\n  addrs: [\"127.0.0.1:1\"]\n  password_file: "+tok+"\nhttp:\n  listen: 127.0.0.1:0\nlog:\n  format: json\n")
+	r = run(t, "run", "-c", cfg)
+	if r.Code != 2 || !strings.Contains(r.Stderr, ":3: redis.password_file: ") || strings.Contains(r.Stderr, "serving") {
+		t.Errorf("run with a 0666 password file: %v\nwant exit 2, the refusal, and nothing served", r)
+	}
 }
 
 func TestItemsAdmin(t *testing.T) {
