@@ -53,6 +53,8 @@ func allowedHost(h string) (string, error) {
 		return "", fmt.Errorf("%s contains white space or a control character", show(h))
 	case strings.Contains(h, "://"):
 		return "", fmt.Errorf("%s has a scheme: give the host alone (example: syncd.example.com)", show(h))
+	case isPrefix(h):
+		return "", fmt.Errorf("%s is a network: list host names; every IP address is answered already", show(h))
 	case strings.ContainsAny(h, "/?#"):
 		return "", fmt.Errorf("%s has a path: give the host alone (example: syncd.example.com)", show(h))
 	}
@@ -83,19 +85,29 @@ func allowedHost(h string) (string, error) {
 }
 
 // hostName reports whether s is a DNS name, lower case: labels of 1 to 63
-// letters, digits, '-' and '_', joined by dots, at most 253 bytes in all.
-// Underscores are not in the DNS rules for host names but appear in
-// container names, which a Host header may carry.
+// letters, digits, '-' and '_', neither starting nor ending with '-',
+// joined by dots, at most 253 bytes in all, the last not all digits
+// (12345 and 10.0.0.256 are malformed addresses, which a browser would
+// not send as names). Underscores are not in the DNS rules for host
+// names but appear in container names, which a Host header may carry.
 func hostName(s string) bool {
 	if s == "" || len(s) > 253 {
 		return false
 	}
+	last := ""
 	for label := range strings.SplitSeq(s, ".") {
-		if label == "" || len(label) > 63 || strings.ContainsFunc(label, func(r rune) bool {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' || strings.ContainsFunc(label, func(r rune) bool {
 			return !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-' || r == '_')
 		}) {
 			return false
 		}
+		last = label
 	}
-	return true
+	return strings.ContainsFunc(last, func(r rune) bool { return r < '0' || r > '9' })
+}
+
+// isPrefix reports whether h is a network in CIDR notation.
+func isPrefix(h string) bool {
+	_, err := netip.ParsePrefix(h)
+	return err == nil
 }

@@ -22,6 +22,12 @@ func TestAllowedHost(t *testing.T) {
 		{"2001:DB8:0::5", "2001:db8::5", ""},
 		{"", "", "must not be empty: give a host name or IP address (example: syncd.example.com)"},
 		{"syncd example.com", "", `"syncd example.com" contains white space or a control character`},
+		// An outside trial's: malformed addresses and labels, a network.
+		{"10.0.0.256", "", `"10.0.0.256" is not a host name or IP address: a name is letters, digits, - and _ in labels joined by dots`},
+		{"12345", "", `"12345" is not a host name or IP address: a name is letters, digits, - and _ in labels joined by dots`},
+		{"-x-.example.com", "", `"-x-.example.com" is not a host name or IP address: a name is letters, digits, - and _ in labels joined by dots`},
+		{"10.0.0.0/8", "", `"10.0.0.0/8" is a network: list host names; every IP address is answered already`},
+		{"1password.example.com", "1password.example.com", ""},
 		{" syncd.example.com", "", `" syncd.example.com" contains white space or a control character`},
 		{"syncd.example.com\x00", "", `"syncd.example.com\x00" contains white space or a control character`},
 		{"http://syncd.example.com", "", `"http://syncd.example.com" has a scheme: give the host alone (example: syncd.example.com)`},
