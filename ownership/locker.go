@@ -208,44 +208,46 @@ func (lk *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*L
 	o := options(opts)
 	backoff := lk.cfg.RetryMin
 	for try := 1; ; try++ {
-		// Listen before trying: a give-back between a refused try and
-		// the sleep below still wakes it.
-		w := lk.waitFor(name)
-		l, wait, err := lk.try(ctx, name, o)
-		switch {
-		case err == nil:
-			lk.leave(name, w)
-			return l, nil
-		case ctx.Err() != nil:
-			lk.leave(name, w)
-			return nil, notObtained(name, context.Cause(ctx))
-		case !errors.Is(err, ErrNotObtained) && !store.IsUnavailable(err):
-			lk.leave(name, w)
-			return nil, err
-		case o.tries > 0 && try >= o.tries:
-			lk.leave(name, w)
-			return nil, notObtained(name, fmt.Errorf("%d tries, the last: %w", try, err))
+		if l, again, err := lk.attempt(ctx, name, o, try, &backoff); !again {
+			return l, err
 		}
-		d := backoff/2 + rand.N(backoff/2+1)
-		if wait >= 0 {
-			// Come back just after the holder's lease ends. Redis rounds
-			// its PTTL down: 0 means "within this millisecond", not
-			// "unknown" (issue #15).
-			d = min(d, wait+time.Millisecond)
-		}
-		backoff = min(2*backoff, lk.cfg.RetryMax)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			lk.leave(name, w)
-			return nil, notObtained(name, context.Cause(ctx))
-		case <-t.C:
-		case <-w.ch:
-			t.Stop()
-		}
-		lk.leave(name, w)
 	}
+}
+
+// attempt is one of Lock's tries and, when it is refused, the wait
+// before the next (again). It listens for a give-back before trying: one
+// between a refused try and the wait still wakes it.
+func (lk *Locker) attempt(ctx context.Context, name string, o lockOptions, try int, backoff *time.Duration) (l *Lock, again bool, err error) {
+	w := lk.waitFor(name)
+	defer lk.leave(name, w)
+	l, wait, err := lk.try(ctx, name, o)
+	switch {
+	case err == nil:
+		return l, false, nil
+	case ctx.Err() != nil:
+		return nil, false, notObtained(name, context.Cause(ctx))
+	case !errors.Is(err, ErrNotObtained) && !store.IsUnavailable(err):
+		return nil, false, err
+	case o.tries > 0 && try >= o.tries:
+		return nil, false, notObtained(name, fmt.Errorf("%d tries, the last: %w", try, err))
+	}
+	d := *backoff/2 + rand.N(*backoff/2+1)
+	if wait >= 0 {
+		// Come back just after the holder's lease ends. Redis rounds
+		// its PTTL down: 0 means "within this millisecond", not
+		// "unknown" (issue #15).
+		d = min(d, wait+time.Millisecond)
+	}
+	*backoff = min(2**backoff, lk.cfg.RetryMax)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, false, notObtained(name, context.Cause(ctx))
+	case <-t.C:
+	case <-w.ch:
+	}
+	return nil, true, nil
 }
 
 // waitFor registers a Lock call waiting for name (see waiters); leave
