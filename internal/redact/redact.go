@@ -59,13 +59,7 @@ func fragment(frag string) string {
 	if !strings.Contains(frag, "=") {
 		return frag
 	}
-	items := strings.Split(frag, "&")
-	for i, item := range items {
-		if k, _, ok := strings.Cut(item, "="); ok && secretParam(k) {
-			items[i] = k + "=" + Masked
-		}
-	}
-	return strings.Join(items, "&")
+	return params(frag, false)
 }
 
 // userinfo returns the authority auth with its user information, up to
@@ -97,13 +91,20 @@ func Query(raw string) string {
 	if raw == "" {
 		return ""
 	}
+	return params(raw, true)
+}
+
+// params replaces the values of the secret parameters (secretParam) of
+// raw, name=value pairs joined by "&", and, with bare, each item without
+// "=" whole.
+func params(raw string, bare bool) string {
 	items := strings.Split(raw, "&")
 	for i, item := range items {
 		if k, _, ok := strings.Cut(item, "="); ok {
 			if secretParam(k) {
 				items[i] = k + "=" + Masked
 			}
-		} else if item != "" {
+		} else if bare && item != "" {
 			items[i] = Masked
 		}
 	}
