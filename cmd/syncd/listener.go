@@ -162,7 +162,7 @@ func stdLogger(log zerolog.Logger) *stdlog.Logger {
 //     in over loopback: browsers resolve these to loopback themselves.
 //
 // With allowed empty, a server on a loopback address is guarded all the
-// same (so localhost and loopback addresses only), and one on another
+// same (so localhost and IP addresses only), and one on another
 // address is left as it is: it is reached by whatever names its network
 // gives it, which only allowed can say.
 func hostGuard(ln net.Listener, allowed []string, h http.Handler) http.Handler {

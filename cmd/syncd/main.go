@@ -138,7 +138,7 @@ func cliText(err error) string {
 	parts := strings.Split(err.Error(), ": ")
 	kept := parts[:0]
 	for i, p := range parts {
-		if !pkgNames[p] || i == len(parts)-1 || p == path || strings.HasSuffix(p, " "+path) {
+		if !pkgNames[p] || i == len(parts)-1 || p == path {
 			kept = append(kept, p)
 		}
 	}
