@@ -74,8 +74,24 @@ func fieldArgs(max int, ids []string) []any {
 	return args
 }
 
-// cmds are the reads whose errors say the shard is damaged.
-func (r *itemReads) cmds() []redis.Cmder { return []redis.Cmder{r.meta, r.errs} }
+// cmds are the reads whose errors fail the read or, as damage, leave the
+// shard out. A damaged err hash is not one of them: the items are read
+// without their last errors (lostErrors says so).
+func (r *itemReads) cmds() []redis.Cmder {
+	if r.lostErrors() != nil {
+		return []redis.Cmder{r.meta}
+	}
+	return []redis.Cmder{r.meta, r.errs}
+}
+
+// lostErrors is Redis's reply when the shard's err hash is of another
+// type, else nil.
+func (r *itemReads) lostErrors() error {
+	if err := r.errs.Err(); isDamageReply(err) {
+		return err
+	}
+	return nil
+}
 
 // hashValue is field i of a boundedHMGet reply: its text (nil when
 // absent), or nil and its length when it was too long to read.

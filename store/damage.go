@@ -23,9 +23,19 @@ type DamageError struct {
 	// look at the shard's keys found it ("" when it did not).
 	Problem string
 	Err     error // Redis's reply
+	// ErrorsLost: only the shard's err HASH is damaged. Its items are
+	// claimed, synced, counted and listed as any other; what is lost is
+	// their last error texts (and, in Counts, BackingOff), until the key
+	// is deleted. The scripts read such a key as empty and never fail on
+	// it, so no claim or release reports it: Counts and ListPage do.
+	ErrorsLost bool
 }
 
 func (e *DamageError) Error() string {
+	if e.ErrorsLost {
+		return fmt.Sprintf("store: shard %d: %s: its items sync and are listed, but their last errors are lost until the key is deleted (%v)",
+			e.Shard, e.Problem, e.Err)
+	}
 	if e.Problem != "" {
 		return fmt.Sprintf("store: shard %d damaged: %s (%v)", e.Shard, e.Problem, e.Err)
 	}
@@ -71,6 +81,17 @@ func (s *Store) shardErr(ctx context.Context, shard int, err error) error {
 // that reads only that key needs no diagnose round trip to name it.
 func (s *Store) dueDamage(shard int, err error) *DamageError {
 	return &DamageError{Shard: shard, Problem: s.keys.Due(shard) + " is not a sorted set", Err: err}
+}
+
+// errorsLost is the damage of shard's err HASH (see
+// DamageError.ErrorsLost), err being Redis's reply to a read of it. A
+// look at the keys (one round trip) says what the key is.
+func (s *Store) errorsLost(ctx context.Context, shard int, err error) *DamageError {
+	p := s.diagnose(ctx, shard)
+	if !strings.HasPrefix(p, s.keys.Errors(shard)+" ") {
+		p = s.keys.Errors(shard) + " is not a hash"
+	}
+	return &DamageError{Shard: shard, Problem: p, Err: err, ErrorsLost: true}
 }
 
 // diagnose names the first key of shard whose type is not the one syncd

@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,6 +68,58 @@ func TestJoinBatchReplacesDamagedMarker(t *testing.T) {
 				t.Fatalf("second JoinBatch = %d, %v; want the same run %d", again, err, since)
 			}
 			rdb.Del(ctx, s.Keys().Batch())
+		}
+	})
+}
+
+// A wrong-type err hash loses last errors, never items: requeue, remove
+// and reconcile work on (they failed half done, the requeue having made
+// the item due before it failed on HDEL), and Counts, ListPage and List
+// show the shard's items, naming the damage as ErrorsLost. Before,
+// status said the shard's items "are not shown and wait" while its
+// daemons synced them (an operator's trial).
+func TestAdminAndReadsWithDamagedErrorsKey(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		if _, err := s.Add(ctx, "p", "q", "r"); err != nil {
+			t.Fatal(err)
+		}
+		s.Client().Set(ctx, s.Keys().Errors(0), "garbage", 0)
+		if n, err := s.Requeue(ctx, "p"); err != nil || n != 1 {
+			t.Fatalf("Requeue = %d, %v; want 1, nil", n, err)
+		}
+		if n, err := s.Remove(ctx, "q"); err != nil || n != 1 {
+			t.Fatalf("Remove = %d, %v; want 1, nil", n, err)
+		}
+		if n, err := s.Reconcile(ctx, 0, 0, false, []string{"r"}); err != nil || n != 1 {
+			t.Fatalf("Reconcile remove = %d, %v; want 1, nil", n, err)
+		}
+		s.Add(ctx, "r")
+
+		lost := func(what string, err error) {
+			t.Helper()
+			var d *store.DamageError
+			if !errors.As(err, &d) || !d.ErrorsLost || d.Shard != 0 || !strings.Contains(d.Error(), s.Keys().Errors(0)) {
+				t.Fatalf("%s: error = %v; want a DamageError with ErrorsLost naming %s", what, err, s.Keys().Errors(0))
+			}
+		}
+		c, err := s.Counts(ctx)
+		lost("Counts", err)
+		if c.Items != 2 || c.Due != 2 {
+			t.Fatalf("Counts = %+v; want 2 items, 2 due", c)
+		}
+		p, err := s.ListPage(ctx, store.ListQuery{Limit: 10})
+		lost("ListPage", err)
+		if len(p.Items) != 2 {
+			t.Fatalf("ListPage items = %+v; want p and r", p.Items)
+		}
+		items, _, err := s.List(ctx, 0, 0, 10)
+		if err != nil || len(items) != 2 {
+			t.Fatalf("List = %+v, %v; want p and r", items, err)
+		}
+		if _, err := s.Item(ctx, "p"); err != nil {
+			t.Fatalf("Item = %v", err)
 		}
 	})
 }

@@ -76,7 +76,9 @@ func (c Counts) OldestDueAge() int64 {
 // less the quarantined): those waiting out a backoff and, for a moment,
 // those due for their retry or being retried. A shard whose keys are
 // damaged is left out: the error then wraps ErrDamaged (a *DamageError
-// per such shard) and the counts are the other shards'.
+// per such shard) and the counts are the other shards'. A shard whose
+// err hash alone is damaged is counted, without BackingOff, and named
+// the same way (DamageError.ErrorsLost).
 func (s *Store) Counts(ctx context.Context) (Counts, error) {
 	daemons, now, err := s.Daemons(ctx)
 	if err != nil {
@@ -104,12 +106,23 @@ func (s *Store) Counts(ctx context.Context) (Counts, error) {
 		// Not the marker's GET (the last): a marker of another type,
 		// made by hand, reads as none, as the claims read it before they
 		// rewrite it; it must not leave the shard's items uncounted.
-		if err := shardCmdsErr(cmds[i][:6]); err != nil {
+		//
+		// Nor the err hash's HLEN when that key is of another type: the
+		// shard's items are counted, without BackingOff (ErrorsLost).
+		check := cmds[i][:6]
+		lost := cmds[i][5].Err()
+		if isDamageReply(lost) {
+			check = cmds[i][:5]
+		}
+		if err := shardCmdsErr(check); err != nil {
 			if !isDamageReply(err) {
 				return Counts{}, fmt.Errorf("store: counts: %w", err)
 			}
 			damaged = append(damaged, s.shardErr(ctx, i, err))
 			continue
+		}
+		if isDamageReply(lost) {
+			damaged = append(damaged, s.errorsLost(ctx, i, lost))
 		}
 		c.add(now, cmds[i])
 	}

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,8 +34,9 @@ type ItemState struct {
 
 // List returns one page of a shard's items in due order (longest waiting
 // first) and the offset of the next page, -1 at the end. It takes two
-// round trips whatever the page size. A shard whose due index, meta or
-// err hash is damaged gives a *DamageError.
+// round trips whatever the page size. A shard whose due index or meta
+// is damaged gives a *DamageError; a damaged err hash reads as no last
+// errors (Counts and ListPage name it).
 func (s *Store) List(ctx context.Context, shard, offset, count int) ([]ItemState, int, error) {
 	z, err := s.rdb.ZRangeWithScores(ctx, s.keys.Due(shard), int64(offset), int64(offset+count-1)).Result()
 	if err != nil {
@@ -58,7 +58,7 @@ func (s *Store) List(ctx context.Context, shard, offset, count int) ([]ItemState
 		reads = s.queueItemReads(ctx, p, shard, ids)
 		return nil
 	})
-	if err := cmp.Or(reads.meta.Err(), reads.errs.Err()); err != nil {
+	if err := shardCmdsErr(reads.cmds()); err != nil {
 		return nil, -1, s.listErr(ctx, shard, err)
 	}
 	out := make([]ItemState, len(ids))

@@ -75,7 +75,9 @@ func window(state string, now int64) (lo, hi string, exact bool, err error) {
 // a set that does not change exactly once; while items move, one may be
 // seen twice or missed. A shard whose keys are damaged is left out: the
 // error then wraps ErrDamaged and the page is the other shards' (the
-// pages after it leave the shard out without an error).
+// pages after it leave the shard out without an error). A shard whose
+// err hash alone is damaged is listed, its items without their last
+// errors, and named the same way (DamageError.ErrorsLost).
 func (s *Store) ListPage(ctx context.Context, q ListQuery) (Page, error) {
 	sc, err := s.newPageScan(ctx, q)
 	if err != nil {
@@ -129,6 +131,7 @@ type shardScan struct {
 	buf           []redis.Z
 	fetch, commit shardPos
 	damaged       bool
+	errorsLost    bool // its err hash is damaged, named in damaged once
 }
 
 // pageEntry is one index entry in merge order; cand: it matches the

@@ -183,6 +183,10 @@ func (sc *pageScan) details(ctx context.Context, entries []pageEntry) (map[int]I
 			sc.damaged = append(sc.damaged, err)
 			continue
 		}
+		if err := c.lostErrors(); err != nil && !sc.shards[shard].errorsLost {
+			sc.shards[shard].errorsLost = true
+			sc.damaged = append(sc.damaged, sc.s.errorsLost(ctx, shard, err))
+		}
 		for j, i := range idx {
 			e := entries[i]
 			st, err := c.item(j, e.id, shard, e.score)

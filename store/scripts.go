@@ -111,7 +111,7 @@ var (
 		"attempt_of", "num", "send", "meta_of", "meta_get", "meta_value", "meta_set")
 	scriptAdd     = loadScript("add", "now")
 	scriptRemove  = loadScript("remove", "wrongtype")
-	scriptRequeue = loadScript("requeue", "now", "be4", "be8", "unbe", "meta_of", "meta_get", "meta_value", "meta_set", "is_inf", "due_ms")
+	scriptRequeue = loadScript("requeue", "now", "be4", "be8", "unbe", "meta_of", "meta_get", "meta_value", "meta_set", "is_inf", "due_ms", "wrongtype")
 	scriptTrigger = loadScript("trigger", "now", "wrongtype", "num", "is_inf", "due_ms", "own_type")
 	scriptForce   = loadScript("force", "now", "be4", "be8", "unbe", "meta_of", "meta_get", "meta_value", "meta_set")
 	scriptLock    = loadScript("lock", "now", "be8", "unbe", "times", "wrongtype", "token_of", "fence_of", "num")

@@ -28,7 +28,7 @@ else
     if redis.call('SISMEMBER', KEYS[4], ARGV[i]) == 0 then
       n = n + redis.call('ZREM', KEYS[1], ARGV[i])
       redis.call('HDEL', KEYS[2], ARGV[i])
-      redis.call('HDEL', KEYS[3], ARGV[i])
+      wrongtype(redis.pcall('HDEL', KEYS[3], ARGV[i])) -- a damaged err key loses messages only
       redis.call('DEL', KEYS[3 + i])
     end
   end

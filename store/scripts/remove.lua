@@ -9,7 +9,7 @@ local n = 0
 for i = 1, #ARGV do
   n = n + redis.call('ZREM', KEYS[1], ARGV[i])
   redis.call('HDEL', KEYS[2], ARGV[i])
-  redis.call('HDEL', KEYS[3], ARGV[i])
+  wrongtype(redis.pcall('HDEL', KEYS[3], ARGV[i])) -- a damaged err key loses messages only
   wrongtype(redis.pcall('SREM', KEYS[4], ARGV[i]))
   wrongtype(redis.pcall('HDEL', KEYS[5], ARGV[i]))
   wrongtype(redis.pcall('HDEL', KEYS[6], ARGV[i]))

@@ -15,7 +15,9 @@ for i = 1, #ARGV do
     end
     local f, l = meta_get(KEYS[2], id)
     if f > 0 or l > 0 then meta_set(KEYS[2], id, f, l, 0) end
-    redis.call('HDEL', KEYS[3], id)
+    -- A damaged err key (another type) loses messages, never the requeue
+    -- (release.lua does the same): it used to fail half done.
+    wrongtype(redis.pcall('HDEL', KEYS[3], id))
   end
 end
 return n

@@ -54,7 +54,8 @@ type Summary struct {
 	Writable       bool     `json:"writable"`
 	History        []Sample `json:"history"`
 	// Damaged names the shards whose keys are damaged: their items are
-	// not counted.
+	// not counted, except where the err hash alone is (its items are
+	// counted, without backing_off; store.DamageError.ErrorsLost).
 	Damaged []string `json:"damaged,omitempty"`
 	// TargetState is the target's state as the store read it.
 	TargetState store.TargetState `json:"-"`
