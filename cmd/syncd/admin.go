@@ -181,13 +181,21 @@ func changeKnown(ctx context.Context, st *store.Store, op func(context.Context, 
 	return &exitError{code: exitFailed, err: fmt.Errorf("%s (not in the item set): %s", count(len(unknown), "unknown id"), strings.Join(names, ", "))}
 }
 
-// listItems prints every item's ID, one per line, shard by shard.
+// listItems prints every item's ID, one per line, shard by shard. A
+// damaged shard's items are left out, and the command then fails naming
+// each such shard after printing the others (one bad key used to stop
+// the listing at its shard).
 func listItems(ctx context.Context, st *store.Store, stdout io.Writer) error {
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
+	var damaged []error
 	for sh := range st.Keys().Shards() {
 		for off := 0; off >= 0; {
 			page, next, err := st.List(ctx, sh, off, 1000)
+			if errors.Is(err, store.ErrDamaged) {
+				damaged = append(damaged, err)
+				break
+			}
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
@@ -196,6 +204,10 @@ func listItems(ctx context.Context, st *store.Store, stdout io.Writer) error {
 			}
 			off = next
 		}
+	}
+	if damaged != nil {
+		w.Flush()
+		return &exitError{code: exitFailed, err: fmt.Errorf("items of %s not listed: %w", count(len(damaged), "damaged shard"), errors.Join(damaged...))}
 	}
 	return nil
 }

@@ -69,6 +69,52 @@ func TestStatusNamesDamagedShard(t *testing.T) {
 	}
 }
 
+// A shard whose err hash alone is damaged syncs on: status shows its
+// items and says only their last errors are lost, and items list lists
+// every item. A shard whose meta is damaged is left out of items list,
+// which lists the others and then fails naming it. Before, status said
+// the err-damaged shard's items "are not shown and wait" while the
+// daemons synced them, and items list stopped at the first damaged
+// shard (an operator's trial).
+func TestDamagedShardErrorsLost(t *testing.T) {
+	cfg, st := adminConfig(t, "el")
+	ctx := context.Background()
+	var ids []string
+	on := map[int]int{}
+	for i := range 20 {
+		id := fmt.Sprintf("item-%d", i)
+		ids = append(ids, id)
+		on[st.Keys().Shard(id)]++
+	}
+	st.Add(ctx, ids...)
+	st.Client().Set(ctx, st.Keys().Errors(2), "garbage", 0)
+
+	code, out, stderr := syncd("status", "-c", cfg)
+	if code != exitOK || !strings.Contains(out, "shard 2 damaged, its items sync and are shown, without their last errors") ||
+		!strings.Contains(out, st.Keys().Errors(2)) || !strings.Contains(out, "\n20 items:") {
+		t.Errorf("status: exit %d, stderr %q; want shard 2's err hash named and all 20 items:\n%s", code, stderr, out)
+	}
+	code, out, _ = syncd("status", "-c", cfg, "--json")
+	var got struct{ Summary summary }
+	if err := json.Unmarshal([]byte(out), &got); err != nil || code != exitOK {
+		t.Fatalf("status --json: exit %d, %v", code, err)
+	}
+	if d := got.Summary.Damaged; len(d) != 1 || d[0].Shard != 2 || !d[0].ErrorsLost || got.Summary.Items != 20 {
+		t.Errorf("status --json summary = %+v, want shard 2 with errors_lost and 20 items", got.Summary)
+	}
+	if code, out, stderr := syncd("items", "list", "-c", cfg); code != exitOK || strings.Count(out, "\n") != 20 {
+		t.Errorf("items list: exit %d, %d lines, stderr %q; want all 20", code, strings.Count(out, "\n"), stderr)
+	}
+
+	st.Client().Set(ctx, st.Keys().Meta(1), "garbage", 0)
+	code, out, stderr = syncd("items", "list", "-c", cfg)
+	if want := 20 - on[1]; code != exitFailed || strings.Count(out, "\n") != want ||
+		!strings.Contains(stderr, "1 damaged shard not listed") && !strings.Contains(stderr, "items of 1 damaged shard not listed") ||
+		!strings.Contains(stderr, st.Keys().Meta(1)) {
+		t.Errorf("items list with shard 1 damaged: exit %d, %d lines (want %d), stderr %q", code, strings.Count(out, "\n"), want, stderr)
+	}
+}
+
 // items remove takes ids that items add refuses, so an operator can
 // clean up items planted in Redis under them (claims quarantine those):
 // the empty id, escape sequences as arguments, and a 200 KB id from a

@@ -121,6 +121,9 @@ func (s targetSummary) line(now time.Time) string {
 type shardDamage struct {
 	Shard int    `json:"shard"`
 	Error string `json:"error"`
+	// ErrorsLost: only the shard's err hash is damaged; its items sync
+	// and are shown, without their last errors.
+	ErrorsLost bool `json:"errors_lost,omitempty"`
 }
 
 // watchFlag is --watch, alone (every 2 s) or with an interval
@@ -245,7 +248,7 @@ func summaryOf(as api.Summary, addr string) summary {
 	for _, err := range as.DamagedShards {
 		var d *store.DamageError
 		if errors.As(err, &d) {
-			sum.Damaged = append(sum.Damaged, shardDamage{Shard: d.Shard, Error: err.Error()})
+			sum.Damaged = append(sum.Damaged, shardDamage{Shard: d.Shard, Error: err.Error(), ErrorsLost: d.ErrorsLost})
 		}
 	}
 	return sum
@@ -353,7 +356,11 @@ func printStatus(stdout io.Writer, sum summary, rows []itemRow, o statusOpts, no
 			l.At.UTC().Format(time.RFC3339), count(l.Restored, "item"), lost)
 	}
 	for _, d := range sum.Damaged {
-		fmt.Fprintf(stdout, "shard %d damaged, its items are not shown and wait: %s\n", d.Shard, shown(d.Error, 500))
+		what := "its items are not shown and wait"
+		if d.ErrorsLost {
+			what = "its items sync and are shown, without their last errors"
+		}
+		fmt.Fprintf(stdout, "shard %d damaged, %s: %s\n", d.Shard, what, shown(d.Error, 500))
 	}
 }
 
