@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -11,6 +12,8 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -164,8 +167,20 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
+// decode is decodeBody's reading of body into v (a pointer to a struct
+// of json-tagged fields), where every key must be a field's name as
+// written, once: encoding/json matches keys case-insensitively and takes
+// the last of a key given twice, so {"IDS": ...} was taken, and a proxy
+// that reads the first "ids" would see other IDs than syncd does.
 func decode(body io.Reader, v any) error {
-	dec := json.NewDecoder(body)
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	if err := exactKeys(data, v); err != nil {
+		return fmt.Errorf("body: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	switch err := dec.Decode(v); {
 	case errors.Is(err, io.EOF):
@@ -175,6 +190,42 @@ func decode(body io.Reader, v any) error {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("body: more than one JSON value")
+	}
+	return nil
+}
+
+// exactKeys checks the keys of the JSON object in data against v's
+// fields (see decode). What is not an object, or not valid JSON, is left
+// to the decoder to report.
+func exactKeys(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var names []string
+	for f := range reflect.TypeOf(v).Elem().Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		key, ok := t.(string)
+		if err != nil || !ok {
+			return nil
+		}
+		switch {
+		case !slices.Contains(names, key):
+			return fmt.Errorf("unknown field %q (the fields are %s, in lower case)", Shown(key, 100), strings.Join(names, ", "))
+		case seen[key]:
+			return fmt.Errorf("field %q given twice", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return nil
+		}
 	}
 	return nil
 }

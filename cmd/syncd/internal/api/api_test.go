@@ -128,6 +128,8 @@ func TestAPITriggers(t *testing.T) {
 		{"bulk, no ids", bulk, `{"reason": "x"}`, 400, syncResponse{}, "no ids"},
 		{"bulk, not JSON", bulk, `ids=a`, 400, syncResponse{}, "body:"},
 		{"bulk, unknown field", bulk, `{"ids": ["a"], "force": true}`, 400, syncResponse{}, "unknown field"},
+		{"bulk, key in upper case", bulk, `{"IDS": ["k"]}`, 400, syncResponse{}, `unknown field "IDS" (the fields are ids, reason, auto_add, in lower case)`},
+		{"bulk, key given twice", bulk, `{"ids": ["k"], "reason": "x", "ids": ["a"]}`, 400, syncResponse{}, `field "ids" given twice`},
 		{"bulk, two values", bulk, `{"ids": ["a"]} {}`, 400, syncResponse{}, "more than one"},
 		{"bulk, bad reason", bulk, `{"ids": ["a"], "reason": "a\u0007b"}`, 400, syncResponse{}, "nothing triggered"},
 		{"bulk, too many", bulk, `{"ids": [` + strings.Repeat(`"x",`, MaxIDs) + `"x"]}`, 400, syncResponse{}, "limit per call"},
@@ -196,13 +198,22 @@ func TestAPIOffWithoutToken(t *testing.T) {
 
 func FuzzParseSyncRequest(f *testing.F) {
 	for _, s := range []string{"", "{}", `{"ids": ["a", "b"], "reason": "r", "auto_add": true}`, `{"ids": null}`,
-		`{"ids": ["a"]} {}`, `{"ids": [1]}`, `[`, `{"reason": "\u0000"}`, fmt.Sprintf(`{"ids": [%s"x"]}`, strings.Repeat(`"x",`, MaxIDs))} {
+		`{"ids": ["a"]} {}`, `{"ids": [1]}`, `{"IDS": ["a"]}`, `{"ids": [], "ids": ["b"]}`, `[`, `{"reason": "\u0000"}`, fmt.Sprintf(`{"ids": [%s"x"]}`, strings.Repeat(`"x",`, MaxIDs))} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req syncRequest
 		if err := decode(bytes.NewReader(body), &req); err != nil || len(req.IDs) > MaxIDs {
 			return
+		}
+		// What was accepted names each field once, as written.
+		var keys map[string]json.RawMessage
+		if json.Unmarshal(body, &keys) == nil {
+			for k := range keys {
+				if k != "ids" && k != "reason" && k != "auto_add" {
+					t.Fatalf("accepted key %q", k)
+				}
+			}
 		}
 		// What was accepted goes to the store's checks without a panic.
 		_ = store.TriggerParams{IDs: req.IDs, Reason: req.Reason, Add: req.AutoAdd}.Validate()
