@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	stdlog "log"
 	"net"
 	"net/http"
@@ -8,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -53,25 +56,60 @@ func statusServer(ln net.Listener, allowed []string, h http.Handler, log zerolog
 	}
 	srv = &http.Server{Handler: hostGuard(ln, allowed, h), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes, ErrorLog: stdLogger(log)}
-	return srv, capConns(ln, maxConns, maxConnsPerSource)
+	return srv, capConns(ln, maxConns, maxConnsPerSource, log.With().Str("component", "http").Logger())
+}
+
+// refusedMetric registers syncd_http_connections_refused_total for ln
+// (a capListener from statusServer) on reg.
+func refusedMetric(reg prometheus.Registerer, ln net.Listener) {
+	l, ok := ln.(*capListener)
+	if !ok {
+		return
+	}
+	for cap, name := range []string{capTotal: "total", capSource: "per_source"} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "syncd_http_connections_refused_total",
+			Help:        "Connections to the status server closed at once, over its cap in all (cap=\"total\") or for one source (cap=\"per_source\").",
+			ConstLabels: prometheus.Labels{"cap": name}}, func() float64 { return float64(l.Refused(cap)) }))
+	}
 }
 
 // capListener accepts at most max connections at once, and at most
 // perSource from one source (sourceOf); one over either cap is closed as
-// soon as it is accepted.
+// soon as it is accepted, counted (Refused) and logged, at most one line
+// per refusalLogEvery saying how many since the last.
 type capListener struct {
 	net.Listener
 	max, perSource int
-	mu             sync.Mutex
-	open           int
-	bySource       map[netip.Prefix]int
+	log            zerolog.Logger
+	refused        [2]atomic.Int64 // by capTotal, capSource
+
+	mu       sync.Mutex
+	open     int
+	bySource map[netip.Prefix]int
+	unlogged int       // refusals since the last line
+	nextLog  time.Time // when the next refusal may be logged
+	logEvery time.Duration
 }
 
+// The caps a connection can be refused by.
+const (
+	capTotal  = 0 // max connections in all
+	capSource = 1 // perSource from one source
+)
+
+// refusalLogEvery spaces the lines that log refused connections: a flood
+// is thousands a second, and each line would cost what the cap saves.
+const refusalLogEvery = time.Minute
+
 // capConns caps ln at max connections at once, perSource from one
-// source.
-func capConns(ln net.Listener, max, perSource int) *capListener {
-	return &capListener{Listener: ln, max: max, perSource: perSource, bySource: make(map[netip.Prefix]int)}
+// source, logging refusals to log.
+func capConns(ln net.Listener, max, perSource int, log zerolog.Logger) *capListener {
+	return &capListener{Listener: ln, max: max, perSource: perSource, log: log, logEvery: refusalLogEvery,
+		bySource: make(map[netip.Prefix]int)}
 }
+
+// Refused is how many connections the cap (capTotal, capSource) refused.
+func (l *capListener) Refused(cap int) int64 { return l.refused[cap].Load() }
 
 // sourceOf is the source a connection from addr counts against: its
 // IPv4 address, or its IPv6 /64, since one host commonly holds a whole
@@ -103,17 +141,45 @@ func (l *capListener) Accept() (net.Conn, error) {
 		}
 		src := sourceOf(c.RemoteAddr())
 		l.mu.Lock()
-		ok := l.open < l.max && l.bySource[src] < l.perSource
-		if ok {
+		cap := -1
+		switch {
+		case l.open >= l.max:
+			cap = capTotal
+		case l.bySource[src] >= l.perSource:
+			cap = capSource
+		default:
 			l.open++
 			l.bySource[src]++
 		}
+		var logged int
+		if cap >= 0 {
+			l.unlogged++
+			if now := time.Now(); !now.Before(l.nextLog) {
+				logged, l.unlogged, l.nextLog = l.unlogged, 0, now.Add(l.logEvery)
+			}
+		}
 		l.mu.Unlock()
-		if ok {
+		if cap < 0 {
 			return &cappedConn{Conn: c, l: l, src: src}, nil
 		}
+		l.refused[cap].Add(1)
 		c.Close()
+		if logged > 0 {
+			l.logRefusal(cap, c.RemoteAddr(), logged)
+		}
 	}
+}
+
+// logRefusal logs the refusal of a connection from remote by cap, and
+// how many were refused since the last such line (n, this one too).
+func (l *capListener) logRefusal(cap int, remote net.Addr, n int) {
+	why := fmt.Sprintf("the server holds its most connections (%d) at once", l.max)
+	if cap == capSource {
+		why = fmt.Sprintf("this source holds its most connections (%d) at once", l.perSource)
+	}
+	l.log.Warn().Str("source", remote.String()).Int("refused", n).Int64("every_s", int64(l.logEvery/time.Second)).
+		Msg("http connection refused at once: " + why + "; refused counts those since the last such line " +
+			"(syncd_http_connections_refused_total has them all): a flood, or a client that holds idle connections open")
 }
 
 type cappedConn struct {

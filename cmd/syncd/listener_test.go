@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -32,7 +33,7 @@ func TestStatusServerCapsConnections(t *testing.T) {
 	}
 	const max = 4
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })}
-	go srv.Serve(capConns(ln, max, max))
+	go srv.Serve(capConns(ln, max, max, zerolog.Nop()))
 	defer srv.Close()
 	addr := ln.Addr().String()
 
@@ -96,7 +97,9 @@ func TestStatusServerCapsConnectionsPerSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := serveHTTP(ln, nil, engine.NewEndpoints(version), http.NotFoundHandler(), zerolog.New(zerolog.NewTestWriter(t)))
+	var logs syncBuffer
+	ep := engine.NewEndpoints(version)
+	srv := serveHTTP(ln, nil, ep, http.NotFoundHandler(), zerolog.New(&logs))
 	defer srv.Close()
 	addr := ln.Addr().String()
 
@@ -156,6 +159,100 @@ func TestStatusServerCapsConnectionsPerSource(t *testing.T) {
 	if held := int(held.Load()); held != maxConnsPerSource {
 		t.Errorf("127.0.0.1 holds %d connections; want %d", held, maxConnsPerSource)
 	}
+
+	// The refusals are counted, and logged once (one line a minute at
+	// most). Before, nothing said they happened.
+	refused := len(abusive) - maxConnsPerSource
+	rec, mux := httptest.NewRecorder(), http.NewServeMux()
+	ep.Register(mux)
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{
+		fmt.Sprintf("syncd_http_connections_refused_total{cap=\"per_source\"} %d\n", refused),
+		"syncd_http_connections_refused_total{cap=\"total\"} 0\n",
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	var warns []string
+	for _, l := range lines {
+		if strings.Contains(l, "connection refused") {
+			warns = append(warns, l)
+		}
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0], `"source":"127.0.0.1:`) || !strings.Contains(warns[0], `"refused":1,`) ||
+		!strings.Contains(warns[0], "this source holds its most connections (16)") {
+		t.Errorf("refusal log lines = %q; want one naming 127.0.0.1, refused 1, the per-source cap", warns)
+	}
+}
+
+// Refusals after the first in a minute are counted into the next line,
+// which says how many.
+func TestCapListenerLogsRefusalsOncePerInterval(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	capped := capConns(ln, 1, 1, zerolog.New(&logs))
+	capped.logEvery = 300 * time.Millisecond
+	defer capped.Close()
+	go func() {
+		for {
+			c, err := capped.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	dial := func() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		c.Read(make([]byte, 1))
+	}
+	held, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	for range 5 {
+		dial() // refused: the read ends at the close
+	}
+	time.Sleep(capped.logEvery)
+	dial()
+	got := logs.String()
+	if n := strings.Count(got, "connection refused"); n != 2 || !strings.Contains(got, `"refused":1,`) || !strings.Contains(got, `"refused":5,`) ||
+		!strings.Contains(got, "the server holds its most connections (1)") {
+		t.Errorf("logs:\n%s\nwant two lines, refused 1 then 5 (the four held back and the next)", got)
+	}
+	if n := capped.Refused(capTotal); n != 6 {
+		t.Errorf("Refused(capTotal) = %d, want 6", n)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's writes from the
+// server's goroutines while a test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // Connections count against their IPv4 address, or their IPv6 /64.

@@ -104,6 +104,7 @@ func serveHTTP(ln net.Listener, allowed []string, ep *engine.Endpoints, api http
 	mux.Handle("/api/", api)
 	mux.Handle("/", web.Handler(web.Options{Version: version}))
 	srv, capped := statusServer(ln, allowed, mux, log)
+	refusedMetric(ep.Registry(), capped)
 	go func() {
 		if err := srv.Serve(capped); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Msg("http server")
