@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -66,6 +67,11 @@ type Locker struct {
 	// waits: per name, the Lock calls of this Locker waiting for it,
 	// woken when this Locker gives it back (see waitFor).
 	waits map[string]*waiters
+	// handoff: the names given back to woken waiters whose first try
+	// has not yet ended, until when: a Lock call not among them waits
+	// its turn (see Lock). The time bounds the wait for a woken waiter
+	// that never tries (its ctx ended as it was woken): RetryMax.
+	handoff map[string]time.Time
 }
 
 // waiters are the Lock calls of one Locker waiting for one name: ch is
@@ -171,7 +177,8 @@ func NewLocker(cfg LockerConfig, stores ...Store) (*Locker, error) {
 		return nil, &ConfigError{Field: "min_replicas", Reason: "not supported by the standalone lock"}
 	}
 	lk := &Locker{stores: stores, quorum: len(stores)/2 + 1, cfg: cfg,
-		log: c.Logger.With().Str("component", "locker").Logger(), held: map[string]*Lock{}, waits: map[string]*waiters{}}
+		log: c.Logger.With().Str("component", "locker").Logger(), held: map[string]*Lock{}, waits: map[string]*waiters{},
+		handoff: map[string]time.Time{}}
 	lk.hb = newHeartbeater(c.Heartbeat, lk.extend, lk.log)
 	lk.hb.onLeft = c.ObserveHeartbeat
 	return lk, nil
@@ -201,35 +208,54 @@ func (lk *Locker) TryLock(ctx context.Context, name string, opts ...LockOption) 
 // stays this Locker's until its holder calls Unlock, as a sync.Mutex
 // stays locked until Unlock: its goroutine may still be working. A
 // holder elsewhere (another Locker or process) is polled: after at most
-// RetryMax, or just after its lease ends. Waiting is not fair: a
-// goroutine that unlocks and locks again at once can take the name
-// before a waiter does.
+// RetryMax, or just after its lease ends.
+//
+// A name given back goes to this Locker's waiters first: a Lock call
+// that was not waiting when it was given back (a goroutine that unlocks
+// and locks again at once) waits until one of them has tried, where it
+// used to take the name again before they could (an API user's trial: a
+// waiter got its turn after 1 to 20 of the other's). Among the waiters
+// there is no order. TryLock does not wait, and may still take a name
+// before a waiter does, as sync.Mutex's TryLock.
 func (lk *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	o := options(opts)
 	backoff := lk.cfg.RetryMin
+	woken := false
 	for try := 1; ; try++ {
-		if l, again, err := lk.attempt(ctx, name, o, try, &backoff); !again {
+		l, again, w, err := lk.attempt(ctx, name, o, try, &backoff, woken)
+		if !again {
 			return l, err
 		}
+		woken = w
 	}
 }
 
 // attempt is one of Lock's tries and, when it is refused, the wait
-// before the next (again). It listens for a give-back before trying: one
-// between a refused try and the wait still wakes it.
-func (lk *Locker) attempt(ctx context.Context, name string, o lockOptions, try int, backoff *time.Duration) (l *Lock, again bool, err error) {
-	w := lk.waitFor(name)
+// before the next (again; woken when a give-back ended it). It listens
+// for a give-back before trying: one between a refused try and the wait
+// still wakes it. An attempt that was not woken, while the name is
+// handed to woken waiters, waits without trying.
+func (lk *Locker) attempt(ctx context.Context, name string, o lockOptions, try int, backoff *time.Duration, woken bool) (l *Lock, again, wake bool, err error) {
+	w, queued := lk.waitFor(name, woken)
 	defer lk.leave(name, w)
-	l, wait, err := lk.try(ctx, name, o)
+	wait := time.Duration(-1)
+	if !queued {
+		l, wait, err = lk.try(ctx, name, o)
+		if woken {
+			lk.tried(name, err == nil)
+		}
+	} else {
+		err = notObtained(name, errors.New("handed to the waiters first"))
+	}
 	switch {
 	case err == nil:
-		return l, false, nil
+		return l, false, false, nil
 	case ctx.Err() != nil:
-		return nil, false, notObtained(name, context.Cause(ctx))
+		return nil, false, false, notObtained(name, context.Cause(ctx))
 	case !errors.Is(err, ErrNotObtained) && !store.IsUnavailable(err):
-		return nil, false, err
-	case o.tries > 0 && try >= o.tries:
-		return nil, false, notObtained(name, fmt.Errorf("%d tries, the last: %w", try, err))
+		return nil, false, false, err
+	case !queued && o.tries > 0 && try >= o.tries:
+		return nil, false, false, notObtained(name, fmt.Errorf("%d tries, the last: %w", try, err))
 	}
 	d := *backoff/2 + rand.N(*backoff/2+1)
 	if wait >= 0 {
@@ -243,25 +269,46 @@ func (lk *Locker) attempt(ctx context.Context, name string, o lockOptions, try i
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return nil, false, notObtained(name, context.Cause(ctx))
+		return nil, false, false, notObtained(name, context.Cause(ctx))
 	case <-t.C:
+		return nil, true, false, nil
 	case <-w.ch:
+		return nil, true, true, nil
 	}
-	return nil, true, nil
 }
 
 // waitFor registers a Lock call waiting for name (see waiters); leave
-// ends it.
-func (lk *Locker) waitFor(name string) *waiters {
+// ends it. queued: the name is handed to woken waiters and this call,
+// not woken, is to wait its turn without trying.
+func (lk *Locker) waitFor(name string, woken bool) (w *waiters, queued bool) {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
-	w := lk.waits[name]
+	w = lk.waits[name]
 	if w == nil {
 		w = &waiters{ch: make(chan struct{})}
 		lk.waits[name] = w
 	}
 	w.n++
-	return w
+	if until, ok := lk.handoff[name]; ok && !time.Now().Before(until) {
+		delete(lk.handoff, name)
+	}
+	_, handed := lk.handoff[name]
+	return w, !woken && handed && !lk.closed
+}
+
+// tried ends a hand-off of name with a woken waiter's first try: taken
+// (ok), the name is its; refused (held elsewhere, or an error), the
+// waiters queued behind it try now instead of after their backoff.
+func (lk *Locker) tried(name string, ok bool) {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if _, ok := lk.handoff[name]; !ok {
+		return
+	}
+	delete(lk.handoff, name)
+	if !ok {
+		lk.wakeLocked(name)
+	}
 }
 
 func (lk *Locker) leave(name string, w *waiters) {
@@ -272,15 +319,30 @@ func (lk *Locker) leave(name string, w *waiters) {
 	}
 }
 
-// wake lets the Lock calls waiting for name try again now.
+// wake lets the Lock calls waiting for name try again now, ahead of any
+// that come later (handoff).
 func (lk *Locker) wake(name string) {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
+	lk.wakeLocked(name)
+}
+
+func (lk *Locker) wakeLocked(name string) {
 	if w := lk.waits[name]; w != nil {
 		close(w.ch)
 		delete(lk.waits, name)
+		now := time.Now()
+		if len(lk.handoff) >= maxHandoffs {
+			// Entries a woken waiter never ended (see handoff).
+			maps.DeleteFunc(lk.handoff, func(_ string, until time.Time) bool { return !now.Before(until) })
+		}
+		lk.handoff[name] = now.Add(lk.cfg.RetryMax)
 	}
 }
+
+// maxHandoffs is how many hand-offs may be pending before wake drops
+// those past their time.
+const maxHandoffs = 1024
 
 func options(opts []LockOption) lockOptions {
 	if len(opts) == 0 {

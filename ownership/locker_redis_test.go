@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -267,5 +268,60 @@ func TestLockWokenByLocalUnlock(t *testing.T) {
 	lk.Close()
 	if err := <-got; !errors.Is(err, ownership.ErrClosed) {
 		t.Errorf("waiter at Close: %v, want ErrClosed", err)
+	}
+}
+
+// A goroutine that unlocks and locks again at once does not take the
+// name back ahead of a waiter: the waiter gets it next, and the other
+// after it. Before, the waiter's turn came after 1 to 20 of the other's
+// (an API user's trial); here, after every one of 20.
+func TestLockHandsOffToWaiter(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), "")
+	markNew(t, st)
+	lk := newLocker(t, ownership.LockerConfig{Config: ownership.Config{TTL: 30 * time.Second},
+		RetryMin: time.Minute, RetryMax: time.Minute}, st)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+
+	held, err := lk.TryLock(ctx, "stock:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	turn := func(who string) {
+		mu.Lock()
+		order = append(order, who)
+		mu.Unlock()
+	}
+	waiterDone := make(chan error, 1)
+	go func() {
+		l, err := lk.Lock(ctx, "stock:1")
+		if err == nil {
+			turn("waiter")
+			_, err = l.Unlock(ctx)
+		}
+		waiterDone <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // it has tried once, and waits
+	for range 20 {
+		if _, err := held.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if held, err = lk.Lock(ctx, "stock:1"); err != nil {
+			t.Fatalf("relock: %v", err)
+		}
+		turn("relocker")
+	}
+	held.Unlock(ctx)
+	if err := <-waiterDone; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	if len(order) != 21 || order[0] != "waiter" {
+		t.Errorf("turns = %v; want the waiter's first", order)
 	}
 }
