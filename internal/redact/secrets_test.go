@@ -23,9 +23,6 @@ func TestSecrets(t *testing.T) {
 			t.Errorf("CleanTail(%q) = %q, want %q", tail, got, want)
 		}
 	}
-	if !SecretName("API_TOKEN") || !SecretName("db_password") || SecretName("MODE") {
-		t.Error("SecretName")
-	}
 	for in, want := range map[string]string{
 		"token=abc password=x1 Bearer zz9Tok key=[redacted]": "token=xxxxx password=xxxxx Bearer xxxxx key=[redacted]",
 		// The forms an operator's trial found shown.
@@ -56,6 +53,34 @@ func TestSecrets(t *testing.T) {
 	} {
 		if got := Tail(in, NewSecrets()); got != want {
 			t.Errorf("Tail(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// SecretName goes by a name's words, split at _ - . and camelCase: a
+// word that names a secret (key, auth, pwd) makes the name one, a longer
+// word that only contains it (KEYWORD, AUTHOR) does not.
+func TestSecretName(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		want bool
+	}{
+		{"API_TOKEN", true}, {"db_password", true}, {"AWS_SECRET_ACCESS_KEY", true}, {"SECRET", true},
+		{"DB_PWD", true}, {"PASSWD", true}, {"MYSQL_PW", true}, {"SMTP_PASS", true}, {"GPG_PASSPHRASE", true},
+		{"X_API_KEY", true}, {"X-Api-Key", true}, {"x.api.key", true}, {"xApiKey", true}, {"APIKey", true},
+		{"APIKEY", true}, {"KEY", true}, {"SSH_KEYS", true}, {"ROOTPASSWORD", true}, {"CLIENTSECRET", true},
+		{"githubAccessToken", true}, {"OAuthToken", true}, {"HTTP_AUTHORIZATION", true}, {"BASIC_AUTH", true},
+		{"auth", true}, {"GOOGLE_CREDENTIALS", true}, {"AWS_CREDS", true}, {"PRIVATE_PEM", true},
+		{"WEBHOOK_SIGNATURE", true}, {"S3_SIG", true}, {"SESSION_ID", true}, {"COOKIE_JAR", true},
+		{"DATABASE_DSN", true}, {"JWT", true}, {"token2", true}, {"Password1", true},
+		// Words that only contain a secret's name.
+		{"AUTHOR", false}, {"AUTHOR_NAME", false}, {"KEYWORD", false}, {"MONKEY", false},
+		{"PASSENGER_COUNT", false}, {"BYPASS_CACHE", false}, {"COMPASS", false}, {"TOKENIZERS_PARALLELISM", false},
+		{"SIGNAL", false}, {"SESSIONS_MAX", false}, {"PRIVATEER", false}, {"DSNAME", false},
+		{"MODE", false}, {"PWD", false}, {"OLDPWD", false}, {"", false}, {"_-.", false},
+	} {
+		if got := SecretName(tt.name); got != tt.want {
+			t.Errorf("SecretName(%q) = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

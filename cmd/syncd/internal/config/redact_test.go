@@ -18,9 +18,9 @@ sink:
 	type: exec
 	exec:
 		command: [sync, --password=hunter1, "https://u:hunter2@h/x?sig=hunter3", "Authorization: Bearer hunter4"]
-		env: ["DATABASE_URL=postgres://u:hunter5@h/db", "DSN=host=h password=hunter6", "MODE=fast"]
+		env: ["DATABASE_URL=postgres://u:hunter5@h/db", "PGOPTS=host=h password=hunter6", "MODE=fast", "DSN=u:hunter9@tcp(h)/db"]
 `, []string{"--password=xxxxx", "https://xxxxx@h/x?sig=xxxxx", "Authorization: Bearer xxxxx",
-		"DATABASE_URL=postgres://xxxxx@h/db", "DSN=host=h password=xxxxx", "MODE=fast"},
+		"DATABASE_URL=postgres://xxxxx@h/db", "PGOPTS=host=h password=xxxxx", "MODE=fast", "DSN=[redacted]"},
 	}, {`
 sink:
 	type: http
