@@ -136,8 +136,10 @@ var (
 	// The value of a name with authorization in it (Authorization,
 	// Proxy-Authorization, HTTP_AUTHORIZATION), bare or quoted: a word,
 	// and the word after it if any, as a scheme and its credential
-	// (authValue).
-	authHeader = regexp.MustCompile(`(?i)([\w.-]*authorization[\w.-]*["']?\s*[:=][\s\["']*)([^\s,;'"\[]+)(?:([ \t]+)([^\s,;'"\[]+))?`)
+	// (authValue). Either may be a list of auth-params instead, taken
+	// whole: Digest's username="u", nonce="n", response="..." (a word
+	// would end at the first quote, and show response=).
+	authHeader = regexp.MustCompile(`(?i)([\w.-]*authorization[\w.-]*["']?\s*[:=][\s\["']*)(` + authParams + `|[^\s,;'"\[]+)(?:([ \t]+)(` + authParams + `|[^\s,;'"\[]+))?`)
 	// The word after bearer or basic anywhere else: prose, or a credential
 	// quoted without its header's name.
 	schemeWord = regexp.MustCompile(`(?i)(\b(?:bearer|basic)\s+)([^\s,;'"\[]+)`)
@@ -145,6 +147,17 @@ var (
 	// hyphenated maybe, with a punctuation mark after it, or = as in an
 	// auth-param (Bearer realm="api").
 	proseWord = regexp.MustCompile(`^(?:[a-z]+|[A-Z][a-z]*|[A-Z]+)(?:-(?:[a-z]+|[A-Z][a-z]*|[A-Z]+))*[.:!?)\]}>=]?$`)
+)
+
+// authParam is one auth-param of an Authorization value (RFC 9110
+// §11.2): a name, =, and a value that is a token or a quoted string,
+// with its quotes escaped maybe (\"n\" in JSON or a Go string). A bare
+// value ends at a quote or ] as well, where a value quoted in a shell
+// command or a Go map ends. authParams is a list of them, separated by
+// commas.
+const (
+	authParam  = `[\w!#$%&*+.^|~-]+[ \t]*=[ \t]*(?:"(?:[^"\\\n]|\\.)*"|\\"(?:[^"\\\n]|\\[^"])*\\"|[^\s,"'\]\\]*)`
+	authParams = authParam + `(?:(?:[ \t]*,)+[ \t]*` + authParam + `)*`
 )
 
 // maxProseWord is the length from which the word after bearer or basic
@@ -204,10 +217,11 @@ func Pairs(text string) string {
 // authValue hides the credential in an Authorization header's value
 // (authHeader's match m): after Bearer or Basic, the word after the
 // scheme, which stays; after another scheme (GitHub's "token ghp_x",
-// ApiKey, Negotiate), both words, since a scheme is not told from a
-// credential that is followed by a word; a lone word (a token without
-// a scheme) whole. A value that starts with xxxxx is left: Pairs hid
-// it before.
+// ApiKey, Negotiate, Digest), both words, since a scheme is not told
+// from a credential that is followed by a word; a lone word (a token
+// without a scheme) whole. A list of auth-params counts as one word
+// (Digest username="u", response="r": xxxxx xxxxx). A value that starts
+// with xxxxx is left: Pairs hid it before.
 func authValue(m string) string {
 	sub := authHeader.FindStringSubmatch(m)
 	name, first, sp, second := sub[1], sub[2], sub[3], sub[4]

@@ -124,6 +124,19 @@ func TestPairsSchemes(t *testing.T) {
 		{"Authorization: ghp_16C7e42F292c6912E7710c838347Ae178B4a", "Authorization: xxxxx"},
 		{"HTTP_AUTHORIZATION=ghp_16C7e42F292c6912E7710c838347Ae178B4a", "HTTP_AUTHORIZATION=xxxxx"},
 		{`{"Authorization": "token ghp_16C7e42F292c"}`, `{"Authorization": "xxxxx"}`},
+		// Digest and other schemes of auth-params: the whole list goes,
+		// quoted, escaped, in a shell's quotes or a Go map (an outside
+		// trial saw response= shown).
+		{`Authorization: Digest username="u", realm="r", nonce="n", uri="/", response="6629fae49393a05397450978507c4ef1"`, "Authorization: xxxxx xxxxx"},
+		{`Authorization: Digest username="u", response="6629fae4", cnonce="0a4f113b"` + "\nHost: h", "Authorization: xxxxx xxxxx\nHost: h"},
+		{"Proxy-Authorization: Digest username=u,realm=r,nonce=n,response=6629fae4,algorithm=MD5 next", "Proxy-Authorization: xxxxx xxxxx next"},
+		{`-H 'Authorization: Digest username="u", uri="/a]b", response="6629fae4"' -v`, "-H 'Authorization: xxxxx xxxxx' -v"},
+		{`{"Authorization":"Digest username=\"u\", response=\"6629fae4\"","Host":"h"}`, `{"Authorization":"xxxxx","Host":"h"}`},
+		{`map[Authorization:[Digest username="u", response="6629fae4"] Accept:[*/*]]`, "map[Authorization:[xxxxx xxxxx] Accept:[*/*]]"},
+		{`Authorization: Digest username = "u" , response = "6629fae4"`, "Authorization: xxxxx xxxxx"},
+		{`Authorization: AWS4-HMAC-SHA256 Credential=AKIA/20240101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=5d6f`, "Authorization: xxxxx xxxxx"},
+		{`Authorization: username="u", response="6629fae4"`, "Authorization: xxxxx"},
+		{`WWW-Authenticate: Digest realm="r", nonce="n", qop="auth"`, `WWW-Authenticate: Digest realm="r", nonce="n", qop="auth"`},
 		{"Authorization: Bearer", "Authorization: Bearer"},
 		{"WWW-Authenticate: Negotiate", "WWW-Authenticate: Negotiate"},
 		// Left visible before (an outside trial).
@@ -190,7 +203,8 @@ func FuzzCleanTail(f *testing.F) {
 // nothing more.
 func FuzzPairs(f *testing.F) {
 	for _, s := range []string{`token='a b' password="c" {"key":"d"}`, "--password x -v", "Bearer y", "…z token=1", "pwd: : =",
-		"basic auth failed", "Authorization: Bearer mode", `Bearer realm="api"`} {
+		"basic auth failed", "Authorization: Bearer mode", `Bearer realm="api"`,
+		`Authorization: Digest username="u", response="r"`, `"authorization": "Digest a=\"b\", c=d"`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
