@@ -178,8 +178,10 @@ func credential(word string) bool {
 // Pairs hides the credentials that text names as such: the values of
 // token=, secret=, password=, api_key= (and the like) pairs, quoted or
 // not, with = or : (password: x, "token":"x"), of such flags
-// (--password x), and bearer and basic credentials, each replaced with
-// xxxxx. Applied twice, it changes nothing more.
+// (--password x), the short password flags of the commands that have
+// one (mysql -phunter2, sshpass -p x, redis-cli -a x: commandFlags), and
+// bearer and basic credentials, each replaced with xxxxx. Applied twice,
+// it changes nothing more.
 //
 // A Bearer or Basic credential in header form, the value of a name such
 // as Authorization (schemeHeader), is hidden whatever it looks like; so
@@ -189,6 +191,7 @@ func credential(word string) bool {
 // a credential (see credential), so that prose such as "basic auth
 // failed" stays readable.
 func Pairs(text string) string {
+	text = commandFlags(text)
 	text = authHeader.ReplaceAllStringFunc(text, authValue)
 	text = schemeHeader.ReplaceAllString(text, "${1}"+Masked)
 	text = schemeWord.ReplaceAllStringFunc(text, func(m string) string {

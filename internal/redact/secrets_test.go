@@ -169,6 +169,48 @@ func TestPairsSchemes(t *testing.T) {
 	}
 }
 
+// A short flag's value is hidden in the commands whose flag is a
+// password, and stays where it is a port, a path or part of an option.
+func TestPasswordFlags(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		// Hidden (an outside trial saw -p hunter2 and -phunter2).
+		{"mysql -u root -phunter2 db", "mysql -u root -pxxxxx db"},
+		{"mysql -u root -p hunter2", "mysql -u root -p xxxxx"},
+		{"+ /usr/bin/mysqldump -uroot -p123456 -P 3306 db", "+ /usr/bin/mysqldump -uroot -pxxxxx -P 3306 db"},
+		{"+ mysql -h db '-phunter 2' -e 'select 1'", "+ mysql -h db '-pxxxxx' -e 'select 1'"},
+		{`mariadb-dump -p"hunter 2" db`, `mariadb-dump -pxxxxx db`},
+		{"mysql -p'0'0 0", "mysql -pxxxxx 0"},
+		{"mysql -p 'hunter 2' db", "mysql -p xxxxx db"},
+		{"mysql '-phunter 2", "mysql '-pxxxxx"},
+		{"exec: mongosh --host h -u admin -p hunter2 --eval x", "exec: mongosh --host h -u admin -p xxxxx --eval x"},
+		{"sshpass -p hunter2 ssh -p 2222 h", "sshpass -p xxxxx ssh -p 2222 h"},
+		{"7z a -pS3cret x.7z dir", "7z a -pxxxxx x.7z dir"},
+		{"redis-cli -h r -p 6379 -a hunter2 ping", "redis-cli -h r -p 6379 -a xxxxx ping"},
+		{`C:\bin\mysql.exe -phunter2`, `C:\bin\mysql.exe -pxxxxx`},
+		{"cd /x && MYSQL -phunter2; ls -p x", "cd /x && MYSQL -pxxxxx; ls -p x"},
+		{"mysql -p -u root db", "mysql -p -u root db"}, // asks for the password
+		// Stays: -p of other commands, and -p after the command.
+		{"redis-cli -p 6379 ping", "redis-cli -p 6379 ping"},
+		{"+ mkdir -p /var/lib/syncd", "+ mkdir -p /var/lib/syncd"},
+		{"ssh -p 2222 h; psql -p5433 -h db", "ssh -p 2222 h; psql -p5433 -h db"},
+		{"find . -name '*.go' -print", "find . -name '*.go' -print"},
+		{"gcc -pthread x.c; docker run -p 8080:80 img", "gcc -pthread x.c; docker run -p 8080:80 img"},
+		{"-p hunter2 -phunter2", "-p hunter2 -phunter2"},
+		{"mysql -e 'select 1' | grep -p x\nmkdir -p y", "mysql -e 'select 1' | grep -p x\nmkdir -p y"},
+		{"mongodb -p x", "mongodb -p x"},
+		{"sshpass -e ssh -p 2222 h", "sshpass -e ssh -p 2222 h"},
+		{"mysql -P 3306 --protocol tcp", "mysql -P 3306 --protocol tcp"},
+	} {
+		got := Pairs(tt.in)
+		if got != tt.want {
+			t.Errorf("Pairs(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if again := Pairs(got); again != got {
+			t.Errorf("Pairs(%q) = %q, then %q", tt.in, got, again)
+		}
+	}
+}
+
 // FuzzCleanTail: no piece of a secret of four bytes or more is left at
 // the start of a cleaned tail, and no whole secret anywhere.
 func FuzzCleanTail(f *testing.F) {
@@ -204,7 +246,8 @@ func FuzzCleanTail(f *testing.F) {
 func FuzzPairs(f *testing.F) {
 	for _, s := range []string{`token='a b' password="c" {"key":"d"}`, "--password x -v", "Bearer y", "…z token=1", "pwd: : =",
 		"basic auth failed", "Authorization: Bearer mode", `Bearer realm="api"`,
-		`Authorization: Digest username="u", response="r"`, `"authorization": "Digest a=\"b\", c=d"`} {
+		`Authorization: Digest username="u", response="r"`, `"authorization": "Digest a=\"b\", c=d"`,
+		"mysql -uroot -p'a b' -p x; sshpass -p y ssh -p 1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
