@@ -3,6 +3,8 @@ package redact
 import (
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -27,7 +29,9 @@ const (
 // URL returns raw with its user information shown as ui says and the
 // value of each query parameter but the harmless ones (secretParam)
 // replaced with xxxxx; a query item without "=" may be a
-// token itself, and is replaced whole. A fragment of name=value pairs,
+// token itself, and is replaced whole. So is a query value or an escaped
+// path segment that holds a URL or query of its own with a secret in it
+// (nestedSecret: ?q=https%3A%2F%2Fx%3Ftoken%3Dt). A fragment of name=value pairs,
 // as OAuth's implicit flow returns a token in (#access_token=...), has
 // its secret values replaced too; any other fragment (#section-2)
 // stays. It works on the text, so that it redacts what url.Parse
@@ -37,10 +41,10 @@ func URL(raw string, ui Userinfo) string {
 	raw, frag, hasFrag := strings.Cut(raw, "#")
 	raw, query, _ := strings.Cut(raw, "?")
 	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
-		auth, path, hasPath := strings.Cut(rest, "/")
+		auth, p, hasPath := strings.Cut(rest, "/")
 		raw = scheme + "://" + userinfo(auth, ui)
 		if hasPath {
-			raw += "/" + path
+			raw += "/" + path(p)
 		}
 	}
 	if query != "" {
@@ -86,7 +90,8 @@ func userinfo(auth string, ui Userinfo) string {
 // sort, limit, q, ...), and each item without "=" whole: it has no name
 // to go by, and may be a token itself. So ?page=2&sort=asc reads as it
 // is, and a secret under a name no list foresaw (pw=, p=, sign=) is
-// still hidden.
+// still hidden. A harmless name's value that holds a query with a secret
+// of its own, escaped or not, is hidden too (nestedSecret).
 func Query(raw string) string {
 	if raw == "" {
 		return ""
@@ -95,13 +100,14 @@ func Query(raw string) string {
 }
 
 // params replaces the values of the secret parameters (secretParam) of
-// raw, name=value pairs joined by "&", and, with bare, each item without
-// "=" whole.
+// raw, name=value pairs joined by "&", and the values that hold a secret
+// of their own (nestedSecret), and, with bare, each item without "="
+// whole.
 func params(raw string, bare bool) string {
 	items := strings.Split(raw, "&")
 	for i, item := range items {
-		if k, _, ok := strings.Cut(item, "="); ok {
-			if secretParam(k) {
+		if k, v, ok := strings.Cut(item, "="); ok {
+			if secretParam(k) || nestedSecret(v) {
 				items[i] = k + "=" + Masked
 			}
 		} else if bare && item != "" {
@@ -109,6 +115,94 @@ func params(raw string, bare bool) string {
 		}
 	}
 	return strings.Join(items, "&")
+}
+
+// path replaces each segment of a URL's path (after its authority) that
+// is an escaped URL or query with a secret (nestedSecret) with xxxxx:
+// /proxy/https%3A%2F%2Fx%2Fcb%3Ftoken%3Dt. Only escaped segments are
+// looked at: a path holds a query of its own only escaped, and a
+// segment such as id=42 reads as it is.
+func path(p string) string {
+	segs := strings.Split(p, "/")
+	for i, seg := range segs {
+		if strings.Contains(seg, "%") && nestedSecret(seg) {
+			segs[i] = Masked
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// maxUnescape is how many times nestedSecret unescapes a value: a URL
+// in the query of a URL in a query is escaped twice.
+const maxUnescape = 4
+
+// nestedSecret reports whether v, a query value or a path segment, holds
+// a URL or query of its own, escaped (once or more) or not, that shows a
+// secret: a value Query would hide, or user information. So the OAuth
+// redirect q=https%3A%2F%2Fx%2Fcb%3Faccess_token%3Dt is hidden under a
+// name whose value shows (q=, page=), as filter=status%3Dactive is not.
+func nestedSecret(v string) bool {
+	for range maxUnescape {
+		if strings.ContainsAny(v, "=?@") && innerSecret(v) {
+			return true
+		}
+		u := unescape(v)
+		if u == v {
+			return false
+		}
+		v = u
+	}
+	return false
+}
+
+// innerSecret reports whether d, a URL or a query unescaped, shows a
+// secret: user information, a value of a secret parameter (secretParam)
+// in its query or fragment, or an item without "=" in a URL's query, as
+// URL would hide them.
+func innerSecret(d string) bool {
+	d, frag, _ := strings.Cut(d, "#")
+	head, query, hasQuery := strings.Cut(d, "?")
+	_, rest, isURL := strings.Cut(head, "://")
+	if auth, _, _ := strings.Cut(rest, "/"); isURL && strings.Contains(auth, "@") {
+		return true
+	}
+	if !hasQuery && !isURL {
+		query = d // a query alone: a=b&c=d
+	}
+	for _, item := range strings.Split(query, "&") {
+		if pairSecret(item) || isURL && item != "" && item != Masked && !strings.Contains(item, "=") {
+			return true
+		}
+	}
+	return slices.ContainsFunc(strings.Split(frag, "&"), pairSecret)
+}
+
+// pairSecret reports whether item is name=value with a value that Query
+// would hide, and that is not hidden already.
+func pairSecret(item string) bool {
+	k, v, ok := strings.Cut(item, "=")
+	return ok && v != "" && v != Masked && secretParam(k)
+}
+
+// unescape replaces each %XX in s with the byte it stands for, and
+// leaves any other % as it is: url.QueryUnescape refuses a whole text
+// for one %zz.
+func unescape(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b = append(b, byte(n))
+				i += 2
+				continue
+			}
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
 }
 
 // plainParams are query parameter names whose values are not secrets
@@ -145,7 +239,22 @@ func secretParam(name string) bool {
 // does not end it: user information may hold one, and would show.
 var urlRE = regexp.MustCompile("[a-zA-Z][a-zA-Z0-9+.-]*://[^\\s\"<>`]*")
 
-// URLs returns text with each URL in it shown as URL shows it.
+// escapedURL finds escaped URLs in free text, as a form or a log quotes
+// one: a scheme and "://" escaped once or more (https%3A%2F%2F, or
+// https%253A%252F%252F), up to a space, a quote, or a character an
+// escaped URL does not hold unescaped (&, #, <, >).
+var escapedURL = regexp.MustCompile("[a-zA-Z][a-zA-Z0-9+.-]*%(?:25)*3[aA]%(?:25)*2[fF]%(?:25)*2[fF][^\\s\"'<>`&#]*")
+
+// URLs returns text with each URL in it shown as URL shows it, and each
+// escaped URL that holds a secret (nestedSecret) replaced with xxxxx
+// whole: redirect_uri=https%3A%2F%2Fx%2Fcb%3Faccess_token%3Dt in a form
+// body, which URL does not see as one.
 func URLs(text string, ui Userinfo) string {
-	return urlRE.ReplaceAllStringFunc(text, func(u string) string { return URL(u, ui) })
+	text = urlRE.ReplaceAllStringFunc(text, func(u string) string { return URL(u, ui) })
+	return escapedURL.ReplaceAllStringFunc(text, func(u string) string {
+		if nestedSecret(u) {
+			return Masked
+		}
+		return u
+	})
 }

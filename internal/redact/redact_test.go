@@ -38,6 +38,18 @@ func TestURLs(t *testing.T) {
 		{"https://app/cb#access_token=t&expires_in=3600&state=s", "https://app/cb#access_token=xxxxx&expires_in=3600&state=xxxxx",
 			"https://app/cb", "https://app/cb#access_token=xxxxx&expires_in=3600&state=xxxxx"},
 		{"https://h/doc#section-2", "https://h/doc#section-2", "https://h/doc", "https://h/doc#section-2"},
+		// An escaped URL that holds a secret, in a query, a path or free
+		// text such as a form body, goes whole (an outside trial saw the
+		// token of an OAuth redirect_uri); one without stays.
+		{"https://h/auth?redirect_uri=https%3A%2F%2Fx%2Fcb%3Faccess_token%3DSECRET&page=2",
+			"https://h/auth?redirect_uri=xxxxx&page=2", "https://h/auth?redirect_uri=xxxxx&page=2", "https://h/auth?redirect_uri=xxxxx&page=2"},
+		{"https://h/proxy/https%3A%2F%2Fx%2Fcb%3Faccess_token%3DSECRET/more", "https://h/proxy/xxxxx/more", "https://h/proxy/xxxxx/more", "https://h/proxy/xxxxx/more"},
+		{"https://h/proxy/https%3A%2F%2Fx%2Fcb%3Fpage%3D2/a%20b", "https://h/proxy/https%3A%2F%2Fx%2Fcb%3Fpage%3D2/a%20b",
+			"https://h/proxy/https%3A%2F%2Fx%2Fcb%3Fpage%3D2/a%20b", "https://h/proxy/https%3A%2F%2Fx%2Fcb%3Fpage%3D2/a%20b"},
+		{"POST client_id=a&redirect_uri=https%3A%2F%2Fx%2Fcb%3Faccess_token%3DSECRET&state=s 400",
+			"POST client_id=a&redirect_uri=xxxxx&state=s 400", "POST client_id=a&redirect_uri=xxxxx&state=s 400", "POST client_id=a&redirect_uri=xxxxx&state=s 400"},
+		{"next=https%253A%252F%252Fu%253Apw%2540x%252F 'https%3A%2F%2Fx%2Fcb%3Fpage%3D2'",
+			"next=xxxxx 'https%3A%2F%2Fx%2Fcb%3Fpage%3D2'", "next=xxxxx 'https%3A%2F%2Fx%2Fcb%3Fpage%3D2'", "next=xxxxx 'https%3A%2F%2Fx%2Fcb%3Fpage%3D2'"},
 		{"%zz", "%zz", "%zz", "%zz"},
 		{"no URL: a=b?c=d", "no URL: a=b?c=d", "no URL: a=b?c=d", "no URL: a=b?c=d"},
 	}
@@ -96,6 +108,17 @@ func TestQuery(t *testing.T) {
 		{"%70age=2&api%5Fkey=k&%zz=v", "%70age=2&api%5Fkey=xxxxx&%zz=xxxxx"},
 		// A bare item has no name to go by.
 		{"token=&k3y&debug", "token=xxxxx&xxxxx&xxxxx"},
+		// A value that holds a query of its own with a secret in it,
+		// escaped or not, goes under a name whose value shows; one with
+		// none stays.
+		{"q=https%3A%2F%2Fx%2Fcb%3Faccess_token%3DSECRET&page=2", "q=xxxxx&page=2"},
+		{"q=https://x/cb?access_token=SECRET", "q=xxxxx"},
+		{"q=https%253A%252F%252Fx%252Fcb%253Fcode%253DSECRET", "q=xxxxx"},
+		{"q=https%3A%2F%2Fx%2Fcb%23access_token%3DSECRET", "q=xxxxx"},
+		{"q=https%3A%2F%2Fx%2Fcb%3FSECRET", "q=xxxxx"},
+		{"q=https%3A%2F%2Fuser%3Apw%40x%2F", "q=xxxxx"},
+		{"filter=team%3Da%26page%3D2", "filter=xxxxx"},
+		{"q=https%3A%2F%2Fx%2Fcb%3Fpage%3D2%23top&filter=status%3Dactive&q=what%3F&q=a%zzb", "q=https%3A%2F%2Fx%2Fcb%3Fpage%3D2%23top&filter=status%3Dactive&q=what%3F&q=a%zzb"},
 	}
 	for _, tt := range tests {
 		got := Query(tt.in)
@@ -110,11 +133,13 @@ func TestQuery(t *testing.T) {
 
 // FuzzURLs checks that URLs is stable, and that no URL it leaves in the
 // text has a password, user information but xxxxx (Mask) or none
-// (Display), or a secret query value (secretParam) or bare item but
-// xxxxx.
+// (Display), a secret query value (secretParam) or bare item but xxxxx,
+// or a query value or escaped path segment that holds a secret
+// (nestedSecret); nor does an escaped URL it leaves.
 func FuzzURLs(f *testing.F) {
 	for _, s := range []string{"https://u:pw@h/x?a=1&b#f", `x "http://u@h?k" y`, "a://b@c@d/e?f=g&&h x_s://:p@q",
-		"%zz", "redis://:p w@h", "http://[::1]:80/?q=%zz#a?b=c"} {
+		"%zz", "redis://:p w@h", "http://[::1]:80/?q=%zz#a?b=c", "https://h/p%2Fa?q=https%3A%2F%2Fx%3Fpage%3D2%26t%3D1",
+		"r=https%253A%252F%252Fu%2540x%252F&s=https%3A%2F%2Fx%2F%3Fk"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
@@ -135,9 +160,22 @@ func FuzzURLs(f *testing.F) {
 					t.Fatalf("URLs(%q, %d) = %q: user %q shows", text, ui, out, name)
 				}
 				for _, item := range strings.Split(u.RawQuery, "&") {
-					if k, v, ok := strings.Cut(item, "="); item != "" && (ok && secretParam(k) && v != Masked || !ok && item != Masked) {
+					if k, v, ok := strings.Cut(item, "="); item != "" && (ok && (secretParam(k) || nestedSecret(v)) && v != Masked || !ok && item != Masked) {
 						t.Fatalf("URLs(%q, %d) = %q: query item %q shows", text, ui, out, item)
 					}
+				}
+				_, rest, _ := strings.Cut(strings.Split(strings.Split(raw, "#")[0], "?")[0], "://")
+				if _, p, ok := strings.Cut(rest, "/"); ok {
+					for _, seg := range strings.Split(p, "/") {
+						if strings.Contains(seg, "%") && nestedSecret(seg) {
+							t.Fatalf("URLs(%q, %d) = %q: path segment %q shows", text, ui, out, seg)
+						}
+					}
+				}
+			}
+			for _, esc := range escapedURL.FindAllString(out, -1) {
+				if nestedSecret(esc) {
+					t.Fatalf("URLs(%q, %d) = %q: escaped URL %q shows", text, ui, out, esc)
 				}
 			}
 		}
