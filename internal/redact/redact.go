@@ -31,7 +31,8 @@ const (
 // replaced with xxxxx; a query item without "=" may be a
 // token itself, and is replaced whole. So is a query value or an escaped
 // path segment that holds a URL or query of its own with a secret in it
-// (nestedSecret: ?q=https%3A%2F%2Fx%3Ftoken%3Dt). A fragment of name=value pairs,
+// (nestedSecret: ?q=https%3A%2F%2Fx%3Ftoken%3Dt), and a webhook's token
+// in the path (path). A fragment of name=value pairs,
 // as OAuth's implicit flow returns a token in (#access_token=...), has
 // its secret values replaced too; any other fragment (#section-2)
 // stays. It works on the text, so that it redacts what url.Parse
@@ -44,7 +45,7 @@ func URL(raw string, ui Userinfo) string {
 		auth, p, hasPath := strings.Cut(rest, "/")
 		raw = scheme + "://" + userinfo(auth, ui)
 		if hasPath {
-			raw += "/" + path(p)
+			raw += "/" + path(auth[strings.LastIndexByte(auth, '@')+1:], p)
 		}
 	}
 	if query != "" {
@@ -117,20 +118,71 @@ func params(raw string, bare bool) string {
 	return strings.Join(items, "&")
 }
 
-// path replaces each segment of a URL's path (after its authority) that
-// is an escaped URL or query with a secret (nestedSecret) with xxxxx:
-// /proxy/https%3A%2F%2Fx%2Fcb%3Ftoken%3Dt. Only escaped segments are
-// looked at: a path holds a query of its own only escaped, and a
-// segment such as id=42 reads as it is.
-func path(p string) string {
+// path replaces the secrets in p, a URL's path after the "/" that
+// follows its authority, on host, with xxxxx: a webhook's token
+// (hookSecret), a Telegram bot's token (/botxxxxx/sendMessage), and a
+// segment that is an escaped URL or query with a secret (nestedSecret:
+// /proxy/https%3A%2F%2Fx%2Fcb%3Ftoken%3Dt). Only escaped segments are
+// looked at for that: a path holds a query of its own only escaped, and
+// a segment such as id=42 reads as it is.
+func path(host, p string) string {
 	segs := strings.Split(p, "/")
+	first, last := -1, -1 // the first and last segments that are not empty
 	for i, seg := range segs {
-		if strings.Contains(seg, "%") && nestedSecret(seg) {
-			segs[i] = Masked
+		if seg != "" {
+			last = i
+			if first < 0 {
+				first = i
+			}
 		}
+	}
+	// A host for hooks: hooks.slack.com/services/T0/B0/<token>,
+	// hooks.zapier.com/hooks/catch/1/<key>/.
+	hooksHost := strings.HasPrefix(strings.ToLower(host), "hooks.")
+	hook := false // after a segment that names webhooks
+	for i, seg := range segs {
+		switch {
+		case hooksHost && i == last && i != first,
+			hook && hookSecret(seg),
+			strings.Contains(seg, "%") && nestedSecret(seg):
+			segs[i] = Masked
+		case telegramBot.MatchString(seg):
+			segs[i] = "bot" + Masked
+		}
+		hook = hook || hookSegments[strings.ToLower(seg)]
 	}
 	return strings.Join(segs, "/")
 }
+
+// hookSegments name webhooks in a path; the segments after one may be a
+// webhook's token (hookSecret): Discord's /api/webhooks/<id>/<token>,
+// Mattermost's /hooks/<key>, Rocket.Chat's /hooks/<id>/<token>, Teams'
+// /webhookb2/<ids>/IncomingWebhook/<key>/<id>.
+var hookSegments = map[string]bool{"hooks": true, "webhooks": true, "webhook": true, "webhookb2": true}
+
+// minHookSecret is the length from which a segment after one of
+// hookSegments is a token: those are long and random (Discord's 68
+// characters, Rocket.Chat's 48, Teams' 32, Mattermost's 26), and a
+// hook's name or number is shorter.
+const minHookSecret = 16
+
+// hookSecret reports whether seg, a segment after one of hookSegments,
+// is a token: at least minHookSecret bytes, and neither a number (a
+// hook's ID: GitHub's /repos/o/r/hooks/123456789, Discord's webhook ID)
+// nor words in lower case (/webhooks/syncd-production). Any other long
+// segment stays: item IDs, UUIDs and commit hashes in a path are
+// not secrets, and an operator needs them.
+func hookSecret(seg string) bool {
+	return len(seg) >= minHookSecret && strings.Trim(seg, "0123456789") != "" && !lowerWords.MatchString(seg)
+}
+
+var (
+	// lowerWords matches words in lower case joined by - or _.
+	lowerWords = regexp.MustCompile(`^[a-z]+(?:[-_][a-z]+)*$`)
+	// telegramBot matches a path segment that holds a Telegram bot's
+	// token: /bot123456:AAH.../sendMessage.
+	telegramBot = regexp.MustCompile(`^bot[0-9]+:[\w-]+$`)
+)
 
 // maxUnescape is how many times nestedSecret unescapes a value: a URL
 // in the query of a URL in a query is escaped twice.

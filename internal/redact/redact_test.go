@@ -91,6 +91,41 @@ func TestURL(t *testing.T) {
 	}
 }
 
+// A webhook's URL is its credential: its token in the path is hidden,
+// and other long segments (IDs, hashes) stay.
+func TestURLPath(t *testing.T) {
+	tests := []struct{ in, want string }{
+		// Hidden: an outside trial saw a Slack hook's token.
+		{"https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX", "https://hooks.slack.com/services/T000/B000/xxxxx"},
+		{"https://HOOKS.slack.com:443/workflows/T0/A0/123/abcDEF12/", "https://HOOKS.slack.com:443/workflows/T0/A0/123/xxxxx/"},
+		{"https://u:pw@hooks.zapier.com/hooks/catch/123456/abc7def/", "https://hooks.zapier.com/hooks/catch/123456/xxxxx/"},
+		{"https://discord.com/api/webhooks/123456789012345678/aBcD-efGh_ijKLmnop0123456789qrSTuvWXyz0123456789abcdEFGHijklMNOPqrstUV",
+			"https://discord.com/api/webhooks/123456789012345678/xxxxx"},
+		{"https://discord.com/api/v10/webhooks/123456789012345678/aBcDefGhijKLmnop0123456789/messages/987654321098765432",
+			"https://discord.com/api/v10/webhooks/123456789012345678/xxxxx/messages/987654321098765432"},
+		{"https://chat.example.com/hooks/5fo3b7kzjbdsdqxmcbd4gh6opa", "https://chat.example.com/hooks/xxxxx"},
+		{"https://x.webhook.office.com/webhookb2/0b5a5f2c-1c2b-4a5d-9e3f-1a2b3c4d5e6f@72f988bf-86f1-41af-91ab-2d7cd011db47/IncomingWebhook/3f9a8c7d6e5b4a3c2d1e0f9a8b7c6d5e/a1b2c3d4-e5f6-7a8b-9c0d-e1f2a3b4c5d6",
+			"https://x.webhook.office.com/webhookb2/xxxxx/IncomingWebhook/xxxxx/xxxxx"},
+		{"https://api.telegram.org/bot123456789:AAH3xYz_abcdefghij-klmnopqrstuvwx/sendMessage?chat_id=1",
+			"https://api.telegram.org/botxxxxx/sendMessage?chat_id=xxxxx"},
+		// Stays: IDs, hashes, names, a hook's number.
+		{"https://api.example.com/v1/items/0b5a5f2c-1c2b-4a5d-9e3f-1a2b3c4d5e6f", "https://api.example.com/v1/items/0b5a5f2c-1c2b-4a5d-9e3f-1a2b3c4d5e6f"},
+		{"https://github.com/o/r/commit/3f9a8c7d6e5b4a3c2d1e0f9a8b7c6d5e4f3a2b1c", "https://github.com/o/r/commit/3f9a8c7d6e5b4a3c2d1e0f9a8b7c6d5e4f3a2b1c"},
+		{"https://api.github.com/repos/o/r/hooks/123456789/pings", "https://api.github.com/repos/o/r/hooks/123456789/pings"},
+		{"https://app.example.com/webhooks/syncd-production/", "https://app.example.com/webhooks/syncd-production/"},
+		{"https://hooks.example.com/status", "https://hooks.example.com/status"},
+		{"https://example.com/hooks.slack.com/services/T0/B0/abc", "https://example.com/hooks.slack.com/services/T0/B0/abc"},
+		{"https://example.com/robots/bot/about", "https://example.com/robots/bot/about"},
+	}
+	for _, tt := range tests {
+		if got := URL(tt.in, Display); got != tt.want {
+			t.Errorf("URL(%q, Display) = %q; want %q", tt.in, got, tt.want)
+		} else if again := URL(got, Display); again != got {
+			t.Errorf("URL(%q, Display) = %q, then %q", tt.in, got, again)
+		}
+	}
+}
+
 // Query hides the values of the parameters whose names say they are
 // secrets, and bare items; the rest reads as it is.
 func TestQuery(t *testing.T) {
@@ -134,12 +169,13 @@ func TestQuery(t *testing.T) {
 // FuzzURLs checks that URLs is stable, and that no URL it leaves in the
 // text has a password, user information but xxxxx (Mask) or none
 // (Display), a secret query value (secretParam) or bare item but xxxxx,
-// or a query value or escaped path segment that holds a secret
-// (nestedSecret); nor does an escaped URL it leaves.
+// a query value or escaped path segment that holds a secret
+// (nestedSecret), or a webhook's or bot's token in its path; nor does an
+// escaped URL it leaves.
 func FuzzURLs(f *testing.F) {
 	for _, s := range []string{"https://u:pw@h/x?a=1&b#f", `x "http://u@h?k" y`, "a://b@c@d/e?f=g&&h x_s://:p@q",
 		"%zz", "redis://:p w@h", "http://[::1]:80/?q=%zz#a?b=c", "https://h/p%2Fa?q=https%3A%2F%2Fx%3Fpage%3D2%26t%3D1",
-		"r=https%253A%252F%252Fu%2540x%252F&s=https%3A%2F%2Fx%2F%3Fk"} {
+		"r=https%253A%252F%252Fu%2540x%252F&s=https%3A%2F%2Fx%2F%3Fk", "https://hooks.x/a/b/ http://h/api/webhooks/1/abcdefghijklmnop0/bot1:x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
@@ -166,10 +202,12 @@ func FuzzURLs(f *testing.F) {
 				}
 				_, rest, _ := strings.Cut(strings.Split(strings.Split(raw, "#")[0], "?")[0], "://")
 				if _, p, ok := strings.Cut(rest, "/"); ok {
+					hook := false
 					for _, seg := range strings.Split(p, "/") {
-						if strings.Contains(seg, "%") && nestedSecret(seg) {
+						if strings.Contains(seg, "%") && nestedSecret(seg) || hook && hookSecret(seg) || telegramBot.MatchString(seg) {
 							t.Fatalf("URLs(%q, %d) = %q: path segment %q shows", text, ui, out, seg)
 						}
+						hook = hook || hookSegments[strings.ToLower(seg)]
 					}
 				}
 			}
