@@ -11,7 +11,9 @@
 // The config package shows URLs in its messages and in the effective
 // configuration with Mask; the http sink shows its target's URL in logs
 // and errors with Display, and in configuration errors with Password.
-// What else counts as a secret stays with each caller: config hides
-// token=, password= pairs and bearer credentials by pattern, the http
-// sink the values of its configured headers and URL wherever they appear.
+// Beyond URLs, Pairs hides credentials that a text names as such
+// (token=, password=, Authorization: ...), Secrets the known values of a
+// configuration wherever they appear (the http sink's headers and what
+// URLSecrets returns of its URL, the exec sink's secret variables:
+// SecretName), and Tail both in the end of a command's stderr.
 package redact

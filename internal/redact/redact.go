@@ -39,20 +39,59 @@ const (
 // refuses as well, and leaves the rest as it is. Applied twice, it
 // changes nothing more.
 func URL(raw string, ui Userinfo) string {
+	return redactURL(raw, ui, nil)
+}
+
+// URLSecrets returns the parts of raw that URL replaces with xxxxx (with
+// Mask): its user information, the values of its query and fragment,
+// the secrets of its path; each as it is in raw, and unescaped if that
+// differs. They are what a text that echoes raw must not show: the
+// values of harmless names (page=2, sort=name) are not among them.
+func URLSecrets(raw string) []string {
+	var h hidden
+	redactURL(raw, Mask, &h)
+	out := slices.Clone(h)
+	for _, v := range h {
+		for _, unescape := range []func(string) (string, error){url.QueryUnescape, url.PathUnescape} {
+			if u, err := unescape(v); err == nil && !slices.Contains(out, u) {
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}
+
+// hidden collects what redactURL replaces, for URLSecrets; nil collects
+// nothing.
+type hidden []string
+
+// mask returns xxxxx, and adds v to h.
+func (h *hidden) mask(v string) string {
+	if h != nil && v != "" && v != Masked {
+		*h = append(*h, v)
+	}
+	return Masked
+}
+
+// redactURL is URL, which adds what it replaces to h.
+func redactURL(raw string, ui Userinfo, h *hidden) string {
 	raw, frag, hasFrag := strings.Cut(raw, "#")
 	raw, query, _ := strings.Cut(raw, "?")
 	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
 		auth, p, hasPath := strings.Cut(rest, "/")
-		raw = scheme + "://" + userinfo(auth, ui)
+		raw = scheme + "://" + userinfo(auth, ui, h)
 		if hasPath {
-			raw += "/" + path(auth[strings.LastIndexByte(auth, '@')+1:], p)
+			raw += "/" + path(auth[strings.LastIndexByte(auth, '@')+1:], p, h)
 		}
 	}
 	if query != "" {
-		raw += "?" + Query(query)
+		raw += "?" + params(query, true, h)
 	}
-	if hasFrag && ui != Display {
-		raw += "#" + fragment(frag)
+	if hasFrag {
+		frag = fragment(frag, h)
+		if ui != Display {
+			raw += "#" + frag
+		}
 	}
 	return raw
 }
@@ -60,16 +99,16 @@ func URL(raw string, ui Userinfo) string {
 // fragment replaces, in a URL's fragment of name=value pairs, the values
 // Query would (secretParam); the rest, and a fragment that holds no
 // pairs, stays.
-func fragment(frag string) string {
+func fragment(frag string, h *hidden) string {
 	if !strings.Contains(frag, "=") {
 		return frag
 	}
-	return params(frag, false)
+	return params(frag, false, h)
 }
 
 // userinfo returns the authority auth with its user information, up to
 // its last "@" as url.Parse takes it, shown as ui says.
-func userinfo(auth string, ui Userinfo) string {
+func userinfo(auth string, ui Userinfo, h *hidden) string {
 	at := strings.LastIndexByte(auth, '@')
 	if at < 0 {
 		return auth
@@ -79,11 +118,11 @@ func userinfo(auth string, ui Userinfo) string {
 		return auth[at+1:]
 	case Password:
 		if colon := strings.IndexByte(auth[:at], ':'); colon >= 0 {
-			return auth[:colon+1] + Masked + auth[at:]
+			return auth[:colon+1] + h.mask(auth[colon+1:at]) + auth[at:]
 		}
 		return auth
 	}
-	return Masked + auth[at:]
+	return h.mask(auth[:at]) + auth[at:]
 }
 
 // Query replaces with xxxxx the value of each parameter of a raw query
@@ -97,22 +136,22 @@ func Query(raw string) string {
 	if raw == "" {
 		return ""
 	}
-	return params(raw, true)
+	return params(raw, true, nil)
 }
 
 // params replaces the values of the secret parameters (secretParam) of
 // raw, name=value pairs joined by "&", and the values that hold a secret
 // of their own (nestedSecret), and, with bare, each item without "="
 // whole.
-func params(raw string, bare bool) string {
+func params(raw string, bare bool, h *hidden) string {
 	items := strings.Split(raw, "&")
 	for i, item := range items {
 		if k, v, ok := strings.Cut(item, "="); ok {
 			if secretParam(k) || nestedSecret(v) {
-				items[i] = k + "=" + Masked
+				items[i] = k + "=" + h.mask(v)
 			}
 		} else if bare && item != "" {
-			items[i] = Masked
+			items[i] = h.mask(item)
 		}
 	}
 	return strings.Join(items, "&")
@@ -125,7 +164,7 @@ func params(raw string, bare bool) string {
 // /proxy/https%3A%2F%2Fx%2Fcb%3Ftoken%3Dt). Only escaped segments are
 // looked at for that: a path holds a query of its own only escaped, and
 // a segment such as id=42 reads as it is.
-func path(host, p string) string {
+func path(host, p string, h *hidden) string {
 	segs := strings.Split(p, "/")
 	first, last := -1, -1 // the first and last segments that are not empty
 	for i, seg := range segs {
@@ -145,9 +184,9 @@ func path(host, p string) string {
 		case hooksHost && i == last && i != first,
 			hook && hookSecret(seg),
 			strings.Contains(seg, "%") && nestedSecret(seg):
-			segs[i] = Masked
+			segs[i] = h.mask(seg)
 		case telegramBot.MatchString(seg):
-			segs[i] = "bot" + Masked
+			segs[i] = "bot" + h.mask(seg[len("bot"):])
 		}
 		hook = hook || hookSegments[strings.ToLower(seg)]
 	}

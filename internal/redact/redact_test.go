@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestURLs(t *testing.T) {
@@ -123,6 +125,19 @@ func TestURLPath(t *testing.T) {
 		} else if again := URL(got, Display); again != got {
 			t.Errorf("URL(%q, Display) = %q, then %q", tt.in, got, again)
 		}
+	}
+}
+
+// URLSecrets returns what URL hides, as it is and unescaped, and not
+// what it shows.
+func TestURLSecrets(t *testing.T) {
+	got := URLSecrets("https://u:p%40w@hooks.slack.com/services/T0/B0/hookTok3n?page=2&sort=name&access_token=a%2Fb&q=https%3A%2F%2Fx%3Fsig%3Ds#state=st1&expires_in=9")
+	want := []string{"u:p%40w", "hookTok3n", "a%2Fb", "https%3A%2F%2Fx%3Fsig%3Ds", "st1", "u:p@w", "a/b", "https://x?sig=s"}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("URLSecrets (-got +want):\n%s", diff)
+	}
+	if got := URLSecrets("https://h/x?page=2&sort=name"); len(got) != 0 {
+		t.Errorf("URLSecrets = %q, want none", got)
 	}
 }
 

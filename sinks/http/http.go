@@ -69,13 +69,14 @@
 //
 // The sink's errors are logged, and the engine stores them with the item,
 // where `syncd status` shows them; a target's response may echo a header or
-// the URL. So a URL in the sink's errors and logs has no userinfo and its
+// the URL. So a URL in the sink's errors and logs has no userinfo, its
 // query values read xxxxx but those of harmless names (page=, sort=,
-// ...), and any text the sink quotes in an error (the start of a
-// response body, a transport error) has each configured header value,
-// the credentials in it, and the URL's userinfo and query values
-// replaced with [redacted], and credentials named as such (password=,
-// Authorization: ...) xxxxx. Values shorter than 4 bytes are left alone.
+// ...), and so does a webhook's token in its path; and any text the
+// sink quotes in an error (the start of a response body, a transport
+// error) has each configured header value, the credentials in it, and
+// what the logs hide of the URL replaced with [redacted], and
+// credentials named as such (password=, Authorization: ...) xxxxx.
+// Values shorter than 4 bytes are left alone.
 package http
 
 import (

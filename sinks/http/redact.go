@@ -18,8 +18,11 @@ import (
 //     xxxxx (redact.Display);
 //   - every text the sink puts into an error, a response body or a
 //     transport error, has each configured header value, the credentials
-//     in it, and the URL's userinfo and query values replaced with
-//     [redacted] (redactor), and every URL in it shown as above.
+//     in it, and what a log hides of the URL (its userinfo, the query
+//     values but those of harmless names, a webhook's token in its path:
+//     redact.URLSecrets) replaced with [redacted] (redactor), and every
+//     URL in it shown as above. So a value the logs show (sort=name) is
+//     not hidden in a quoted body either.
 //
 // Values shorter than redact.MinSecret are left alone.
 
@@ -27,8 +30,9 @@ import (
 type redactor struct{ *redact.Secrets }
 
 // newRedactor collects the secrets of the configured URL and headers: the
-// header values (but Host's) and the credentials in them, the URL's
-// userinfo and query values, and their escaped forms.
+// header values (but Host's) and the credentials in them, what URL hides
+// of the URL (redact.URLSecrets) with its userinfo's parts, and their
+// escaped forms.
 func newRedactor(rawURL string, headers map[string]string) *redactor {
 	var secrets []string
 	for name, value := range headers {
@@ -47,17 +51,11 @@ func newRedactor(rawURL string, headers map[string]string) *redactor {
 			basic := base64.StdEncoding.EncodeToString([]byte(u.User.Username() + ":" + pw))
 			secrets = append(secrets, u.User.Username(), pw, u.User.String(), basic)
 		}
-		for _, vs := range u.Query() {
-			secrets = append(secrets, vs...)
-		}
-		for _, item := range strings.Split(u.RawQuery, "&") {
-			if _, v, ok := strings.Cut(item, "="); ok {
-				secrets = append(secrets, v)
-			} else {
-				secrets = append(secrets, item)
-			}
-		}
 	}
+	// Only what the logs hide too: a query value of a harmless name
+	// (page=2, sort=name) shows in the URL the sink logs, and hiding it
+	// in a quoted body would hide every word that happens to equal it.
+	secrets = append(secrets, redact.URLSecrets(rawURL)...)
 	return &redactor{redact.NewSecrets(secrets...)}
 }
 

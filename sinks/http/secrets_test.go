@@ -101,6 +101,35 @@ func TestSecretsNotShown(t *testing.T) {
 	}
 }
 
+// TestSecretsAsLogged: a quoted body loses what the logs hide of the
+// configured URL (a secret query value, a webhook's token in its path),
+// and keeps the values the logged URL shows (sort=, q=), which were
+// [redacted] wherever they appeared.
+func TestSecretsAsLogged(t *testing.T) {
+	const token, sorted, query = "HookTok3n-s3cret-0123456789", "created_at", "hello-world"
+	srv := newServer(t, func(w nethttp.ResponseWriter, r *nethttp.Request, _ func()) {
+		w.WriteHeader(nethttp.StatusBadRequest)
+		fmt.Fprintf(w, "no such hook %s (%s); rows sorted by %s, search %s", strings.TrimPrefix(r.URL.Path, "/hooks/"),
+			r.URL.Query().Get("key"), r.URL.Query().Get("sort"), r.URL.Query().Get("q"))
+	})
+	s, logs := newLoggedSink(t, httpsink.Config{URL: srv.URL + "/hooks/" + token + "?key=key-s3cret&sort=" + sorted + "&q=" + query})
+	err := s.Sync(t.Context(), sinks.Item{ID: "a", Fence: 1})
+	var se *httpsink.StatusError
+	if !errors.As(err, &se) {
+		t.Fatalf("Sync = %v, want a StatusError", err)
+	}
+	t.Log(err)
+	if want := "no such hook [redacted] ([redacted]); rows sorted by created_at, search hello-world"; se.Body != want {
+		t.Errorf("Body = %q, want %q", se.Body, want)
+	}
+	if want := `"url":"` + srv.URL + `/hooks/xxxxx?key=xxxxx&sort=created_at&q=hello-world"`; !strings.Contains(logs.String(), want) {
+		t.Errorf("the logs lack %s:\n%s", want, logs)
+	}
+	if strings.Contains(err.Error(), leak) || strings.Contains(logs.String(), leak) {
+		t.Errorf("a secret shows: %v\n%s", err, logs)
+	}
+}
+
 // TestTransportErrorHidesURL: net/http's *url.Error quotes the URL; the
 // sink's error does not show its userinfo or query values.
 func TestTransportErrorHidesURL(t *testing.T) {
