@@ -9,19 +9,20 @@ import (
 // MySQL's, MariaDB's, mongo's and sshpass's password (-phunter2 and
 // -p hunter2), but redis-cli's, psql's and ssh's port, mkdir's and cp's
 // switch (mkdir -p /var/x), and the start of find's -print and gcc's
-// -pthread. So a -p value is hidden only in a command of passwordFlags,
-// from its name to the end of the line or of the command (|, ;, &):
+// -pthread. So a -p value is hidden only in a command passwordCommand
+// names, from its name to the end of the line or of the command (|, ;, &):
 // hiding every -p value would garble those, and hiding only what cannot
 // be a port would show a numeric MySQL password (-p123456). Elsewhere
 // -p's value stays; --password's is hidden anywhere (flagRE).
 
-// passwordCommand finds the name of a command of passwordFlags, as a
-// word or at the end of a path (/usr/bin/mysql, C:\bin\mysql.exe), with a
-// blank after it.
+// passwordCommand finds the name of a command whose short flag takes a
+// password (MySQL's and MariaDB's clients, mongo's, sshpass, 7-Zip, RAR,
+// redis-cli and its forks), as a word or at the end of a path
+// (/usr/bin/mysql, C:\bin\mysql.exe), with a blank after it.
 var passwordCommand = regexp.MustCompile(`(?i)(?:^|[\s/\\'"(=` + "`" + `])(mysql[a-z]*|mariadb(?:-[a-z]+)?|mongo(?:sh|dump|restore|export|import|stat|top|files)?|sshpass|7z[ar]?|(?:un)?rar|(?:redis|valkey|keydb)-cli)(?:\.exe)?[ \t]`)
 
-// passwordFlags are the commands whose short flag takes a password, and
-// that flag: -p, but redis-cli's -a, whose -p is the port.
+// passwordFlags are the commands of passwordCommand whose password flag
+// is not -p: redis-cli's is -a, its -p is the port.
 var passwordFlags = map[string]byte{"redis-cli": 'a', "valkey-cli": 'a', "keydb-cli": 'a'}
 
 // optionsFirst are the commands whose options end at the first word
@@ -29,9 +30,9 @@ var passwordFlags = map[string]byte{"redis-cli": 'a', "valkey-cli": 'a', "keydb-
 // its port.
 var optionsFirst = map[string]bool{"sshpass": true}
 
-// commandFlags returns text with the value of each password flag of a
-// command of passwordFlags replaced with xxxxx: mysql -uroot -pxxxxx db,
-// redis-cli -p 6379 -a xxxxx.
+// commandFlags returns text with the value of the password flag of each
+// command passwordCommand finds replaced with xxxxx: mysql -uroot
+// -pxxxxx db, redis-cli -p 6379 -a xxxxx.
 func commandFlags(text string) string {
 	var out strings.Builder
 	done := 0 // text before it is in out
