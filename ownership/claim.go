@@ -286,7 +286,7 @@ func (m *Manager) keepWon(c *claim, items []store.ItemClaim) (bad []store.ItemCl
 			if c.pick {
 				c.ids = append(c.ids, r.ID)
 			}
-			if store.ValidateID(r.ID) != nil {
+			if store.ValidateID(r.ID) != nil || m.st.Keys().Shard(r.ID) != c.shard {
 				bad = append(bad, r)
 			} else {
 				c.won = append(c.won, r)

@@ -3,6 +3,7 @@ package ownership
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/syncd/syncd/store"
@@ -23,7 +24,9 @@ func shownID(id string) string {
 }
 
 // quarantineBadIDs quarantines the items c claimed whose ids are not
-// valid, with the reason as their error, and logs each once (the id
+// valid, or that are in another shard than their id's (planted there by
+// hand: a second copy of an item, whose claims would not exclude its
+// own), with the reason as their error, and logs each once (the id
 // shown, never raw). An item whose release finds the claim gone (a lost
 // reply that was not ours) is left to the claim that takes it next.
 func (m *Manager) quarantineBadIDs(c *claim, bad []store.ItemClaim) {
@@ -31,8 +34,16 @@ func (m *Manager) quarantineBadIDs(c *claim, bad []store.ItemClaim) {
 	for i, r := range bad {
 		reason := "invalid"
 		var ie *store.IDError
-		if errors.As(store.ValidateID(r.ID), &ie) {
+		err := store.ValidateID(r.ID)
+		switch {
+		case errors.As(err, &ie):
 			reason = ie.Reason
+		case err == nil:
+			home := m.st.Keys().Shard(r.ID)
+			reqs[i] = store.ReleaseRequest{ID: r.ID, Token: c.tok, Kind: store.ReleaseQuarantine,
+				Error: fmt.Sprintf("item in shard %d, where its id is not (its shard is %d): never synced here; "+
+					"remove it with syncd items remove --shard %d", c.shard, home, c.shard)}
+			continue
 		}
 		reqs[i] = store.ReleaseRequest{ID: r.ID, Token: c.tok, Kind: store.ReleaseQuarantine,
 			Error: "item id is not valid (" + reason + "): never synced; remove it with syncd items remove"}
@@ -51,7 +62,7 @@ func (m *Manager) quarantineBadIDs(c *claim, bad []store.ItemClaim) {
 		}
 		m.stats.DamagedIDs.Add(1)
 		m.log.Error().Str(keyID, shownID(bad[i].ID)).Int("id_bytes", len(bad[i].ID)).Int(keyShard, c.shard).
-			Str("reason", reqs[i].Error).Msg("item quarantined: its id, read back from redis, is not one syncd accepts")
+			Str("reason", reqs[i].Error).Msg("item quarantined: its id, read back from redis, is not one syncd accepts here")
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/redistest"
 	"github.com/syncd/syncd/tests/testutil"
 )
@@ -124,5 +125,78 @@ func TestPlantedIDsQuarantined(t *testing.T) {
 	}
 	if n, err := st.Remove(ctx, append(bad, named)...); err != nil || n != len(bad)+1 {
 		t.Errorf("Remove = %d, %v; want every planted item removed", n, err)
+	}
+}
+
+// An item planted in another shard than its id's is a second copy of
+// it, whose claims would not exclude the first's: the pick that finds
+// it quarantines it, saying where it belongs and how to remove it, and
+// only the copy in its own shard is synced. RemoveInShard removes it.
+// Before, both copies were claimed at once, by two workers.
+func TestPlantedInWrongShardQuarantined(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	ctx := t.Context()
+	st, err := store.Open(ctx, store.Config{Addrs: []string{srv.Addr()}, KeyPrefix: "ws", Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var logs testutil.Buffer
+	m, err := ownership.New(st, ownership.Config{TTL: time.Second, Logger: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const id = "customer-7"
+	home := st.Keys().Shard(id)
+	other := (home + 1) % 4
+	st.Add(ctx, id)
+	st.Client().ZAdd(ctx, st.Keys().Due(other), redis.Z{Score: 0, Member: id})
+
+	var got []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if len(got) > 0 && math.IsInf(st.Client().ZScore(ctx, st.Keys().Due(other), id).Val(), 1) {
+			break
+		}
+		for _, sh := range []int{home, other} {
+			res, err := m.ClaimPick(ctx, ownership.ClaimPickParams{Shard: sh, Workers: []int{0, 1}})
+			var hold *ownership.HoldError
+			if errors.As(err, &hold) {
+				time.Sleep(hold.For)
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range res.Leases {
+				if l.Shard() != home {
+					t.Errorf("lease of %s in shard %d; its shard is %d", l.ID(), l.Shard(), home)
+				}
+				got = append(got, l.ID())
+			}
+		}
+	}
+	if len(got) != 1 {
+		t.Errorf("leases for %q; want one, in shard %d", got, home)
+	}
+	if score := st.Client().ZScore(ctx, st.Keys().Due(other), id).Val(); !math.IsInf(score, 1) {
+		t.Errorf("the copy in shard %d: due score %v, want +inf (quarantined)", other, score)
+	}
+	want := fmt.Sprintf("item in shard %d, where its id is not (its shard is %d): never synced here; remove it with syncd items remove --shard %d", other, home, other)
+	if msg := st.Client().HGet(ctx, st.Keys().Errors(other), id).Val(); msg != want {
+		t.Errorf("error %q, want %q", msg, want)
+	}
+	if n := strings.Count(logs.String(), "is not one syncd accepts here"); n != 1 {
+		t.Errorf("%d log lines for the planted copy, want 1:\n%s", n, logs.String())
+	}
+	if n, err := st.RemoveInShard(ctx, other, id); err != nil || n != 1 {
+		t.Errorf("RemoveInShard = %d, %v; want 1", n, err)
+	}
+	if st.Client().Exists(ctx, st.Keys().Due(other)).Val() != 0 || st.Client().ZScore(ctx, st.Keys().Due(home), id).Err() != nil {
+		t.Errorf("after RemoveInShard: shard %d's due index is not empty, or the item left shard %d", other, home)
+	}
+	if _, err := st.RemoveInShard(ctx, 4, id); err == nil || !strings.Contains(err.Error(), "no shard 4 (the shards are 0 to 3)") {
+		t.Errorf("RemoveInShard(4) = %v; want no shard 4", err)
 	}
 }

@@ -44,16 +44,29 @@ func (s *Store) eachShard(ctx context.Context, what string, sc *redis.Script, id
 	}
 	total := 0
 	for sh, args := range g {
-		for len(args) > 0 {
-			chunk := args[:min(len(args), 1000)]
-			args = args[len(chunk):]
-			v, err := s.runScript(ctx, s.rdb, sc, keys(sh, chunk), chunk...)
-			if err != nil {
-				return total, fmt.Errorf("store: %s: %w", what, err)
-			}
-			n, _ := v.(int64)
-			total += int(n)
+		n, err := s.inChunks(ctx, what, sc, sh, args, keys)
+		total += n
+		if err != nil {
+			return total, err
 		}
+	}
+	return total, nil
+}
+
+// inChunks runs a script over args of shard sh, 1000 a call, and sums
+// the integer replies.
+func (s *Store) inChunks(ctx context.Context, what string, sc *redis.Script, sh int, args []any,
+	keys func(sh int, chunk []any) []string) (int, error) {
+	total := 0
+	for len(args) > 0 {
+		chunk := args[:min(len(args), 1000)]
+		args = args[len(chunk):]
+		v, err := s.runScript(ctx, s.rdb, sc, keys(sh, chunk), chunk...)
+		if err != nil {
+			return total, fmt.Errorf("store: %s: %w", what, err)
+		}
+		n, _ := v.(int64)
+		total += int(n)
 	}
 	return total, nil
 }
@@ -69,13 +82,34 @@ func (s *Store) Add(ctx context.Context, ids ...string) (int, error) {
 // to clean up an item planted under an id syncd would refuse to add
 // (claims quarantine such items).
 func (s *Store) Remove(ctx context.Context, ids ...string) (int, error) {
-	return s.eachShard(ctx, "remove", scriptRemove, ids, removable, func(sh int, chunk []any) []string {
-		keys := append(s.stateKeys(sh, nil), s.keys.Manual(sh), s.keys.Triggers(sh), s.keys.Again(sh))
-		for _, id := range chunk {
-			keys = append(keys, s.keys.ErrLog(sh, id.(string)))
+	return s.eachShard(ctx, "remove", scriptRemove, ids, removable, s.removeKeys)
+}
+
+// RemoveInShard removes items from shard whatever shard their ids are
+// of, as Remove does, and returns how many were present there: an item
+// planted in another shard than its id's (which claims quarantine) is
+// out of Remove's reach.
+func (s *Store) RemoveInShard(ctx context.Context, shard int, ids ...string) (int, error) {
+	if shard < 0 || shard >= s.keys.Shards() {
+		return 0, fmt.Errorf("store: remove: no shard %d (the shards are 0 to %d)", shard, s.keys.Shards()-1)
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		if err := removable(id); err != nil {
+			return 0, err
 		}
-		return keys
-	})
+		args[i] = id
+	}
+	return s.inChunks(ctx, "remove", scriptRemove, shard, args, s.removeKeys)
+}
+
+// removeKeys are remove.lua's keys for chunk, of shard sh.
+func (s *Store) removeKeys(sh int, chunk []any) []string {
+	keys := append(s.stateKeys(sh, nil), s.keys.Manual(sh), s.keys.Triggers(sh), s.keys.Again(sh))
+	for _, id := range chunk {
+		keys = append(keys, s.keys.ErrLog(sh, id.(string)))
+	}
+	return keys
 }
 
 // AddByHand adds items as Add does and marks them manual: a reconcile
