@@ -39,8 +39,11 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if verb == "list" && (len(ids) > 0 || *file != "") {
-		return usageErr("items list: takes no IDs and no --file")
+	if verb == "list" && len(ids) > 0 {
+		return f.unexpected(ids, "no arguments")
+	}
+	if verb == "list" && *file != "" {
+		return usageErr("--file: items list reads no IDs")
 	}
 	if verb != "list" {
 		if ids, err = itemIDs(verb, what, ids, *file); err != nil {
@@ -258,8 +261,11 @@ func cmdRelease(args []string, stdout, stderr io.Writer) error {
 	if !*force {
 		return usageErr("pass --force: this takes a claim away from its owner; a fenced sink rejects that owner's late writes")
 	}
-	if len(ids) != 1 {
-		return usageErr("give exactly one ID")
+	switch {
+	case len(ids) == 0:
+		return usageErr("no ID given: release takes exactly one")
+	case len(ids) > 1:
+		return f.unexpected(ids[1:], "exactly one ID")
 	}
 	ctx := context.Background()
 	st, err := adminStore(ctx, f)
@@ -285,7 +291,7 @@ func cmdRelease(args []string, stdout, stderr io.Writer) error {
 // cmdValidate prints the effective configuration, or every error.
 func cmdValidate(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("validate", stderr)
-	if _, err := f.parse(args); err != nil {
+	if err := f.parseNone(args); err != nil {
 		return err
 	}
 	// A file with problems still gives what loaded, so that the checks

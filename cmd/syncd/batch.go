@@ -23,7 +23,7 @@ func cmdBatch(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("batch", stderr)
 	report := f.fs.String("report", "", "write the report as JSON to this file")
 	maxDown := f.fs.Duration("max-unavailable", 10*time.Minute, "end the run when the target stayed unavailable (its breaker open) this long; 0: wait for ever")
-	if _, err := f.parse(args); err != nil {
+	if err := f.parseNone(args); err != nil {
 		return err
 	}
 	cfg, err := f.load()

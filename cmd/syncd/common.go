@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -53,6 +55,38 @@ func (f *flags) parse(args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// parseNone parses args for a command that takes flags only, and
+// refuses any other argument, naming it: one ignored could be a mistyped
+// flag or IDs meant for another command (an outside trial: status -c
+// config.yaml a b ran as if a and b were not there).
+func (f *flags) parseNone(args []string) error {
+	rest, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return f.unexpected(rest, "no arguments")
+	}
+	return nil
+}
+
+// unexpected is the usage error for the arguments rest, which the
+// command, which takes what, did not expect.
+func (f *flags) unexpected(rest []string, what string) error {
+	quoted := make([]string, len(rest))
+	for i, a := range rest {
+		quoted[i] = strconv.Quote(a)
+	}
+	noun := "argument"
+	if len(rest) > 1 {
+		noun = "arguments"
+	}
+	cmd := strings.TrimPrefix(f.fs.Name(), "syncd ")
+	hint := ""
+	f.fs.VisitAll(func(*flag.Flag) { hint = fmt.Sprintf(" (syncd %s -h lists its flags)", cmd) })
+	return usageErr("unexpected %s %s: %s takes %s%s", noun, strings.Join(quoted, ", "), cmd, what, hint)
 }
 
 func (f *flags) load() (*config.File, error) {

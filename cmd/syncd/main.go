@@ -21,6 +21,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -90,7 +91,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	cmds := map[string]func([]string, io.Writer, io.Writer) error{
 		"run": cmdRun, "batch": cmdBatch, "status": cmdStatus, "items": cmdItems,
 		"requeue": cmdRequeue, "trigger": cmdTrigger, "release": cmdRelease, "validate": cmdValidate, "ui": cmdUI,
-		"version": func([]string, io.Writer, io.Writer) error { fmt.Fprintln(stdout, "syncd", version); return nil },
+		"version": cmdVersion,
 	}
 	switch args[0] {
 	case "-h", "--help", "help":
@@ -115,6 +116,17 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "syncd %s: %s\n", args[0], cliText(err))
 	return exitFailed
+}
+
+// cmdVersion prints the version.
+func cmdVersion(args []string, stdout, stderr io.Writer) error {
+	f := &flags{fs: flag.NewFlagSet("syncd version", flag.ContinueOnError)}
+	f.fs.SetOutput(stderr)
+	if err := f.parseNone(args); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "syncd", version)
+	return nil
 }
 
 // pkgNames are the package names syncd's errors start each wrapped part

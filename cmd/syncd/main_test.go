@@ -104,7 +104,18 @@ func TestRunMain(t *testing.T) {
 		{[]string{"run", "--nope"}, exitUsage, "", "flag provided but not defined"},
 		{[]string{"help"}, exitOK, "syncd ui ", ""},
 		{[]string{"ui", "-c", bad}, exitUsage, "", "bad.yaml:2: engine.workerz: unknown key"},
-		{[]string{"ui", "-c", bad, "extra"}, exitUsage, "", "ui takes only -c and --listen"},
+		// Arguments a command does not take are refused, named, before
+		// anything else (an outside trial: status, validate and run ran
+		// as if they were not there).
+		{[]string{"ui", "-c", bad, "extra"}, exitUsage, "", `syncd ui: unexpected argument "extra": ui takes no arguments (syncd ui -h lists its flags)`},
+		{[]string{"status", "-c", bad, "a", "b"}, exitUsage, "", `syncd status: unexpected arguments "a", "b": status takes no arguments`},
+		{[]string{"validate", "-c", bad, "extra"}, exitUsage, "", `syncd validate: unexpected argument "extra": validate takes no arguments`},
+		{[]string{"run", "x", "-c", bad}, exitUsage, "", `syncd run: unexpected argument "x": run takes no arguments`},
+		{[]string{"batch", "-c", bad, "--", "-x"}, exitUsage, "", `syncd batch: unexpected argument "-x": batch takes no arguments`},
+		{[]string{"items", "list", "-c", bad, "x"}, exitUsage, "", `syncd items: unexpected argument "x": items list takes no arguments`},
+		{[]string{"items", "reconcile", "-c", bad, "x"}, exitUsage, "", `syncd items: unexpected argument "x": items reconcile takes no arguments`},
+		{[]string{"version", "x"}, exitUsage, "", "syncd version: unexpected argument \"x\": version takes no arguments\n"},
+		{[]string{"release", "-c", bad, "--force", "a", "b"}, exitUsage, "", `syncd release: unexpected argument "b": release takes exactly one ID`},
 	}
 	for _, tt := range tests {
 		var out, errb bytes.Buffer

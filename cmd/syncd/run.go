@@ -22,7 +22,7 @@ import (
 // claims back; a second one exits at once.
 func cmdRun(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("run", stderr)
-	if _, err := f.parse(args); err != nil {
+	if err := f.parseNone(args); err != nil {
 		return err
 	}
 	cfg, err := f.load()

@@ -101,12 +101,8 @@ func runItemsCommand(ctx context.Context, argv []string, timeout time.Duration) 
 func cmdReconcile(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("items reconcile", stderr)
 	force := f.fs.Bool("force", false, "remove what the sources no longer hold even past items.max_removal, or when a source failed or gave nothing")
-	rest, err := f.parse(args)
-	if err != nil {
+	if err := f.parseNone(args); err != nil {
 		return err
-	}
-	if len(rest) > 0 {
-		return usageErr("items reconcile: takes no IDs")
 	}
 	cfg, err := f.load()
 	if err != nil {

@@ -176,7 +176,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	f.fs.StringVar(&o.query.State, "state", "", "show only items in this state: due, in_flight, backing_off, quarantined or waiting")
 	f.fs.StringVar(&o.query.Prefix, "prefix", "", "show only items whose ID starts with this")
 	f.fs.Var(&watch, "watch", "redraw every 2s (--watch=5s: every 5s) until Ctrl-C")
-	if _, err := f.parse(args); err != nil {
+	if err := f.parseNone(args); err != nil {
 		return err
 	}
 	if o.limit < 0 {

@@ -26,12 +26,8 @@ const uiListenDefault = "127.0.0.1:8089"
 func cmdUI(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("ui", stderr)
 	listen := f.fs.String("listen", uiListenDefault, "address to serve the page and the API on (host:port)")
-	rest, err := f.parse(args)
-	if err != nil {
+	if err := f.parseNone(args); err != nil {
 		return err
-	}
-	if len(rest) > 0 {
-		return usageErr("unexpected arguments %q: ui takes only -c and --listen", rest)
 	}
 	cfg, err := f.load()
 	if err != nil {
