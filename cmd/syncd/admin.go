@@ -108,7 +108,7 @@ func itemIDs(verb, what string, args []string, file string) ([]string, error) {
 		ids = unique(append(ids, more...))
 	}
 	if len(ids) == 0 {
-		return nil, usageErr("items %s: no IDs given (arguments or --file)", verb)
+		return nil, usageErr("no IDs given (arguments or --file)")
 	}
 	return ids, nil
 }
@@ -223,13 +223,13 @@ func warnEmbedded(st *store.Store, w io.Writer) {
 
 // idArgs parses a command's flags and returns its ID arguments, at least
 // one, every one valid (else every bad one, and nothing is changed).
-func idArgs(f *flags, args []string, cmd, what string) ([]string, error) {
+func idArgs(f *flags, args []string, what string) ([]string, error) {
 	ids, err := f.parse(args)
 	if err != nil {
 		return nil, err
 	}
 	if len(ids) == 0 {
-		return nil, usageErr("%s: no IDs given", cmd)
+		return nil, usageErr("no IDs given")
 	}
 	return checkIDs(ids, store.ValidateID, what)
 }
@@ -237,7 +237,7 @@ func idArgs(f *flags, args []string, cmd, what string) ([]string, error) {
 // cmdRequeue makes items due now and clears their failures.
 func cmdRequeue(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("requeue", stderr)
-	ids, err := idArgs(f, args, "requeue", "requeued")
+	ids, err := idArgs(f, args, "requeued")
 	if err != nil {
 		return err
 	}

@@ -110,11 +110,11 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintf(stderr, "syncd %s: %s\n", args[0], cliText(ee.err))
+			fmt.Fprintf(stderr, "syncd %s: %s\n", args[0], cliText(ee.err, args[0]))
 		}
 		return ee.code
 	}
-	fmt.Fprintf(stderr, "syncd %s: %s\n", args[0], cliText(err))
+	fmt.Fprintf(stderr, "syncd %s: %s\n", args[0], cliText(err, args[0]))
 	return exitFailed
 }
 
@@ -133,15 +133,18 @@ func cmdVersion(args []string, stdout, stderr io.Writer) error {
 // with, as Go libraries do ("store: ..."); cliText drops them.
 var pkgNames = map[string]bool{"store": true, "ownership": true, "engine": true, "sinks": true}
 
-// cliText is err's text for an operator: without the package names that
-// start its wrapped parts ("redis.addrs: store: connect to ..." reads
-// "redis.addrs: connect to ..."), which say where in the code an error
-// came from, not what it means (an operator's trial). A part is what
-// lies between ": " separators; a quoted id or value that holds one
-// keeps its quote mark, so it is never dropped, and neither is a file's
-// name (syncd status -c store: an outside trial read "no such file or
+// cliText is err's text for an operator of the command cmd: without the
+// package names that start its wrapped parts ("redis.addrs: store:
+// connect to ..." reads "redis.addrs: connect to ..."), which say where
+// in the code an error came from, not what it means (an operator's
+// trial), and without the part after such a name that only repeats
+// cmd's own ("syncd trigger: nothing triggered: store: trigger: reason:
+// ..." read trigger twice: an outside trial). A part is what lies
+// between ": " separators; a quoted id or value that holds one keeps its
+// quote mark, so it is never dropped, and neither is a file's name
+// (syncd status -c store: an outside trial read "no such file or
 // directory" without it).
-func cliText(err error) string {
+func cliText(err error, cmd string) string {
 	var pe *fs.PathError
 	path := ""
 	if errors.As(err, &pe) {
@@ -149,10 +152,22 @@ func cliText(err error) string {
 	}
 	parts := strings.Split(err.Error(), ": ")
 	kept := parts[:0]
+	dropped := false
 	for i, p := range parts {
-		if !pkgNames[p] || i == len(parts)-1 || p == path {
-			kept = append(kept, p)
+		last := i == len(parts)-1
+		switch {
+		case p == path || last:
+			dropped = false
+		case pkgNames[p]:
+			dropped = true
+			continue
+		case dropped && p == cmd:
+			dropped = false
+			continue
+		default:
+			dropped = false
 		}
+		kept = append(kept, p)
 	}
 	return strings.Join(kept, ": ")
 }

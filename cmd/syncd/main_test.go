@@ -167,19 +167,28 @@ func TestReadIDsStripsByteOrderMark(t *testing.T) {
 }
 
 // Errors reach an operator without the package names that start their
-// wrapped parts; a quoted value keeps what it holds, and a message that
-// is only a name stays.
+// wrapped parts, nor the command's own name after one; a quoted value
+// keeps what it holds, and a message that is only a name stays.
 func TestCLIText(t *testing.T) {
-	for in, want := range map[string]string{
-		`store: connect to 127.0.0.1:1: dial tcp: refused`:               `connect to 127.0.0.1:1: dial tcp: refused`,
-		`a.yaml:2: redis.addrs: store: connect: refused`:                 `a.yaml:2: redis.addrs: connect: refused`,
-		`ownership: lock "store: x": store: unlock: engine: sinks: boom`: `lock "store: x": unlock: boom`,
-		`store`:             `store`,
-		`restore: failed`:   `restore: failed`,
-		`engine: store: 42`: `42`,
+	for _, tt := range []struct{ cmd, in, want string }{
+		{"status", `store: connect to 127.0.0.1:1: dial tcp: refused`, `connect to 127.0.0.1:1: dial tcp: refused`},
+		{"status", `a.yaml:2: redis.addrs: store: connect: refused`, `a.yaml:2: redis.addrs: connect: refused`},
+		{"status", `ownership: lock "store: x": store: unlock: engine: sinks: boom`, `lock "store: x": unlock: boom`},
+		{"status", `store`, `store`},
+		{"status", `restore: failed`, `restore: failed`},
+		{"status", `engine: store: 42`, `42`},
+		// The library's name for the call the command made says the
+		// command's name again (an outside trial).
+		{"trigger", `nothing triggered: store: trigger: reason: 300 bytes long`, `nothing triggered: reason: 300 bytes long`},
+		{"trigger", `store: trigger: shard 2: NOPERM no`, `shard 2: NOPERM no`},
+		{"requeue", `store: requeue: NOPERM no`, `NOPERM no`},
+		{"requeue", `store: unknown: NOPERM no`, `unknown: NOPERM no`},
+		{"items", `store: add: NOPERM no`, `add: NOPERM no`},
+		{"trigger", `trigger: reason`, `trigger: reason`},
+		{"trigger", `store: trigger`, `trigger`},
 	} {
-		if got := cliText(errors.New(in)); got != want {
-			t.Errorf("cliText(%q) = %q, want %q", in, got, want)
+		if got := cliText(errors.New(tt.in), tt.cmd); got != tt.want {
+			t.Errorf("cliText(%q, %q) = %q, want %q", tt.in, tt.cmd, got, tt.want)
 		}
 	}
 	// A file named as a package keeps its name (an outside trial read

@@ -15,7 +15,7 @@ func cmdTrigger(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("trigger", stderr)
 	reason := f.fs.String("reason", "", "why, recorded with the trigger (at most 256 bytes)")
 	add := f.fs.Bool("add", false, "add IDs that are not in the item set instead of failing on them")
-	ids, err := idArgs(f, args, "trigger", "triggered")
+	ids, err := idArgs(f, args, "triggered")
 	if err != nil {
 		return err
 	}

@@ -65,20 +65,44 @@ func TestTriggerCommand(t *testing.T) {
 		t.Errorf("in the item set: %q", in)
 	}
 
-	for _, args := range [][]string{
-		{"x", "bad\x01"},
-		{"x", "--reason", "line\nbreak"},
-		{"x", "--reason", strings.Repeat("r", 300)},
+	// Each says what is wrong once: the reason's said "nothing
+	// triggered: trigger: reason:" (an outside trial).
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"x", "bad\x01"}, `syncd trigger: nothing triggered: invalid item id "bad\x01": control character U+0001 at byte 3` + "\n"},
+		{[]string{"x", "--reason", "line\nbreak"}, "syncd trigger: nothing triggered: reason: control or format character U+000A at byte 4\n"},
+		{[]string{"x", "--reason", strings.Repeat("r", 300)}, "syncd trigger: nothing triggered: reason: 300 bytes long, the limit is 256\n"},
 	} {
-		code, out, errb := syncd(append([]string{"trigger", "-c", cfg, "--add"}, args...)...)
-		if code != exitUsage || out != "" || !strings.Contains(errb, "nothing triggered") {
-			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d, nothing triggered", args, code, out, errb, exitUsage)
+		code, out, errb := syncd(append([]string{"trigger", "-c", cfg, "--add"}, tt.args...)...)
+		if code != exitUsage || out != "" || errb != tt.want {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d, %q", tt.args, code, out, errb, exitUsage, tt.want)
 		}
 	}
 	if in := itemSet(t, st, "x"); in != nil {
 		t.Errorf("a refused trigger added %q", in)
 	}
-	if code, _, errb := syncd("trigger", "-c", cfg); code != exitUsage || !strings.Contains(errb, "no IDs") {
+	if code, _, errb := syncd("trigger", "-c", cfg); code != exitUsage || errb != "syncd trigger: no IDs given\n" {
 		t.Errorf("no IDs: exit %d, %q", code, errb)
+	}
+}
+
+// requeue and items add and remove without IDs say so once: they said
+// "syncd requeue: requeue: no IDs given" (an outside trial).
+func TestNoIDsSaidOnce(t *testing.T) {
+	cfg, _ := adminConfig(t, "noids")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"requeue"}, "syncd requeue: no IDs given\n"},
+		{[]string{"items", "add"}, "syncd items: no IDs given (arguments or --file)\n"},
+		{[]string{"items", "remove"}, "syncd items: no IDs given (arguments or --file)\n"},
+		{[]string{"release", "--force"}, "syncd release: no ID given: release takes exactly one\n"},
+	} {
+		if code, out, errb := syncd(append(tt.args, "-c", cfg)...); code != exitUsage || out != "" || errb != tt.want {
+			t.Errorf("syncd %q: exit %d, stdout %q, stderr %q; want %d, %q", tt.args, code, out, errb, exitUsage, tt.want)
+		}
 	}
 }
