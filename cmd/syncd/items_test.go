@@ -52,14 +52,14 @@ func TestItemsFileAllOrNothing(t *testing.T) {
 	}{
 		{"a bad line in the middle", "a\nb\n\x01bad\nc\n",
 			"syncd items: nothing added: ids.txt has 1 invalid line:\n" +
-				`ids.txt:3: invalid item id "\x01bad": control character U+0001 at byte 0` + "\n"},
+				`syncd items: ids.txt:3: invalid item id "\x01bad": control character U+0001 at byte 0` + "\n"},
 		{"a 600-byte line", "a\n" + long + "\nb\n",
 			"syncd items: nothing added: ids.txt has 1 invalid line:\n" +
-				`ids.txt:2: invalid item id "` + long[:64] + `...": 600 bytes long, the limit is 512` + "\n"},
+				`syncd items: ids.txt:2: invalid item id "` + long[:64] + `...": 600 bytes long, the limit is 512` + "\n"},
 		{"a line over 1 MiB and a bad one", "a\n" + strings.Repeat("y", 2<<20) + "\nb\n\x02\n",
 			"syncd items: nothing added: ids.txt has 2 invalid lines:\n" +
-				"ids.txt:2: line of 2097152 bytes, longer than any item id\n" +
-				`ids.txt:4: invalid item id "\x02": control character U+0002 at byte 0` + "\n"},
+				"syncd items: ids.txt:2: line of 2097152 bytes, longer than any item id\n" +
+				`syncd items: ids.txt:4: invalid item id "\x02": control character U+0002 at byte 0` + "\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,7 +104,7 @@ func TestItemsFileStdinAndCRLF(t *testing.T) {
 	stdin = strings.NewReader("s4\n\x7f\n")
 	code, _, stderr = syncd("items", "add", "-c", cfg, "--file", "-")
 	want := "syncd items: nothing added: stdin has 1 invalid line:\n" +
-		`stdin:2: invalid item id "\x7f": control character U+007F at byte 0` + "\n"
+		`syncd items: stdin:2: invalid item id "\x7f": control character U+007F at byte 0` + "\n"
 	if code != exitUsage || stderr != want {
 		t.Errorf("items add --file - of a bad line: exit %d, %q; want %d, %q", code, stderr, exitUsage, want)
 	}
@@ -133,7 +133,7 @@ func TestRequeueRemoveNameUnknownIDs(t *testing.T) {
 		{[]string{"requeue", "a", "b"}, exitOK, "2 of 2 items requeued\n", ""},
 		{[]string{"requeue", "a", "bad\x01", "x\x1b"}, exitUsage, "",
 			"syncd requeue: nothing requeued: " + `invalid item id "bad\x01": control character U+0001 at byte 3` + "\n" +
-				`invalid item id "x\x1b": control character U+001B at byte 1` + "\n"},
+				`syncd requeue: invalid item id "x\x1b": control character U+001B at byte 1` + "\n"},
 		{[]string{"items", "remove", "b", "ghost", "", "\x1b[31m"}, exitFailed, "1 of 4 items removed\n",
 			`syncd items: 3 unknown ids (not in the item set): ghost, "", \x1b[31m` + "\n"},
 		{[]string{"items", "remove", "c"}, exitOK, "1 of 1 item removed\n", ""},

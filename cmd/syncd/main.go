@@ -110,12 +110,29 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintf(stderr, "syncd %s: %s\n", args[0], cliText(ee.err, args[0]))
+			printErr(stderr, args[0], ee.err)
 		}
 		return ee.code
 	}
-	fmt.Fprintf(stderr, "syncd %s: %s\n", args[0], cliText(err, args[0]))
+	printErr(stderr, args[0], err)
 	return exitFailed
+}
+
+// printErr writes err for an operator of the command cmd (cliText), each
+// of its lines after "syncd <cmd>: ". A joined error (errors.Join) has a
+// line per error, and every one says which command it is from, as git
+// prefixes each line of a hint with "hint: ": a grep for "syncd trigger:"
+// finds them all, and so does a reader of a journal that keeps each line
+// as an entry of its own. Before, only the first line had it (an outside
+// trial).
+func printErr(w io.Writer, cmd string, err error) {
+	for _, line := range strings.Split(cliText(err, cmd), "\n") {
+		if line == "" {
+			fmt.Fprintf(w, "syncd %s:\n", cmd)
+			continue
+		}
+		fmt.Fprintf(w, "syncd %s: %s\n", cmd, line)
+	}
 }
 
 // cmdVersion prints the version.
@@ -139,18 +156,28 @@ var pkgNames = map[string]bool{"store": true, "ownership": true, "engine": true,
 // in the code an error came from, not what it means (an operator's
 // trial), and without the part after such a name that only repeats
 // cmd's own ("syncd trigger: nothing triggered: store: trigger: reason:
-// ..." read trigger twice: an outside trial). A part is what lies
-// between ": " separators; a quoted id or value that holds one keeps its
-// quote mark, so it is never dropped, and neither is a file's name
-// (syncd status -c store: an outside trial read "no such file or
-// directory" without it).
+// ..." read trigger twice: an outside trial). Each line of a joined
+// error is read on its own. A part is what lies between ": " separators;
+// a quoted id or value that holds one keeps its quote mark, so it is
+// never dropped, and neither is a file's name (syncd status -c store: an
+// outside trial read "no such file or directory" without it).
 func cliText(err error, cmd string) string {
 	var pe *fs.PathError
 	path := ""
 	if errors.As(err, &pe) {
 		path = pe.Path
 	}
-	parts := strings.Split(err.Error(), ": ")
+	lines := strings.Split(strings.TrimRight(err.Error(), "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = cliLine(l, path, cmd)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cliLine is one line of cliText: line without package names, or the
+// part after one that is cmd, but for path.
+func cliLine(line, path, cmd string) string {
+	parts := strings.Split(line, ": ")
 	kept := parts[:0]
 	dropped := false
 	for i, p := range parts {

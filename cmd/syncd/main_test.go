@@ -186,6 +186,9 @@ func TestCLIText(t *testing.T) {
 		{"items", `store: add: NOPERM no`, `add: NOPERM no`},
 		{"trigger", `trigger: reason`, `trigger: reason`},
 		{"trigger", `store: trigger`, `trigger`},
+		// Each line of a joined error is read on its own.
+		{"trigger", "nothing triggered: store: trigger: ids: 10001 given\nstore: trigger: reason: too long", "nothing triggered: ids: 10001 given\nreason: too long"},
+		{"requeue", "a: store: x\n\nstore: b\n", "a: x\n\nb"},
 	} {
 		if got := cliText(errors.New(tt.in), tt.cmd); got != tt.want {
 			t.Errorf("cliText(%q, %q) = %q, want %q", tt.in, tt.cmd, got, tt.want)
@@ -196,5 +199,17 @@ func TestCLIText(t *testing.T) {
 	t.Chdir(t.TempDir())
 	if code, _, errb := syncd("status", "-c", "store"); code != exitUsage || errb != "syncd status: store: no such file or directory\n" {
 		t.Errorf("status -c store: exit %d, stderr %q", code, errb)
+	}
+}
+
+// Every line of an error names the command, as git's hints each start
+// "hint: ": a grep for "syncd requeue:" finds them all. Before, the lines
+// after the first of a joined error had nothing (an outside trial).
+func TestPrintErrEveryLine(t *testing.T) {
+	var b bytes.Buffer
+	printErr(&b, "requeue", errors.Join(errors.New("nothing requeued: store: a"), errors.New("b\n\nc"), errors.New("store: requeue: d")))
+	want := "syncd requeue: nothing requeued: a\nsyncd requeue: b\nsyncd requeue:\nsyncd requeue: c\nsyncd requeue: d\n"
+	if got := b.String(); got != want {
+		t.Errorf("printErr wrote\n%s\nwant\n%s", got, want)
 	}
 }

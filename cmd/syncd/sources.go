@@ -128,7 +128,7 @@ func cmdReconcile(args []string, stdout, stderr io.Writer) error {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%w; try again in a moment", err)}
 	}
 	if res.SourceErr != nil {
-		fmt.Fprintf(stderr, "syncd items reconcile: a source failed: %v\n", res.SourceErr)
+		printErr(stderr, "items reconcile", fmt.Errorf("a source failed: %w", res.SourceErr))
 	}
 	fmt.Fprintf(stdout, "%d items in the sources, %d were in the set: %d added, %d removed, %d kept (added by hand); %v\n",
 		res.Desired, res.Current, res.Added, res.Removed, res.KeptManual, res.Elapsed.Round(time.Millisecond))

@@ -42,7 +42,7 @@ func TestTriggerCommand(t *testing.T) {
 		t.Errorf("exit %d, stdout %q; want %d and 1 of 4", code, out, exitFailed)
 	}
 	want := "syncd trigger: 2 unknown ids (not in the item set; --add adds them): nope, nope2\n" +
-		"1 quarantined id not triggered (syncd requeue brings it back): q\n"
+		"syncd trigger: 1 quarantined id not triggered (syncd requeue brings it back): q\n"
 	if diff := cmp.Diff(errb, want); diff != "" {
 		t.Errorf("stderr (-got +want):\n%s", diff)
 	}
