@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/syncd/syncd/cmd/syncd/internal/api"
 	"github.com/syncd/syncd/engine"
 )
 
@@ -82,7 +83,7 @@ func writeSummary(w io.Writer, r *engine.Report) {
 	fmt.Fprintf(tw, "quarantined\t%d\t%s\n", r.Quarantined, strings.Join(ids, " "))
 	fmt.Fprintf(tw, "not synced\t%d\n", r.Unsynced)
 	if r.GaveUp != "" {
-		fmt.Fprintf(tw, "gave up\t%s\n", shown(r.GaveUp, 500))
+		fmt.Fprintf(tw, "gave up\t%s\n", shown(api.TargetError(r.GaveUp), 500))
 	}
 	if r.TargetUnavailable > 0 {
 		fmt.Fprintf(tw, "target unavailable\t%v\t(breaker open: no sync started, none counted)\n", r.TargetUnavailable.Round(time.Millisecond))

@@ -97,7 +97,7 @@ func targetOf(ts store.TargetState) targetSummary {
 	s := targetSummary{State: "up", Since: at(ts.Since), Opens: ts.Opens, Closes: ts.Closes,
 		Suspects: ts.Suspects, InFlight: ts.InFlight}
 	if ts.Open {
-		s.State, s.NextProbe, s.LastError = "unavailable", at(ts.Next), ts.Reason
+		s.State, s.NextProbe, s.LastError = "unavailable", at(ts.Next), api.TargetError(ts.Reason)
 		s.For = (time.Duration(max(ts.Now-ts.Since, 0)) * time.Millisecond).Round(time.Second).String()
 	}
 	return s

@@ -108,3 +108,46 @@ func TestStatusSaysClaimsWait(t *testing.T) {
 		t.Errorf("status --json: %d shards held off for %d ms; want 1 for about 20000", s.HeldOffShards, s.HeldOffLeftMs)
 	}
 }
+
+// status shows an item's last error and the target's without the sink's
+// name, and the item's without its own id, which its row names: an
+// outside trial read "exec:" and "http:" as syncd's internals. The
+// target's keeps the item whose sync it was.
+func TestStatusErrorsWithoutSinkName(t *testing.T) {
+	cfg, st := adminConfig(t, "sinkname")
+	ctx := context.Background()
+	st.Add(ctx, "a")
+	sh := st.Keys().Shard("a")
+	if _, err := st.MarkEpoch(ctx, sh, 0); err != nil {
+		t.Fatal(err)
+	}
+	rec := &store.Record{Version: store.RecordVersion, Token: store.NewToken(), State: store.StateSyncing,
+		Owner: store.Owner{Host: "h", PID: 1, Run: "r"}}
+	if res, err := st.ClaimIDs(ctx, store.ClaimIDsParams{Shard: sh, IDs: []string{"a"}, Records: []*store.Record{rec}, TTL: time.Minute}); err != nil || res.Items[0].Code != store.ClaimOK {
+		t.Fatalf("claim: %+v, %v", res, err)
+	}
+	if _, err := st.Release(ctx, sh, []store.ReleaseRequest{{ID: "a", Token: rec.Token, Kind: store.ReleaseFailed,
+		Delay: time.Hour, Error: `exec: item "a": exit status 3; stderr: "boom"`}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.TargetReport(ctx, store.ReportParams{Outcome: store.TargetFailed, RetryAfter: 30 * time.Second,
+		ProbeEvery: time.Second, Reason: `http: item "a": target unavailable: status 503`}); err != nil {
+		t.Fatal(err)
+	}
+	out := statusOut(t, cfg)
+	if !strings.Contains(out, "  exit status 3; stderr: \"boom\"\n") || !strings.HasSuffix(out, `: item "a": target unavailable: status 503`+"\n") ||
+		strings.Contains(out, "exec:") || strings.Contains(out, "http:") {
+		t.Errorf("status:\n%s", out)
+	}
+	var got struct {
+		Summary summary
+		Items   []itemRow
+	}
+	if err := json.Unmarshal([]byte(statusOut(t, cfg, "--json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Items) != 1 || got.Items[0].LastError != `exit status 3; stderr: "boom"` ||
+		got.Summary.Target.LastError != `item "a": target unavailable: status 503` {
+		t.Errorf("status --json: items %+v, target %+v", got.Items, got.Summary.Target)
+	}
+}

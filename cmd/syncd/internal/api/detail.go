@@ -32,7 +32,7 @@ func (a *api) item(w http.ResponseWriter, r *http.Request) {
 	out := ItemDetail{Item: ItemOf(d.ItemState, d.Now), LeaseLeftMs: d.LeaseLeft.Milliseconds(),
 		Quarantined: d.Quarantined, Errors: make([]ErrorEntry, len(d.Errors))}
 	for i, e := range d.Errors {
-		out.Errors[i] = ErrorEntry{AtMs: e.At, Error: e.Error, Fence: e.Fence}
+		out.Errors[i] = ErrorEntry{AtMs: e.At, Error: ItemError(d.ID, e.Error), Fence: e.Fence}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -26,7 +26,7 @@ func targetOf(ts store.TargetState, limit int) *Target {
 	t := &Target{State: "closed", SinceMs: ts.Since, PermitsInUse: ts.InFlight, Limit: limit, Opens: ts.Opens,
 		Closes: ts.Closes, Suspects: ts.Suspects}
 	if ts.Open {
-		t.State, t.NextProbeMs, t.LastError = "open", ts.Next, ts.Reason
+		t.State, t.NextProbeMs, t.LastError = "open", ts.Next, TargetError(ts.Reason)
 		if ts.Now >= ts.Next {
 			t.State = "half_open"
 		}
@@ -148,7 +148,7 @@ type Item struct {
 // ItemOf makes an item's API form from what the store read at now.
 func ItemOf(it store.ItemState, now int64) Item {
 	out := Item{ID: it.ID, State: it.State, DueMs: it.Due, Fence: it.Fence, Attempts: it.Attempts,
-		LastError: it.Error, Manual: it.Manual}
+		LastError: ItemError(it.ID, it.Error), Manual: it.Manual}
 	if out.State == "" {
 		out.State = it.StateAt(now)
 	}

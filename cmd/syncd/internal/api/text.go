@@ -77,3 +77,53 @@ func IDList(ids []string) string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// sinkNames are the names of syncd's sink packages, which start the text
+// of every error a sink returns: "exec: item \"a\": exit status 3".
+var sinkNames = []string{"exec", "http", "file", "log"}
+
+// ItemError is the error an item's sync failed with, as status, the API
+// and the web page show it in the item's row or detail: without the
+// sink's name and the item's own id that start it ("exec: item \"a\":
+// exit status 3" reads "exit status 3" for a), there or after the
+// engine's words. A deployment has one sink, so its name tells nothing
+// the configuration does not, as the package names cmd/syncd leaves out
+// of its own errors (an outside trial read "exec:" and "http:" as
+// syncd's internals); what a sink's error holds after them stays.
+func ItemError(id, text string) string {
+	return TargetError(dropSinkName(text, "item "+strconv.Quote(id)+": ", true))
+}
+
+// TargetError is the target's last error, as status, the API and the web
+// page show it: without the sink's name (see ItemError), but with the
+// item whose sync it was.
+func TargetError(text string) string {
+	return dropSinkName(text, `item "`, false)
+}
+
+// dropSinkName removes "<sink>: " from text where it starts a part
+// (text's start, or after ": ") followed by next; with withNext, next
+// goes too.
+func dropSinkName(text, next string, withNext bool) string {
+	for _, name := range sinkNames {
+		prefix := name + ": " + next
+		for i := 0; i+len(prefix) <= len(text); {
+			j := strings.Index(text[i:], prefix)
+			if j < 0 {
+				break
+			}
+			j += i
+			if j > 0 && !strings.HasSuffix(text[:j], ": ") {
+				i = j + 1
+				continue
+			}
+			cut := len(name) + 2
+			if withNext {
+				cut = len(prefix)
+			}
+			text = text[:j] + text[j+cut:]
+			i = j
+		}
+	}
+	return text
+}
