@@ -107,8 +107,10 @@ func readRegular(path string, max int64, check func(fs.FileMode) error) ([]byte,
 	switch {
 	case err != nil:
 		return nil, err
+	case fi.IsDir():
+		return nil, errors.New("is a directory") // as reading one says
 	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+		return nil, fmt.Errorf("not a regular file: %s", fileKind(fi.Mode()))
 	case fi.Size() > max:
 		return nil, fmt.Errorf("%d bytes, more than the %d read", fi.Size(), max)
 	}
@@ -122,6 +124,22 @@ func readRegular(path string, max int64, check func(fs.FileMode) error) ([]byte,
 		err = fmt.Errorf("more than the %d bytes read", max)
 	}
 	return b, err
+}
+
+// fileKind names what a file that is not a regular one is, in words: an
+// outside trial read a directory's "(d---------)".
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return "a special file"
 }
 
 func (r *reader) bad(err error, field, format string, args ...any) {

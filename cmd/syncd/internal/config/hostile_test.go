@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,5 +111,39 @@ func TestLoadBounded(t *testing.T) {
 		if diff := cmp.Diff(errLines(err), want); diff != "" {
 			t.Errorf("Load(%q) errors (-got +want):\n%s", path, diff)
 		}
+	}
+}
+
+// A file the config names that is no regular file says what it is: a
+// directory said "not a regular file (d---------)" (an outside trial).
+func TestReadRegularSaysWhatItIs(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		dir:         "is a directory",
+		fifo:        "not a regular file: a named pipe (FIFO)",
+		"/dev/null": "not a regular file: a character device",
+	} {
+		if _, err := readRegular(path, secretFileMax, nil); err == nil || err.Error() != want {
+			t.Errorf("readRegular(%q): %v, want %q", path, err, want)
+		}
+	}
+	// As validate and run say it, at the field.
+	path := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(path, []byte("http:\n  api_token_file: "+dir+"\nitems:\n  file: "+dir+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.APIToken(nil, nil)
+	_, err2 := f.Items(nil)
+	want := []string{path + ":2: http.api_token_file: " + dir + ": is a directory", path + ":4: items.file: " + dir + ": is a directory"}
+	if diff := cmp.Diff(append(errLines(err), errLines(err2)...), want); diff != "" {
+		t.Errorf("errors (-got +want):\n%s", diff)
 	}
 }
