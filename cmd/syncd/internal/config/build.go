@@ -428,7 +428,7 @@ func (f *File) Listen() string { return f.s.HTTP.Listen }
 
 // LogLevel returns log.level, zerolog.InfoLevel when it is not set.
 func (f *File) LogLevel() zerolog.Level {
-	l, _ := zerolog.ParseLevel(cmp.Or(f.s.Log.Level, "info")) // Parse refused another
+	l, _ := zerolog.ParseLevel(cmp.Or(f.s.Log.Level, logLevelDefault)) // Parse refused another
 	return l
 }
 

@@ -64,8 +64,8 @@ func (p *parser) validate() {
 	p.libErrors(st.Validate(), p.f.Engine().Validate(), p.sink())
 	p.RefuseZeros(p.f.effective())
 	p.grace()
-	p.oneOf("log.level", "level", s.Log.Level, []string{"debug", "info", "warn", "error"})
-	p.oneOf("log.format", "format", s.Log.Format, []string{FormatAuto, FormatJSON, FormatConsole})
+	p.oneOf("log.level", s.Log.Level)
+	p.oneOf("log.format", s.Log.Format)
 	if l := s.HTTP.Listen; l != "" {
 		if _, port, err := net.SplitHostPort(l); err != nil {
 			p.report(nil, "http.listen", nil, "%s is not host:port (example: 127.0.0.1:9090)", show(l))
@@ -110,13 +110,17 @@ func (f *File) scrub(field, msg string) string {
 	return strings.ReplaceAll(msg, k.Val.Value, redactValue(k.Val.Value))
 }
 
-// oneOf reports v, the value of field, unless it is empty or one of valid.
-func (p *parser) oneOf(field, what, v string, valid []string) bool {
-	if v == "" || slices.Contains(valid, v) {
+// oneOf reports v, the value of the enum field, unless it is empty or
+// one of its words: what was given, what is allowed and the default, as
+// a type error says them ("expected one of log (the default), exec, http
+// or file, got \"kafka\"").
+func (p *parser) oneOf(field, v string) bool {
+	e := enums[field]
+	if v == "" || slices.Contains(e.words, v) {
 		return true
 	}
 	if !p.Failed(field) {
-		p.report(nil, field, nil, "unknown %s %s (one of: %s)", what, show(v), strings.Join(valid, ", "))
+		p.report(nil, field, nil, "expected %s, got %s", e.want(), show(v))
 	}
 	return false
 }
@@ -188,18 +192,16 @@ func unjoin(err error) []error {
 func (p *parser) sink() error {
 	s, typ, c := p.f.s.Sink, p.f.SinkType(), p.f.Sink()
 	validate := map[string]func() error{SinkExec: c.Exec.Validate, SinkHTTP: c.HTTP.Validate, SinkFile: c.File.Validate, SinkLog: c.Log.Validate}[typ]
-	if !p.oneOf("sink.type", "sink type", typ, sinkTypes) {
+	// A sink.type that did not load (a list, say) is not the default: it
+	// has its own error, and the sections are not judged by a type the
+	// user did not give (an outside trial read "sink.file: set but
+	// sink.type is log (the default)" under "sink.type: [file]"). Nor is
+	// an empty one, which is refused (RefuseZeros).
+	if p.Failed("sink.type") || !p.oneOf("sink.type", typ) {
 		return nil
 	}
-	for _, other := range sinkTypes {
-		if other == typ || !p.f.isSet("sink."+other) || p.Bad["sink."+other] {
-			continue
-		}
-		msg := "set but sink.type is " + typ
-		if s.Type == "" {
-			msg += " (the default); add sink.type: " + other
-		}
-		p.report(nil, "sink."+other, nil, "%s", msg)
+	if s.Type != "" || !p.f.isSet("sink.type") {
+		p.otherSinks(typ, s.Type == "")
 	}
 	for status, class := range s.Exec.ExitCodes {
 		field := "sink.exec.exit_codes." + status
@@ -210,6 +212,29 @@ func (p *parser) sink() error {
 		}
 	}
 	return validate()
+}
+
+// otherSinks reports the sections of sink types other than typ that are
+// set: typ's sink runs, and ignores them. left says sink.type is left
+// out, so typ is the default.
+func (p *parser) otherSinks(typ string, left bool) {
+	var others []string
+	for _, other := range sinkTypes {
+		if other != typ && p.f.isSet("sink."+other) && !p.Bad["sink."+other] {
+			others = append(others, other)
+		}
+	}
+	for _, other := range others {
+		switch {
+		case !left:
+			p.report(nil, "sink."+other, nil, "set, but sink.type is %s, which ignores it", typ)
+		case len(others) == 1:
+			p.report(nil, "sink."+other, nil, "set, but sink.type is left out: the default sink, %s, runs and ignores it; add sink.type: %s", typ, other)
+		default:
+			p.report(nil, "sink."+other, nil, "set, but sink.type is left out: the default sink, %s, runs and ignores it; "+
+				"add sink.type: %s, the one to run, and remove the other sections", typ, strings.Join(others, " or "))
+		}
+	}
 }
 
 // grace checks sink.exec.grace against the lease margin: when the trust

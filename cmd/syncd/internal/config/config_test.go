@@ -190,7 +190,7 @@ sink:
 			X-A: 2
 `, []string{
 			"c.yaml:3: redis.db: duplicate key (first at line 2)",
-			"c.yaml:5: sink.http: set but sink.type is log (the default); add sink.type: http",
+			"c.yaml:5: sink.http: set, but sink.type is left out: the default sink, log, runs and ignores it; add sink.type: http",
 			"c.yaml:8: sink.http.headers.X-A: duplicate key (first at line 7)",
 		}},
 		{"merge key", `
@@ -339,7 +339,40 @@ items:
 		{"unknown sink type", `
 sink:
 	type: kafka
-`, []string{`c.yaml:2: sink.type: unknown sink type "kafka" (one of: log, exec, http, file)`}},
+`, []string{`c.yaml:2: sink.type: expected one of log (the default), exec, http or file, got "kafka"`}},
+		// What was given, what is allowed and the default, and no more:
+		// under "sink.type: [file]" an outside trial also read "sink.file:
+		// set but sink.type is log (the default)".
+		{"sink type a list, with its section", `
+sink:
+	type: [file]
+	file:
+		path: /tmp/x
+`, []string{`c.yaml:2: sink.type: expected one of log (the default), exec, http or file, got a list`}},
+		{"sink type a mapping", `
+sink:
+	type: {exec: true}
+`, []string{`c.yaml:2: sink.type: expected one of log (the default), exec, http or file, got a mapping`}},
+		{"sink type empty, with a section", `
+sink:
+	type: ""
+	file:
+		path: /tmp/x
+`, []string{`c.yaml:2: sink.type: "" is not allowed: leave the key out for the default ("log")`}},
+		{"no sink type, two sections", `
+sink:
+	file:
+		path: /tmp/x
+	http:
+		url: http://x
+`, []string{
+			"c.yaml:2: sink.file: set, but sink.type is left out: the default sink, log, runs and ignores it; add sink.type: http or file, the one to run, and remove the other sections",
+			"c.yaml:4: sink.http: set, but sink.type is left out: the default sink, log, runs and ignores it; add sink.type: http or file, the one to run, and remove the other sections",
+		}},
+		{"log format a list", `
+log:
+	format: [json]
+`, []string{`c.yaml:2: log.format: expected one of auto (the default), json or console, got a list`}},
 		{"sink sub-section of another type", `
 sink:
 	type: exec
@@ -349,8 +382,8 @@ sink:
 		url: http://x
 	log: {}
 `, []string{
-			"c.yaml:5: sink.http: set but sink.type is exec",
-			"c.yaml:7: sink.log: set but sink.type is exec",
+			"c.yaml:5: sink.http: set, but sink.type is exec, which ignores it",
+			"c.yaml:7: sink.log: set, but sink.type is exec, which ignores it",
 		}},
 		{"exec needs command", `
 sink:
@@ -449,8 +482,8 @@ log:
 	level: verbose
 	format: text
 `, []string{
-			`c.yaml:2: log.level: unknown level "verbose" (one of: debug, info, warn, error)`,
-			`c.yaml:3: log.format: unknown format "text" (one of: auto, json, console)`,
+			`c.yaml:2: log.level: expected one of debug, info (the default), warn or error, got "verbose"`,
+			`c.yaml:3: log.format: expected one of auto (the default), json or console, got "text"`,
 		}},
 
 		// An explicit value out of range is an error, also a zero: only a
@@ -546,7 +579,7 @@ log:
 			"c.yaml:8: engine.workers: 0 is not allowed: leave the key out for the default (4)",
 			"c.yaml:9: engine.batch: -1 is outside 1..1000",
 			"c.yaml:11: sink.file.path: required when sink.type is file",
-			`c.yaml:13: log.level: unknown level "loud" (one of: debug, info, warn, error)`,
+			`c.yaml:13: log.level: expected one of debug, info (the default), warn or error, got "loud"`,
 		}},
 		{"bad target", `
 target:

@@ -99,7 +99,7 @@ type parser struct {
 }
 
 // decodeOptions are the decoder's messages for this schema.
-var decodeOptions = yamlstrict.Options{Hints: hints, Show: show,
+var decodeOptions = yamlstrict.Options{Hints: hints, Show: show, Want: enumWants(),
 	TopLevel: "the top level must be a mapping of sections (redis:, engine:, ...)"}
 
 // hints replace "unknown key" for keys people write by mistake.

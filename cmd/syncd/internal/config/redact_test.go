@@ -64,7 +64,7 @@ log:
 	want := []string{
 		`c.yaml:2: ownership.ttl: "token=xxxxx" is not a duration (examples: 30s, 500ms, 2m)`,
 		`c.yaml:7: sink.exec.env[0]: "DATABASE_URL postgres://xxxxx@h/db" is not KEY=value`,
-		`c.yaml:9: log.level: unknown level "https://xxxxx@h" (one of: debug, info, warn, error)`,
+		`c.yaml:9: log.level: expected one of debug, info (the default), warn or error, got "https://xxxxx@h"`,
 	}
 	if diff := cmp.Diff(errLines(err), want); diff != "" {
 		t.Errorf("errors (-got +want):\n%s", diff)

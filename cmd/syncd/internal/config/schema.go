@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // schema is the YAML file, section by section. The yaml tags are the keys;
 // the decoder, Redacted and the test that keeps config.yaml complete all
@@ -146,6 +149,47 @@ const (
 
 // sinkTypes lists the sink types in the order messages name them.
 var sinkTypes = []string{SinkLog, SinkExec, SinkHTTP, SinkFile}
+
+// logLevelDefault is log.level when it is not set.
+const logLevelDefault = "info"
+
+// enum is a field that takes one of a few words.
+type enum struct {
+	words []string // in the order messages name them
+	def   string   // the default, taken when the field is left out
+}
+
+// enums are the fields that take one of a few words.
+var enums = map[string]enum{
+	"sink.type":  {sinkTypes, SinkLog},
+	"log.level":  {[]string{"debug", logLevelDefault, "warn", "error"}, logLevelDefault},
+	"log.format": {[]string{FormatAuto, FormatJSON, FormatConsole}, FormatAuto},
+}
+
+// want says what the field e takes, for a message: "one of log (the
+// default), exec, http or file". It names the default, so that a user
+// who gave something else knows what leaving the key out means.
+func (e enum) want() string {
+	words := make([]string, len(e.words))
+	for i, w := range e.words {
+		words[i] = w
+		if w == e.def {
+			words[i] += " (the default)"
+		}
+	}
+	last := len(words) - 1
+	return "one of " + strings.Join(words[:last], ", ") + " or " + words[last]
+}
+
+// enumWants are the enums' wants by field, for the decoder's type errors
+// ("sink.type: expected one of log (the default), ..., got a list").
+func enumWants() map[string]string {
+	m := make(map[string]string, len(enums))
+	for field, e := range enums {
+		m[field] = e.want()
+	}
+	return m
+}
 
 // Log formats, the values of log.format.
 const (

@@ -25,6 +25,10 @@ type Options struct {
 	// TopLevel is the message when the document is not a mapping, before
 	// ", got a list"; "" for the generic type message.
 	TopLevel string
+	// Want replaces what a type error says a dotted field expects ("a
+	// string") for fields that take one of a few words: "log (the
+	// default), exec, http or file".
+	Want map[string]string
 	// Show quotes a value for a message; nil for strconv.Quote of Clip.
 	// A caller that redacts secrets passes its own.
 	Show func(string) string

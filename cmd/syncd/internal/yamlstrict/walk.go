@@ -23,7 +23,7 @@ func (d *Decoder) walk(n *yaml.Node, path string, v reflect.Value) {
 		for i, el := range n.Content {
 			field := fmt.Sprintf("%s[%d]", path, i)
 			if el = resolve(el); isNull(el) {
-				d.FailAt(el.Line, field, d.typeMessage(el, t.Elem())) // yaml.v3 would drop it
+				d.FailAt(el.Line, field, d.typeMessage(el, field, t.Elem())) // yaml.v3 would drop it
 				continue
 			}
 			d.Keys[field] = Key{el.Line, el}
@@ -37,7 +37,7 @@ func (d *Decoder) walk(n *yaml.Node, path string, v reflect.Value) {
 		// found "yes" taken and "true" refused).
 		k == reflect.Bool && n.ShortTag() != "!!bool",
 		n.Decode(v.Addr().Interface()) != nil:
-		d.FailAt(n.Line, path, d.typeMessage(n, t))
+		d.FailAt(n.Line, path, d.typeMessage(n, path, t))
 	}
 }
 
@@ -51,7 +51,7 @@ func (d *Decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := resolve(n.Content[i]), resolve(n.Content[i+1])
 		if k.Kind != yaml.ScalarNode {
-			d.FailAt(k.Line, path, d.typeMessage(k, reflect.TypeFor[string]()))
+			d.FailAt(k.Line, path, d.typeMessage(k, "", reflect.TypeFor[string]()))
 			continue
 		}
 		field, fv := Join(path, KeyName(k.Value)), fieldOf(v, k.Value)
@@ -134,10 +134,13 @@ func editDistance(a, b string) int {
 	return row[len(b)]
 }
 
-// typeMessage says that n does not decode to t.
-func (d *Decoder) typeMessage(n *yaml.Node, t reflect.Type) string {
+// typeMessage says that n, the value of field, does not decode to t.
+func (d *Decoder) typeMessage(n *yaml.Node, field string, t reflect.Type) string {
 	want := map[reflect.Kind]string{reflect.String: "a string", reflect.Bool: "true or false", reflect.Int: "a whole number",
 		reflect.Slice: "a list of strings", reflect.Map: "a mapping of names to strings", reflect.Struct: "a section (a mapping of keys)"}[t.Kind()]
+	if w, ok := d.opt.Want[field]; ok && field != "" {
+		want = w
+	}
 	got := describe(n)
 	switch {
 	case t == d.val.Type() && d.opt.TopLevel != "":

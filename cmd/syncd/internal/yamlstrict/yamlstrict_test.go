@@ -50,6 +50,19 @@ func TestDecodeReportsEveryProblem(t *testing.T) {
 	}
 }
 
+// Options.Want says what a field that takes one of a few words expects;
+// another field keeps the generic message.
+func TestDecodeWant(t *testing.T) {
+	var d doc
+	opt := Options{Want: map[string]string{"sec.name": "one of a (the default) or b"}}
+	dec, _ := Decode("t.yaml", []byte("sec:\n  name: [a]\n  tags: [~]\n"), &d, opt)
+	want := "t.yaml:2: sec.name: expected one of a (the default) or b, got a list\n" +
+		"t.yaml:3: sec.tags[0]: expected a string, got nothing"
+	if got := dec.Err(); got == nil || got.Error() != want {
+		t.Errorf("got\n%v\nwant\n%s", got, want)
+	}
+}
+
 func TestDecodeValuesAndKeys(t *testing.T) {
 	dec, d, errs := decodeText(t, "sec:\n  name: a\n  wait: 500ms\n  tags: [x]\n")
 	if errs != "" {
