@@ -265,13 +265,14 @@ func buildEngine(ctx context.Context, cfg *config.File, st *store.Store, log zer
 }
 
 // adminStore loads the config named by f and opens its store for an
-// admin command, logging warnings only.
+// admin command, logging warnings only, and nothing of go-redis's
+// (newAdminLogger).
 func adminStore(ctx context.Context, f *flags) (*store.Store, error) {
 	cfg, err := f.load()
 	if err != nil {
 		return nil, err
 	}
-	return openStore(ctx, cfg, newLogger(cfg, os.Stderr).Level(max(cfg.LogLevel(), zerolog.WarnLevel)))
+	return openStore(ctx, cfg, newAdminLogger(cfg, os.Stderr))
 }
 
 // adminStoreWarn is adminStore, and warns on stderr when the store is

@@ -28,11 +28,39 @@ const (
 // reach the log: while Redis is down the pool logs every failed dial.
 const redisLogEvery = 10 * time.Second
 
-// newLogger writes to w: console output on a terminal, JSON otherwise,
-// unless log.format says which. The console has colours only on a
-// terminal, and never with NO_COLOR set. It also routes go-redis's own
-// messages to the log, rate-limited (see rateLogger).
+// newLogger is the logger of the daemon (run), batch and ui. It also
+// routes go-redis's own messages to the log at warn level, rate-limited
+// (see rateLogger): a daemon's log should say the pool failed to dial.
 func newLogger(cfg *config.File, w *os.File) zerolog.Logger {
+	l := baseLogger(cfg, w)
+	redis.SetLogger(newRateLogger(l.With().Str("component", "go-redis").Logger(), redisLogEvery))
+	return l
+}
+
+// newAdminLogger is the logger of a command a person runs and reads
+// (status, items, requeue, trigger, release): warnings and errors only,
+// and none of go-redis's own messages. When Redis is down or refuses the
+// password, the command's error says so, naming the key to fix; go-redis's
+// line before it ("redis: connection pool: failed to dial after 5
+// attempts: ...", as JSON in a pipe) said it again in another voice (an
+// outside trial). go-redis has one logger for the process
+// (redis.SetLogger), which only cmd sets: no library of syncd's does.
+func newAdminLogger(cfg *config.File, w *os.File) zerolog.Logger {
+	l := baseLogger(cfg, w).Level(max(cfg.LogLevel(), zerolog.WarnLevel))
+	redis.SetLogger(discardRedisLog{})
+	return l
+}
+
+// discardRedisLog drops go-redis's messages (newAdminLogger).
+type discardRedisLog struct{}
+
+// Printf implements go-redis's internal.Logging.
+func (discardRedisLog) Printf(context.Context, string, ...any) {}
+
+// baseLogger writes to w: console output on a terminal, JSON otherwise,
+// unless log.format says which. The console has colours only on a
+// terminal, and never with NO_COLOR set.
+func baseLogger(cfg *config.File, w *os.File) zerolog.Logger {
 	tty := isTerminal(w)
 	format := cfg.LogFormat()
 	if format == config.FormatAuto {
@@ -45,9 +73,7 @@ func newLogger(cfg *config.File, w *os.File) zerolog.Logger {
 	if format == config.FormatConsole {
 		out = zerolog.ConsoleWriter{Out: w, TimeFormat: consoleTimeFormat, NoColor: !tty || os.Getenv("NO_COLOR") != ""}
 	}
-	l := zerolog.New(out).Level(cfg.LogLevel()).Hook(msTime{})
-	redis.SetLogger(newRateLogger(l.With().Str("component", "go-redis").Logger(), redisLogEvery))
-	return l
+	return zerolog.New(out).Level(cfg.LogLevel()).Hook(msTime{})
 }
 
 // msTime stamps every event with the time, to the millisecond (zerolog's

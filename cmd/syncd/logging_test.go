@@ -16,6 +16,7 @@ import (
 
 	"github.com/syncd/syncd/cmd/syncd/internal/config"
 	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/tests/redistest"
 	"github.com/syncd/syncd/tests/testutil"
 )
 
@@ -181,5 +182,57 @@ func TestBatchProgressLine(t *testing.T) {
 	}
 	if ev.Rate != "2.3" || ev.Done != 7 || ev.Total != 10 || ev.Pending != 3 || ev.ETA != "1s" {
 		t.Errorf("progress line %+v; want rate 2.3, 7 of 10 done, 3 pending, eta 1s", ev)
+	}
+}
+
+// captureStderr runs f with os.Stderr, where commands log, going to a
+// file, and returns what was written there.
+func captureStderr(t *testing.T, f func()) string {
+	t.Helper()
+	fh, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	saved := os.Stderr
+	os.Stderr = fh
+	defer func() { os.Stderr = saved }()
+	f()
+	b, err := os.ReadFile(fh.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A command a person runs prints its own error, one line, and nothing
+// of go-redis's: against a stopped Redis, status printed go-redis's
+// "failed to dial after 5 attempts" as a JSON line first (an outside
+// trial). A Redis that wants a password is refused the same way.
+func TestAdminCommandsPrintOnlyTheirError(t *testing.T) {
+	stopped := redistest.Start(t, nil)
+	stopped.Kill(t)
+	locked := redistest.Start(t, &redistest.Options{Password: "s3cret-password"})
+	cfgFor := func(name, addr string) string {
+		return testutil.WriteFile(t, name, fmt.Sprintf("redis:\n  addrs: [%q]\n  dial_timeout: 1s\nlog:\n  format: json\n  level: debug\n", addr))
+	}
+	down, auth := cfgFor("down.yaml", stopped.Addr()), cfgFor("auth.yaml", locked.Addr())
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "-c", down}, "syncd status: " + down + ":2: redis.addrs: connect to " + stopped.Addr() + ": dial tcp "},
+		{[]string{"items", "list", "-c", down}, "syncd items: " + down + ":2: redis.addrs: connect to "},
+		{[]string{"requeue", "-c", down, "a"}, "syncd requeue: " + down + ":2: redis.addrs: connect to "},
+		{[]string{"status", "-c", auth}, "syncd status: connect to " + locked.Addr() + ": NOAUTH "},
+		{[]string{"trigger", "-c", auth, "a"}, "syncd trigger: connect to " + locked.Addr() + ": NOAUTH "},
+	} {
+		var code int
+		var out, errb string
+		logged := captureStderr(t, func() { code, out, errb = syncd(tt.args...) })
+		if code != exitUsage || out != "" || !strings.HasPrefix(errb, tt.want) || strings.Count(errb, "\n") != 1 || logged != "" {
+			t.Errorf("syncd %q: exit %d, stdout %q, stderr %q, logged %q; want exit %d, stderr %q... on one line, nothing logged",
+				tt.args, code, out, errb, logged, exitUsage, tt.want)
+		}
 	}
 }

@@ -109,7 +109,7 @@ func cmdReconcile(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	ctx := context.Background()
-	log := newLogger(cfg, os.Stderr).Level(max(cfg.LogLevel(), zerolog.WarnLevel))
+	log := newAdminLogger(cfg, os.Stderr)
 	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
