@@ -35,6 +35,10 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 	}
 	f := newFlags("items "+verb, stderr)
 	file := f.fs.String("file", "", "read IDs from this file, one per line (# comments); - reads standard input")
+	shard := -1
+	if verb == "remove" {
+		f.fs.IntVar(&shard, "shard", -1, "remove the IDs from this shard, whatever shard they are of: an item planted in another shard than its ID's, which claims quarantine")
+	}
 	ids, err := f.parse(args[1:])
 	if err != nil {
 		return err
@@ -44,6 +48,9 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 	}
 	if verb == "list" && *file != "" {
 		return usageErr("--file: items list reads no IDs")
+	}
+	if shard < -1 {
+		return usageErr("items remove: --shard %d: a shard is 0 or more", shard)
 	}
 	if verb != "list" {
 		if ids, err = itemIDs(verb, what, ids, *file); err != nil {
@@ -73,6 +80,9 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 			n, count(len(ids), "item"), len(ids)-n)
 		return nil
 	case "remove":
+		if shard >= 0 {
+			return removeInShard(ctx, st, shard, ids, stdout)
+		}
 		return changeKnown(ctx, st, st.Remove, ids, what, stdout)
 	}
 	return listItems(ctx, st, stdout)
@@ -182,6 +192,20 @@ func changeKnown(ctx context.Context, st *store.Store, op func(context.Context, 
 		names[i] = cmp.Or(shown(id, store.MaxIDLen), `""`)
 	}
 	return &exitError{code: exitFailed, err: fmt.Errorf("%s (not in the item set): %s", count(len(unknown), "unknown id"), strings.Join(names, ", "))}
+}
+
+// removeInShard is items remove --shard: ids out of shard, whichever
+// shard they are of.
+func removeInShard(ctx context.Context, st *store.Store, shard int, ids []string, stdout io.Writer) error {
+	n, err := st.RemoveInShard(ctx, shard, ids...)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	fmt.Fprintf(stdout, "%d of %s removed from shard %d\n", n, count(len(ids), "item"), shard)
+	if n < len(ids) {
+		return &exitError{code: exitFailed, err: fmt.Errorf("%s not in shard %d", count(len(ids)-n, "id"), shard)}
+	}
+	return nil
 }
 
 // listItems prints every item's ID, one per line, shard by shard. A

@@ -115,6 +115,33 @@ func TestDamagedShardErrorsLost(t *testing.T) {
 	}
 }
 
+// items remove --shard removes an item planted in another shard than its
+// id's (claims quarantine it, naming this command), which items remove
+// alone cannot reach: it goes to the id's own shard.
+func TestItemsRemoveInShard(t *testing.T) {
+	cfg, st := adminConfig(t, "ris")
+	ctx := context.Background()
+	const id = "customer-7"
+	home := st.Keys().Shard(id)
+	other := (home + 1) % 4
+	st.Add(ctx, id)
+	st.Client().ZAdd(ctx, st.Keys().Due(other), redis.Z{Score: 0, Member: id})
+
+	code, out, stderr := syncd("items", "remove", "-c", cfg, "--shard", fmt.Sprint(other), id, "ghost")
+	if want := fmt.Sprintf("1 of 2 items removed from shard %d\n", other); code != exitFailed || out != want ||
+		!strings.Contains(stderr, fmt.Sprintf("1 id not in shard %d", other)) {
+		t.Errorf("items remove --shard: exit %d, %q, %q; want 1, %q and the id not there", code, out, stderr, want)
+	}
+	if st.Client().Exists(ctx, st.Keys().Due(other)).Val() != 0 || st.Client().ZScore(ctx, st.Keys().Due(home), id).Err() != nil {
+		t.Errorf("after items remove --shard %d: the planted copy is still there, or the item left shard %d", other, home)
+	}
+	for _, bad := range []string{"-2", "4", "x"} {
+		if code, _, stderr := syncd("items", "remove", "-c", cfg, "--shard", bad, id); code != exitUsage || stderr == "" {
+			t.Errorf("items remove --shard %s: exit %d, %q; want 2 and why", bad, code, stderr)
+		}
+	}
+}
+
 // items remove takes ids that items add refuses, so an operator can
 // clean up items planted in Redis under them (claims quarantine those):
 // the empty id, escape sequences as arguments, and a 200 KB id from a
