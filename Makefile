@@ -28,8 +28,12 @@ deps: ## install what the tests need: Debian's redis-server, redis-tools and chr
 build: ## build bin/syncd, version stamped (static)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/syncd ./cmd/syncd
 
+# A checkout under umask 002 leaves config.yaml group-writable, which
+# syncd refuses: the checked-in file loses that bit; another CONFIG is
+# left as it is.
 .PHONY: run
 run: build ## build and run syncd with config.yaml (embedded store, demo items; Ctrl-C stops)
+	@[ "$(CONFIG)" != config.yaml ] || chmod go-w config.yaml
 	./bin/syncd run -c $(CONFIG)
 
 .PHONY: test

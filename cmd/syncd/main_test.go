@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,47 +18,49 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The command's own paths; tests/e2e runs the built binary end to end.
+// Config files are written 0600: 0644 is 0664 under umask 002, which
+// every command refuses (TestConfigFileWritable).
 func TestRunMain(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(bad, []byte("engine:\n  workerz: 3\n"), 0o644)
+	os.WriteFile(bad, []byte("engine:\n  workerz: 3\n"), 0o600)
 	// Valid YAML that run refuses: validate must refuse it too.
 	unreach := filepath.Join(dir, "unreach.yaml") // port 1: refused at once
-	os.WriteFile(unreach, []byte("redis:\n  addrs: [\"127.0.0.1:1\"]\n  dial_timeout: 1s\n"), 0o644)
+	os.WriteFile(unreach, []byte("redis:\n  addrs: [\"127.0.0.1:1\"]\n  dial_timeout: 1s\n"), 0o600)
 	noItemsProg := filepath.Join(dir, "noitemsprog.yaml")
-	os.WriteFile(noItemsProg, []byte("items:\n  command: [\"/nonexistent/list\"]\n"), 0o644)
+	os.WriteFile(noItemsProg, []byte("items:\n  command: [\"/nonexistent/list\"]\n"), 0o600)
 	noProg := filepath.Join(dir, "noprog.yaml")
-	os.WriteFile(noProg, []byte("sink:\n  type: exec\n  exec:\n    command: [\"/nonexistent/prog\"]\n"), 0o644)
+	os.WriteFile(noProg, []byte("sink:\n  type: exec\n  exec:\n    command: [\"/nonexistent/prog\"]\n"), 0o600)
 	// What run refuses that validate passed (an operator's trial): the
 	// API token's file missing or too short, its variable unset, the
 	// file sink's directory missing.
 	short := filepath.Join(dir, "short.tok")
 	os.WriteFile(short, []byte("12345"), 0o600)
 	noTok := filepath.Join(dir, "notok.yaml")
-	os.WriteFile(noTok, []byte("http:\n  api_token_file: /nonexistent/tok\n"), 0o644)
+	os.WriteFile(noTok, []byte("http:\n  api_token_file: /nonexistent/tok\n"), 0o600)
 	shortTok := filepath.Join(dir, "shorttok.yaml")
-	os.WriteFile(shortTok, []byte("http:\n  api_token_file: "+short+"\n"), 0o644)
+	os.WriteFile(shortTok, []byte("http:\n  api_token_file: "+short+"\n"), 0o600)
 	unsetTok := filepath.Join(dir, "unsettok.yaml")
-	os.WriteFile(unsetTok, []byte("http:\n  api_token_env: SYNCD_TEST_UNSET_TOKEN\n"), 0o644)
+	os.WriteFile(unsetTok, []byte("http:\n  api_token_env: SYNCD_TEST_UNSET_TOKEN\n"), 0o600)
 	// Not a regular file, or too long to be a token (an attacker's
 	// trial: /dev/urandom grew to 3.9 GB, a FIFO hung validate).
 	devTok := filepath.Join(dir, "devtok.yaml")
-	os.WriteFile(devTok, []byte("http:\n  api_token_file: /dev/zero\n"), 0o644)
+	os.WriteFile(devTok, []byte("http:\n  api_token_file: /dev/zero\n"), 0o600)
 	fifo := filepath.Join(dir, "tok.fifo")
 	syscall.Mkfifo(fifo, 0o600)
 	fifoTok := filepath.Join(dir, "fifotok.yaml")
-	os.WriteFile(fifoTok, []byte("http:\n  api_token_file: "+fifo+"\n"), 0o644)
+	os.WriteFile(fifoTok, []byte("http:\n  api_token_file: "+fifo+"\n"), 0o600)
 	long := filepath.Join(dir, "long.tok")
 	os.WriteFile(long, bytes.Repeat([]byte("t"), 70<<10), 0o600)
 	longTok := filepath.Join(dir, "longtok.yaml")
-	os.WriteFile(longTok, []byte("http:\n  api_token_file: "+long+"\n"), 0o644)
+	os.WriteFile(longTok, []byte("http:\n  api_token_file: "+long+"\n"), 0o600)
 	noDir := filepath.Join(dir, "nodir.yaml")
-	os.WriteFile(noDir, []byte("sink:\n  type: file\n  file:\n    path: /nonexistent/dir/x.jsonl\n"), 0o644)
+	os.WriteFile(noDir, []byte("sink:\n  type: file\n  file:\n    path: /nonexistent/dir/x.jsonl\n"), 0o600)
 	// A problem in the file and one the checks after it find, reported in
 	// one run (an outside trial: the second came out only once the first
 	// was fixed).
 	loadAndTok := filepath.Join(dir, "loadandtok.yaml")
-	os.WriteFile(loadAndTok, []byte("engine:\n  workerz: 3\nhttp:\n  api_token_file: /nonexistent/tok\n"), 0o644)
+	os.WriteFile(loadAndTok, []byte("engine:\n  workerz: 3\nhttp:\n  api_token_file: /nonexistent/tok\n"), 0o600)
 	// A token file any user can read: a warning; one others can write:
 	// refused (an outside trial found a 0666 token file taken silently).
 	readable, writable := filepath.Join(dir, "readable.tok"), filepath.Join(dir, "writable.tok")
@@ -66,10 +69,10 @@ func TestRunMain(t *testing.T) {
 		os.Chmod(path, mode) // whatever the umask
 	}
 	readableTok, writableTok := filepath.Join(dir, "readabletok.yaml"), filepath.Join(dir, "writabletok.yaml")
-	os.WriteFile(readableTok, []byte("http:\n  api_token_file: "+readable+"\n"), 0o644)
-	os.WriteFile(writableTok, []byte("http:\n  api_token_file: "+writable+"\n"), 0o644)
+	os.WriteFile(readableTok, []byte("http:\n  api_token_file: "+readable+"\n"), 0o600)
+	os.WriteFile(writableTok, []byte("http:\n  api_token_file: "+writable+"\n"), 0o600)
 	noProgs := filepath.Join(dir, "noprogs.yaml") // both reported at once
-	os.WriteFile(noProgs, []byte("items:\n  command: [\"/nonexistent/list\"]\nsink:\n  type: exec\n  exec:\n    command: [\"/nonexistent/prog\"]\n"), 0o644)
+	os.WriteFile(noProgs, []byte("items:\n  command: [\"/nonexistent/list\"]\nsink:\n  type: exec\n  exec:\n    command: [\"/nonexistent/prog\"]\n"), 0o600)
 	tests := []struct {
 		args       []string
 		code       int
@@ -124,6 +127,35 @@ func TestRunMain(t *testing.T) {
 			t.Errorf("syncd %q: exit %d, stdout %q, stderr %q; want exit %d, stdout with %q, stderr with %q",
 				tt.args, code, out.String(), errb.String(), tt.code, tt.out, tt.inErr)
 		}
+	}
+}
+
+// Every command that loads a config refuses one that others can write,
+// naming it, its mode, why and the fix (an outside trial: a 0666
+// config.yaml, which names the exec sink's command, was taken). Without
+// the check each would fail only later, at the token file or at Redis.
+func TestConfigFileWritable(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(cfg, []byte("redis:\n  addrs: [\"127.0.0.1:1\"]\n  dial_timeout: 1s\nhttp:\n  api_token_file: /nonexistent/tok\n"), 0o600)
+	os.Chmod(cfg, 0o666) // whatever the umask
+	want := "syncd %s: " + cfg + ": writable by group and others (mode 0666): they could replace the configuration, " +
+		"which names the programs syncd runs (sink.exec.command, items.command) and where it sends data (sink.http.url); chmod go-w " + cfg + "\n"
+	for _, args := range [][]string{
+		{"run"}, {"batch"}, {"ui", "--listen", "127.0.0.1:0"}, {"status"}, {"status", "--json"},
+		{"items", "add", "x"}, {"items", "remove", "x"}, {"items", "list"}, {"items", "reconcile"},
+		{"requeue", "x"}, {"trigger", "x"}, {"release", "--force", "x"},
+	} {
+		var out, errb bytes.Buffer
+		code := runMain(append(args, "-c", cfg), &out, &errb)
+		if w := fmt.Sprintf(want, args[0]); code != exitUsage || errb.String() != w || out.Len() > 0 {
+			t.Errorf("syncd %q: exit %d, stdout %q, stderr %q; want exit 2 and only %q", args, code, out.String(), errb.String(), w)
+		}
+	}
+	// validate says it first, then the file's other problems.
+	var out, errb bytes.Buffer
+	code := runMain([]string{"validate", "-c", cfg}, &out, &errb)
+	if want := strings.TrimPrefix(fmt.Sprintf(want, "validate"), "syncd validate: ") + cfg + ":5: http.api_token_file: /nonexistent/tok: no such file or directory\n"; code != exitUsage || errb.String() != want {
+		t.Errorf("validate: exit %d, stderr %q; want exit 2 and %q", code, errb.String(), want)
 	}
 }
 

@@ -324,7 +324,13 @@ sink:
 
 func TestValidate(t *testing.T) {
 	t.Parallel()
-	if r := run(t, "validate", "-c", "../../config.yaml"); r.Code != 0 || !strings.Contains(r.Stdout, "key_prefix") {
+	// A copy: under umask 002 git checks the file out 0664, which syncd
+	// refuses (others could write it).
+	checkedIn, err := os.ReadFile("../../config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, "validate", "-c", writeConfig(t, string(checkedIn))); r.Code != 0 || !strings.Contains(r.Stdout, "key_prefix") {
 		t.Errorf("validate of the checked-in config: %d\n%s", r.Code, r.Stderr)
 	}
 	broken := writeConfig(t, "redis:\n  shardz: 4\nownership:\n  ttl: 3x\n  heartbeat: 1m\n")

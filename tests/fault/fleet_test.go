@@ -239,7 +239,7 @@ log:
 `, addr, f.o.Prefix, shards, f.o.ReadTimeout, f.o.ReadTimeout, f.o.TTL, f.o.Heartbeat, f.o.Settle, host,
 		f.o.Workers, f.o.Interval, strings.Join(ids, ", "), f.chk.URL())
 	p := filepath.Join(f.dir, host+".yaml")
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
 		f.t.Fatal(err)
 	}
 	return p

@@ -1256,7 +1256,7 @@ func TestSinkExecGrace(t *testing.T) {
 func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "syncd.yaml")
-	if err := os.WriteFile(path, []byte("engine:\n  workers: 0x\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte("engine:\n  workers: 0x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {

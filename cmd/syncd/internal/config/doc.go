@@ -28,7 +28,9 @@
 //
 // The file holds no secrets, only the names of the variables and files
 // that do; no error quotes a password, and Redacted prints the effective
-// configuration with credentials hidden. A secret file
+// configuration with credentials hidden. Load refuses a file that users
+// other than its owner can write: it names the commands syncd runs and
+// where it sends data. A secret file
 // (redis.password_file, redis.tls.key_file, http.api_token_file) that
 // users other than its owner can write is refused; one that any user
 // can read is a warning (Warnings).

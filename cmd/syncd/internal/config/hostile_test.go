@@ -102,7 +102,7 @@ func TestParseHostileInput(t *testing.T) {
 // Load reads no more than it may parse: /dev/zero does not hang it.
 func TestLoadBounded(t *testing.T) {
 	big := filepath.Join(t.TempDir(), "big.yaml")
-	if err := os.WriteFile(big, []byte(aliasFlood(1_000_000)), 0o644); err != nil {
+	if err := os.WriteFile(big, []byte(aliasFlood(1_000_000)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, path := range []string{big, "/dev/zero"} {

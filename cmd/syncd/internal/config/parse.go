@@ -43,16 +43,42 @@ func Load(path string) (*File, error) {
 // same run: Store, APIToken, Items and CheckSink skip what reads a field
 // with a problem (one left zero by a bad value, or one that broke a rule),
 // and Failed says which fields have one. Nothing must run on it.
+//
+// A file that users other than its owner can write is refused, first of
+// its problems, with a *ModeError (secretfile.go); it is still parsed, so
+// that LoadPartial reports the others too.
 func LoadPartial(path string) (*File, error) {
-	fh, err := os.Open(path)
-	if err == nil {
-		defer fh.Close()
-		var data []byte
-		if data, err = io.ReadAll(io.LimitReader(fh, yamlstrict.MaxFileSize+1)); err == nil { // Parse refuses more
-			return ParsePartial(path, data)
-		}
+	data, mode, err := readConfig(path)
+	if err != nil {
+		return nil, yamlstrict.One(&FieldError{File: path, Msg: fsReason(err), Err: err})
 	}
-	return nil, yamlstrict.One(&FieldError{File: path, Msg: fsReason(err), Err: err})
+	f, err := ParsePartial(path, data)
+	me := configModeError(path, mode)
+	if me == nil {
+		return f, err
+	}
+	errs := []*FieldError{{File: path, Msg: me.state(), Err: me}}
+	if pe := (*Errors)(nil); errors.As(err, &pe) {
+		errs = append(errs, pe.List...)
+	}
+	return f, &Errors{List: errs}
+}
+
+// readConfig reads the file at path, at most one byte more than Parse
+// takes, and gives its mode, looked at on the file opened: what is
+// checked is what is read, through links.
+func readConfig(path string) ([]byte, fs.FileMode, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	data, err := io.ReadAll(io.LimitReader(fh, yamlstrict.MaxFileSize+1)) // Parse refuses more
+	return data, fi.Mode(), err
 }
 
 // Parse parses and validates data, the contents of the file called name,

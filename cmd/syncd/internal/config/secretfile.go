@@ -8,6 +8,10 @@ import (
 	"strings"
 )
 
+// The configuration file and its permissions. One that users other
+// than its owner can write is refused (LoadPartial): it names the
+// commands syncd runs and where it sends data. The fix is chmod go-w.
+//
 // Secret files and their permissions. A secret file that users other
 // than its owner may write is refused: they could replace the secret
 // with a token they know, or the password or key of a Redis of their
@@ -38,8 +42,8 @@ const (
 type ModeError struct {
 	Path   string
 	Mode   fs.FileMode // its permission bits
-	Secret string      // what it holds: "API token", "Redis password", "TLS private key", "CA certificate"
-	Public bool        // others may read it (trustFiles): only writing is refused
+	Secret string      // what it holds: "API token", "Redis password", "TLS private key", "CA certificate", or configSecret
+	Public bool        // others may read it (trustFiles, the configuration file): only writing is refused
 }
 
 // Writable reports whether users other than the owner may write the
@@ -54,14 +58,17 @@ func (e *ModeError) Fix() string {
 	return "chmod 600 " + shellQuote(e.Path)
 }
 
-func (e *ModeError) Error() string {
+func (e *ModeError) Error() string { return e.Path + " is " + e.state() }
+
+// state is Error without the path: "writable by ... (mode ...): ...; fix".
+func (e *ModeError) state() string {
 	if e.Writable() {
 		who := map[fs.FileMode]string{0o020: "group", 0o002: "others", 0o022: "group and others"}[e.Mode&modeWritable]
-		return fmt.Sprintf("%s is writable by %s (mode %04o): they could replace the %s; %s",
-			e.Path, who, uint32(e.Mode), e.Secret, e.Fix())
+		return fmt.Sprintf("writable by %s (mode %04o): they could replace the %s; %s",
+			who, uint32(e.Mode), e.Secret, e.Fix())
 	}
-	return fmt.Sprintf("%s is readable by others (mode %04o): any user on the host can read the %s; %s",
-		e.Path, uint32(e.Mode), e.Secret, e.Fix())
+	return fmt.Sprintf("readable by others (mode %04o): any user on the host can read the %s; %s",
+		uint32(e.Mode), e.Secret, e.Fix())
 }
 
 // trustFiles are the keys that name a file that is not secret but says
@@ -70,6 +77,24 @@ func (e *ModeError) Error() string {
 // then sends its password (an outside trial).
 var trustFiles = []struct{ field, secret string }{
 	{"redis.tls.ca_file", "CA certificate"},
+}
+
+// configSecret is what a configuration file holds, as a ModeError says
+// it: whoever can change the file chooses what syncd runs and where it
+// sends data, as syncd's user.
+const configSecret = "configuration, which names the programs syncd runs (sink.exec.command, items.command) and where it sends data (sink.http.url)"
+
+// configModeError returns a *ModeError when users other than its owner
+// can write the configuration file at path, of the given mode (as ssh
+// refuses a writable ~/.ssh/config); else nil. Only a regular file's or
+// a named pipe's bits are looked at: a device's say nothing of what it
+// gives (/dev/null is 0666). A link's do not count, the file's do: a
+// Kubernetes ConfigMap is a link to a link to a 0644 file.
+func configModeError(path string, mode fs.FileMode) *ModeError {
+	if mode.Type()&^fs.ModeNamedPipe != 0 || mode&modeWritable == 0 {
+		return nil
+	}
+	return &ModeError{Path: path, Mode: mode.Perm(), Secret: configSecret, Public: true}
 }
 
 // modeError returns a *ModeError when field names a secret file and

@@ -230,3 +230,86 @@ redis:
 		}
 	}
 }
+
+// A configuration file that users other than its owner can write is
+// refused (an outside trial: a 0666 config.yaml was taken, and it names
+// the commands syncd runs). LoadPartial still gives the File and the
+// file's other problems after it, for validate.
+func TestConfigFileMode(t *testing.T) {
+	const why = ": they could replace the configuration, which names the programs syncd runs (sink.exec.command, items.command) and where it sends data (sink.http.url); chmod go-w "
+	for _, tt := range []struct {
+		mode    fs.FileMode
+		refused string
+	}{
+		{0o600, ""},
+		{0o644, ""}, // a ConfigMap's, and a checkout's under umask 022
+		{0o640, ""},
+		{0o444, ""},
+		{0o664, "writable by group (mode 0664)"}, // a checkout's under umask 002
+		{0o646, "writable by others (mode 0646)"},
+		{0o666, "writable by group and others (mode 0666)"},
+	} {
+		path := writeMode(t, t.TempDir(), "c.yaml", "engine:\n  workerz: 3\n", tt.mode)
+		want := []string{path + ":2: engine.workerz: unknown key (did you mean workers?)"}
+		if tt.refused != "" {
+			want = append([]string{path + ": " + tt.refused + why + path}, want...)
+		}
+		f, err := LoadPartial(path)
+		if diff := cmp.Diff(errLines(err), want); diff != "" {
+			t.Errorf("%04o: LoadPartial errors (-got +want):\n%s", uint32(tt.mode), diff)
+		}
+		if f == nil {
+			t.Errorf("%04o: LoadPartial gave no File", uint32(tt.mode))
+		}
+		var me *ModeError
+		if got := errors.As(err, &me); got != (tt.refused != "") || got && (me.Path != path || me.Mode != tt.mode || !me.Writable()) {
+			t.Errorf("%04o: error unwraps to %+v", uint32(tt.mode), me)
+		}
+
+		os.WriteFile(path, []byte("engine:\n  workers: 3\n"), 0o600) // keeps the mode
+		f, err = Load(path)
+		want = nil
+		if tt.refused != "" {
+			want = []string{path + ": " + tt.refused + why + path}
+		}
+		if diff := cmp.Diff(errLines(err), want); diff != "" || (f == nil) != (tt.refused != "") {
+			t.Errorf("%04o: Load = %v, errors (-got +want):\n%s", uint32(tt.mode), f, diff)
+		}
+	}
+}
+
+// A ConfigMap mounted by Kubernetes: the name is a link to ..data/name,
+// ..data a link to a directory of root's, the file in it 0644, the
+// volume's root 0777. The file's mode counts, through the links, and the
+// error names the path as given.
+func TestConfigFileModeConfigMap(t *testing.T) {
+	root := t.TempDir()
+	ts := filepath.Join(root, "..2026_11_27_20_26_00.123456789")
+	if err := os.Mkdir(ts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := writeMode(t, ts, "config.yaml", "engine:\n  workers: 3\n", 0o644)
+	path := filepath.Join(root, "config.yaml")
+	for _, l := range [][2]string{{filepath.Base(ts), filepath.Join(root, "..data")}, {"..data/config.yaml", path}} {
+		if err := os.Symlink(l[0], l[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(root, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := Load(path); err != nil || f.Engine().Workers != 3 {
+		t.Fatalf("Load of a ConfigMap's file: %v", err)
+	}
+	if err := os.Chmod(file, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if want := path + ": writable by group and others (mode 0666): they could replace the configuration"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Load through links to a 0666 file: %v; want %q...", err, want)
+	}
+	// A device's bits are not the file's: /dev/null (0666) is empty.
+	if _, err := Load("/dev/null"); err != nil {
+		t.Errorf("Load(/dev/null): %v", err)
+	}
+}
