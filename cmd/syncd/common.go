@@ -98,18 +98,26 @@ func (f *flags) load() (*config.File, error) {
 }
 
 // logConfigWarnings logs what the configuration runs with but should not
-// (config.File.Warnings): a secret file any user can read, with its key,
-// line, path, mode and the fix as fields.
+// (config.File.Warnings), with its key, line, path and the fix as fields:
+// a secret file any user can read (and its mode), a secret or trust file
+// owned by another user (and their uid).
 func logConfigWarnings(cfg *config.File, log zerolog.Logger) {
 	for _, w := range cfg.Warnings() {
 		ev := log.Warn().Str("config", w.File).Int("line", w.Line).Str("key", w.Field)
-		var me *config.ModeError
-		if !errors.As(w, &me) {
+		var (
+			me *config.ModeError
+			oe *config.OwnerError
+		)
+		switch {
+		case errors.As(w, &me):
+			ev.Str("path", me.Path).Str("mode", fmt.Sprintf("%04o", uint32(me.Mode))).Str("secret", me.Secret).
+				Str("fix", me.Fix()).Msg("secret file readable by any user on the host")
+		case errors.As(w, &oe):
+			ev.Str("path", oe.Path).Int("owner_uid", oe.Owner).Int("uid", oe.User).Str("secret", oe.Secret).
+				Str("fix", oe.Fix()).Msg("file owned by another user, who could replace it")
+		default:
 			ev.Msg(w.Msg)
-			continue
 		}
-		ev.Str("path", me.Path).Str("mode", fmt.Sprintf("%04o", uint32(me.Mode))).Str("secret", me.Secret).
-			Str("fix", me.Fix()).Msg("secret file readable by any user on the host")
 	}
 }
 

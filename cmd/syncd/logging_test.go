@@ -55,7 +55,8 @@ func TestRateLogger(t *testing.T) {
 }
 
 // A secret file any user can read is logged as a warning, its key, line,
-// path, mode and fix as fields; a private one is not.
+// path, mode and fix as fields; a private one is not. One owned by
+// another user is a warning with their uid.
 func TestLogConfigWarnings(t *testing.T) {
 	dir := t.TempDir()
 	tok := filepath.Join(dir, "tok")
@@ -82,6 +83,29 @@ func TestLogConfigWarnings(t *testing.T) {
 	delete(got, "config") // the file's temporary path
 	want := map[string]any{"level": "warn", "message": "secret file readable by any user on the host", "line": float64(4),
 		"key": "http.api_token_file", "path": tok, "mode": "0644", "secret": "API token", "fix": "chmod 600 " + tok}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("log line (-got +want):\n%s", diff)
+	}
+
+	// Owned by another user: only root can give it one.
+	if os.Geteuid() != 0 {
+		return
+	}
+	if err := os.Chmod(tok, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(tok, 4242, -1); err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	logConfigWarnings(cfg, zerolog.New(&buf))
+	got = nil
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatalf("%q: %v", buf.String(), err)
+	}
+	delete(got, "config")
+	want = map[string]any{"level": "warn", "message": "file owned by another user, who could replace it", "line": float64(4),
+		"key": "http.api_token_file", "path": tok, "owner_uid": float64(4242), "uid": float64(0), "secret": "API token", "fix": "chown root " + tok}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("log line (-got +want):\n%s", diff)
 	}

@@ -95,9 +95,9 @@ const (
 
 // readRegular reads the regular file at path, at most max bytes: a
 // device, a FIFO (opened without blocking) or a longer file is an error,
-// and so is check's error about the file's mode (nil: none), looked at
-// on the file opened, so that what is checked is what is read.
-func readRegular(path string, max int64, check func(fs.FileMode) error) ([]byte, error) {
+// and so is check's error about the file (nil: none), looked at on the
+// file opened, so that what is checked is what is read.
+func readRegular(path string, max int64, check func(fs.FileInfo) error) ([]byte, error) {
 	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -115,7 +115,7 @@ func readRegular(path string, max int64, check func(fs.FileMode) error) ([]byte,
 		return nil, fmt.Errorf("%d bytes, more than the %d read", fi.Size(), max)
 	}
 	if check != nil {
-		if err := check(fi.Mode()); err != nil {
+		if err := check(fi); err != nil {
 			return nil, err
 		}
 	}
@@ -148,25 +148,33 @@ func (r *reader) bad(err error, field, format string, args ...any) {
 
 // file returns the file at path, at most max bytes, named by field; nil
 // for "", an error, or a field with a load problem (reported already).
-// A secret file (secretFiles) that others can write is an error; a
-// readFile given to Store or APIToken has no modes to check.
+// A secret or trust file (secretfile.go) that others can write, or
+// replace through its directory, is an error; a readFile given to Store
+// or APIToken has no modes to check.
 func (r *reader) file(field, path string, max int64) []byte {
 	if path == "" || r.f.Failed(field) {
 		return nil
 	}
 	read := r.read
 	if read == nil {
-		writable := func(mode fs.FileMode) error {
-			if me := modeError(field, path, mode); me != nil && me.Writable() {
+		replaceable := func(fi fs.FileInfo) error {
+			if me := modeError(field, path, fi.Mode()); me != nil && me.Writable() {
 				return me
+			}
+			if de := dirError(field, path); de != nil {
+				return de
 			}
 			return nil
 		}
-		read = func(path string) ([]byte, error) { return readRegular(path, max, writable) }
+		read = func(path string) ([]byte, error) { return readRegular(path, max, replaceable) }
 	}
 	b, err := read(path)
-	if me := (*ModeError)(nil); errors.As(err, &me) {
-		r.bad(err, field, "%v", me)
+	var (
+		me *ModeError
+		de *DirError
+	)
+	if errors.As(err, &me) || errors.As(err, &de) {
+		r.bad(err, field, "%v", err)
 	} else if err != nil {
 		r.bad(err, field, "%s: %s", path, fsReason(err))
 	}
@@ -202,8 +210,9 @@ func (r *reader) secret(envField, name, fileField, path string) string {
 // Store returns the store configuration, the Logger left for the caller.
 // It reads the passwords (redis.password_env, password_file,
 // sentinel_password_env) and redis.tls files through env and readFile
-// (nil for os.LookupEnv and os.ReadFile). A password or key file that
-// others can write is refused (secretfile.go).
+// (nil for os.LookupEnv and os.ReadFile). A password, key or CA file
+// that others can write, or replace through its directory, is refused
+// (secretfile.go).
 func (f *File) Store(env func(string) (string, bool), readFile func(string) ([]byte, error)) (store.Config, error) {
 	rd, r, c := f.reader(env, readFile), f.s.Redis, f.storeBase()
 	c.Password = rd.secret("redis.password_env", r.PasswordEnv, "redis.password_file", r.PasswordFile)
@@ -232,7 +241,7 @@ func (f *File) Store(env func(string) (string, bool), readFile func(string) ([]b
 
 // APIToken returns the HTTP API's bearer token from http.api_token_env or
 // api_token_file, read as Store reads passwords (a file others can write
-// is refused); "" when neither is set: the API is off. A token
+// or replace is refused); "" when neither is set: the API is off. A token
 // api.CheckToken refuses is an error.
 func (f *File) APIToken(env func(string) (string, bool), readFile func(string) ([]byte, error)) (string, error) {
 	rd, h := f.reader(env, readFile), f.s.HTTP

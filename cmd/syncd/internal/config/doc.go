@@ -32,6 +32,7 @@
 // other than its owner can write: it names the commands syncd runs and
 // where it sends data. A secret file
 // (redis.password_file, redis.tls.key_file, http.api_token_file) that
-// users other than its owner can write is refused; one that any user
-// can read is a warning (Warnings).
+// users other than its owner can write, or replace through its
+// directory, is refused; one that any user can read, or that another
+// user owns, is a warning (Warnings).
 package config

@@ -1,10 +1,15 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
+	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -19,6 +24,13 @@ import (
 // Kubernetes mounts secret volumes 0644 unless defaultMode says
 // otherwise. Read by the file's group is fine: that is how services
 // share a secret through a group. The fix for both is chmod 600.
+//
+// Whoever can write the directory that holds a secret or trust file can
+// replace the file too, whatever its mode: such a directory, without the
+// sticky bit, is refused (DirError). A file owned by a user other than
+// root and the one syncd runs as is a warning (OwnerError): that user
+// can replace it, but a secret kept by another service's user and
+// shared through a group is a setup of its own.
 
 // secretFiles are the keys that name a file holding a secret, in the
 // order of the file, and what it holds (TestSecretFilesComplete keeps the
@@ -63,12 +75,136 @@ func (e *ModeError) Error() string { return e.Path + " is " + e.state() }
 // state is Error without the path: "writable by ... (mode ...): ...; fix".
 func (e *ModeError) state() string {
 	if e.Writable() {
-		who := map[fs.FileMode]string{0o020: "group", 0o002: "others", 0o022: "group and others"}[e.Mode&modeWritable]
 		return fmt.Sprintf("writable by %s (mode %04o): they could replace the %s; %s",
-			who, uint32(e.Mode), e.Secret, e.Fix())
+			writers(e.Mode), uint32(e.Mode), e.Secret, e.Fix())
 	}
 	return fmt.Sprintf("readable by others (mode %04o): any user on the host can read the %s; %s",
 		uint32(e.Mode), e.Secret, e.Fix())
+}
+
+// writers says who, other than its owner, may write a file of mode.
+func writers(mode fs.FileMode) string {
+	return map[fs.FileMode]string{0o020: "group", 0o002: "others", 0o022: "group and others"}[mode&modeWritable]
+}
+
+// DirError is a secret or trust file in a directory that users other
+// than its owner can write, without the sticky bit, on a file system
+// mounted writable: they could rename the file away and put their own in
+// its place. It is the Err of such a FieldError: refused.
+type DirError struct {
+	Path   string      // the file, as named
+	Dir    string      // the directory, absolute
+	Mode   fs.FileMode // the directory's permission bits
+	Secret string      // what the file holds, as in ModeError
+}
+
+// Fix is a command that fixes the directory; moving the file to a
+// directory only its owner can write is the other fix.
+func (e *DirError) Fix() string { return "chmod go-w " + shellQuote(e.Dir) }
+
+func (e *DirError) Error() string {
+	return fmt.Sprintf("%s is in %s, which %s can write (mode %04o, no sticky bit): they could replace the %s; %s, or keep the file in a directory only its owner can write",
+		e.Path, e.Dir, writers(e.Mode), uint32(e.Mode), e.Secret, e.Fix())
+}
+
+// OwnerError is a secret or trust file owned by a user other than root
+// and the one syncd runs as: that user could replace it, or let any user
+// read it. It is the Err of such a warning (Warnings), not refused.
+type OwnerError struct {
+	Path   string
+	Owner  int    // the file's owner's uid
+	User   int    // the uid syncd runs as
+	Secret string // what the file holds, as in ModeError
+	names  [2]string
+}
+
+// Fix is the command that gives the file to the user syncd runs as.
+func (e *OwnerError) Fix() string {
+	return "chown " + cmp.Or(e.names[1], strconv.Itoa(e.User)) + " " + shellQuote(e.Path)
+}
+
+func (e *OwnerError) Error() string {
+	runs := "root or " + userText(e.names[1], e.User) + ", the user syncd runs as"
+	if e.User == 0 {
+		runs = "root, the user syncd runs as"
+	}
+	return fmt.Sprintf("%s is owned by %s, not by %s: that user could replace the %s, or let any user read it; %s",
+		e.Path, userText(e.names[0], e.Owner), runs, e.Secret, e.Fix())
+}
+
+// userText is a user as "name (uid n)", or "uid n" without a name.
+func userText(name string, uid int) string {
+	if name == "" {
+		return "uid " + strconv.Itoa(uid)
+	}
+	return fmt.Sprintf("%s (uid %d)", name, uid)
+}
+
+// euid is the user syncd runs as; a test may change it.
+var euid = os.Geteuid
+
+// ownerError returns an *OwnerError when fi, the file at path holding
+// secret, is owned by a user other than root and the one syncd runs as;
+// nil where the system does not say who owns it (fileOwner).
+func ownerError(secret, path string, fi fs.FileInfo) *OwnerError {
+	uid, ok := fileOwner(fi)
+	if me := euid(); ok && uid != 0 && uid != me {
+		e := &OwnerError{Path: path, Owner: uid, User: me, Secret: secret}
+		for i, id := range []int{uid, me} {
+			if u, err := user.LookupId(strconv.Itoa(id)); err == nil {
+				e.names[i] = u.Username
+			}
+		}
+		return e
+	}
+	return nil
+}
+
+// dirError returns a *DirError when field names a secret or trust file
+// and a directory that holds the file at path lets users other than its
+// owner replace it: writable by group or others, without the sticky bit
+// (as /tmp has), on a file system mounted writable. The directories are
+// path's as named and, through links, the file's. A Kubernetes secret
+// volume links name to ..data/name to ..<time>/name, the first two in a
+// 1777 directory, the file in a 0755 one; a ConfigMap's first directory
+// is 0777, but the volume is mounted read-only. Directories above those
+// are not looked at.
+func dirError(field, path string) *DirError {
+	secret := fileSecret(field)
+	if secret == "" {
+		return nil
+	}
+	var dirs []string
+	for _, p := range []string{path, evalSymlinks(path)} {
+		if abs, err := filepath.Abs(p); p != "" && err == nil && !slices.Contains(dirs, filepath.Dir(abs)) {
+			dirs = append(dirs, filepath.Dir(abs))
+		}
+	}
+	for _, dir := range dirs {
+		fi, err := os.Stat(dir)
+		if err != nil || fi.Mode()&modeWritable == 0 || fi.Mode()&fs.ModeSticky != 0 || readOnlyFS(dir) {
+			continue
+		}
+		return &DirError{Path: path, Dir: dir, Mode: fi.Mode().Perm(), Secret: secret}
+	}
+	return nil
+}
+
+// evalSymlinks is filepath.EvalSymlinks, "" on error.
+func evalSymlinks(path string) string {
+	p, _ := filepath.EvalSymlinks(path)
+	return p
+}
+
+// fileSecret is what the file field names holds, "" when it is neither
+// a secret file nor a trust file.
+func fileSecret(field string) string {
+	for _, s := range slices.Concat(secretFiles, trustFiles) {
+		if s.field == field {
+			return s.secret
+		}
+	}
+	return ""
 }
 
 // trustFiles are the keys that name a file that is not secret but says
@@ -114,9 +250,10 @@ func modeError(field, path string, mode fs.FileMode) *ModeError {
 	return nil
 }
 
-// secretPath returns the secret file named by field that is in force:
-// the password file unless password_env is set, the TLS key with TLS
-// on, the token file unless api_token_env is set; "" for none.
+// secretPath returns the secret or trust file named by field that is in
+// force: the password file unless password_env is set, the TLS key and
+// CA with TLS on, the token file unless api_token_env is set; "" for
+// none.
 func (f *File) secretPath(field string) string {
 	r, h := f.s.Redis, f.s.HTTP
 	switch {
@@ -124,6 +261,8 @@ func (f *File) secretPath(field string) string {
 		return r.PasswordFile
 	case field == "redis.tls.key_file" && r.TLS.Enabled:
 		return r.TLS.KeyFile
+	case field == "redis.tls.ca_file" && r.TLS.Enabled:
+		return r.TLS.CAFile
 	case field == "http.api_token_file" && h.APITokenEnv == "":
 		return h.APITokenFile
 	}
@@ -131,13 +270,15 @@ func (f *File) secretPath(field string) string {
 }
 
 // Warnings returns what syncd runs with but should not, each at its key:
-// a secret file that any user can read (its Err a *ModeError). It looks
-// at the files (os.Stat); one it cannot look at, or that others can
-// write, is Store's or APIToken's error, not a warning. On a File with
-// problems (LoadPartial), keys with one are skipped.
+// a secret file that any user can read (its Err a *ModeError), a secret
+// or trust file owned by another user than root and the one syncd runs
+// as (an *OwnerError). It looks at the files (os.Stat); one it cannot
+// look at, or that others can write or replace, is Store's or
+// APIToken's error, not a warning. On a File with problems
+// (LoadPartial), keys with one are skipped. They come in line order.
 func (f *File) Warnings() []*FieldError {
 	var ws []*FieldError
-	for _, s := range secretFiles {
+	for _, s := range slices.Concat(secretFiles, trustFiles) {
 		path := f.secretPath(s.field)
 		if path == "" || f.Failed(s.field) {
 			continue
@@ -146,10 +287,18 @@ func (f *File) Warnings() []*FieldError {
 		if err != nil || !fi.Mode().IsRegular() {
 			continue
 		}
-		if me := modeError(s.field, path, fi.Mode()); me != nil && !me.Writable() {
+		me := modeError(s.field, path, fi.Mode())
+		if me != nil && me.Writable() || dirError(s.field, path) != nil {
+			continue
+		}
+		if me != nil {
 			ws = append(ws, f.errorAt(me, s.field, nil, me.Error()))
 		}
+		if oe := ownerError(s.secret, path, fi); oe != nil {
+			ws = append(ws, f.errorAt(oe, s.field, nil, oe.Error()))
+		}
 	}
+	slices.SortStableFunc(ws, func(a, b *FieldError) int { return a.Line - b.Line }) // the file's order
 	return ws
 }
 

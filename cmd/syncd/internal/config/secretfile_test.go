@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -311,5 +313,152 @@ func TestConfigFileModeConfigMap(t *testing.T) {
 	// A device's bits are not the file's: /dev/null (0666) is empty.
 	if _, err := Load("/dev/null"); err != nil {
 		t.Errorf("Load(/dev/null): %v", err)
+	}
+}
+
+// A secret or trust file in a directory that users other than its owner
+// can write, without the sticky bit, is refused whatever its own mode:
+// they could rename it away and put theirs in its place. The directory
+// of the path as named counts, and the file's through links.
+func TestSecretFileDir(t *testing.T) {
+	const rest = ": they could replace the %s; chmod go-w %s, or keep the file in a directory only its owner can write"
+	for _, tt := range []struct {
+		mode    fs.FileMode
+		refused string // how the error says it, "" when read
+	}{
+		{0o700, ""},
+		{0o755, ""},
+		{0o777 | fs.ModeSticky, ""}, // /tmp's: others may not rename what is not theirs
+		{0o770 | fs.ModeSticky, ""},
+		{0o775, "which group can write (mode 0775, no sticky bit)"},
+		{0o757, "which others can write (mode 0757, no sticky bit)"},
+		{0o777, "which group and others can write (mode 0777, no sticky bit)"},
+	} {
+		t.Run(tt.mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			f, pw, key, tok := secretConfig(t, dir, 0o600)
+			if err := os.Chmod(dir, tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			var wantStore, wantTok []string
+			if tt.refused != "" {
+				wantStore = []string{
+					"c.yaml:3: redis.password_file: " + pw + " is in " + dir + ", " + tt.refused + fmt.Sprintf(rest, "Redis password", dir),
+					"c.yaml:7: redis.tls.key_file: " + key + " is in " + dir + ", " + tt.refused + fmt.Sprintf(rest, "TLS private key", dir),
+				}
+				wantTok = []string{"c.yaml:9: http.api_token_file: " + tok + " is in " + dir + ", " + tt.refused + fmt.Sprintf(rest, "API token", dir)}
+			}
+			_, err := f.Store(nil, nil)
+			if diff := cmp.Diff(errLines(err), wantStore); diff != "" {
+				t.Errorf("Store errors (-got +want):\n%s", diff)
+			}
+			_, err = f.APIToken(nil, nil)
+			if diff := cmp.Diff(errLines(err), wantTok); diff != "" {
+				t.Errorf("APIToken errors (-got +want):\n%s", diff)
+			}
+			var de *DirError
+			if err != nil && (!errors.As(err, &de) || de.Dir != dir || de.Mode != tt.mode.Perm()) {
+				t.Errorf("APIToken error unwraps to %+v; want a *DirError of %s", de, dir)
+			}
+			if ws := f.Warnings(); len(ws) != 0 {
+				t.Errorf("Warnings = %v; want none", ws)
+			}
+		})
+	}
+}
+
+// Through links: a link in a directory others can write is refused, as
+// a link to a file in one is; the CA certificate is held to it too.
+func TestSecretFileDirLinks(t *testing.T) {
+	safe, open := t.TempDir(), t.TempDir()
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	certPEM, _ := testCert(t)
+	for _, tt := range []struct{ file, link string }{
+		{filepath.Join(safe, "ca.pem"), filepath.Join(open, "ca-link.pem")},
+		{filepath.Join(open, "ca.pem"), filepath.Join(safe, "ca-link.pem")},
+	} {
+		writeMode(t, filepath.Dir(tt.file), filepath.Base(tt.file), certPEM, 0o644)
+		if err := os.Symlink(tt.file, tt.link); err != nil {
+			t.Fatal(err)
+		}
+		f := mustParse(t, "redis:\n  addrs: [\"redis.test:6380\"]\n  tls:\n    enabled: true\n    ca_file: "+tt.link+"\n")
+		_, err := f.Store(nil, nil)
+		want := []string{"c.yaml:5: redis.tls.ca_file: " + tt.link + " is in " + open + ", which group and others can write (mode 0777, no sticky bit): they could replace the CA certificate; chmod go-w " +
+			open + ", or keep the file in a directory only its owner can write"}
+		if diff := cmp.Diff(errLines(err), want); diff != "" {
+			t.Errorf("%s -> %s: Store errors (-got +want):\n%s", tt.link, tt.file, diff)
+		}
+	}
+}
+
+// A secret or trust file owned by a user other than root and the one
+// syncd runs as is a warning, not refused: that user could replace it.
+// As root the files are given to another user; otherwise syncd is made
+// to run as another user than the files' owner.
+func TestSecretFileOwner(t *testing.T) {
+	dir := t.TempDir()
+	_, pw, key, tok := secretConfig(t, dir, 0o600)
+	certPEM, _ := testCert(t)
+	ca := writeMode(t, dir, "ca.pem", certPEM, 0o644)
+	owner := os.Geteuid()
+	if owner == 0 {
+		owner = 4242
+		for _, p := range []string{pw, key, tok, ca} {
+			if err := os.Chown(p, owner, -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else {
+		t.Cleanup(func() { euid = os.Geteuid })
+		euid = func() int { return owner + 1 }
+	}
+	f := mustParse(t, yamlText(fmt.Sprintf(`
+redis:
+	addrs: ["redis.test:6380"]
+	password_file: %s
+	tls:
+		enabled: true
+		cert_file: %s
+		key_file: %s
+		ca_file: %s
+http:
+	api_token_file: %s
+`, pw, filepath.Join(dir, "cert.pem"), key, ca, tok)))
+	name := func(uid int) string {
+		if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+			return u.Username
+		}
+		return ""
+	}
+	runs, chown := "root, the user syncd runs as", "root"
+	if me := euid(); me != 0 {
+		runs, chown = "root or "+userText(name(me), me)+", the user syncd runs as", name(me)
+		if chown == "" {
+			chown = strconv.Itoa(me)
+		}
+	}
+	var want []string
+	for _, w := range [][3]string{{"3: redis.password_file", pw, "Redis password"}, {"7: redis.tls.key_file", key, "TLS private key"},
+		{"8: redis.tls.ca_file", ca, "CA certificate"}, {"10: http.api_token_file", tok, "API token"}} {
+		want = append(want, "c.yaml:"+w[0]+": "+w[1]+" is owned by "+userText(name(owner), owner)+", not by "+runs+
+			": that user could replace the "+w[2]+", or let any user read it; chown "+chown+" "+w[1])
+	}
+	if _, err := f.Store(nil, nil); err != nil {
+		t.Errorf("Store: %v", err)
+	}
+	if _, err := f.APIToken(nil, nil); err != nil {
+		t.Errorf("APIToken: %v", err)
+	}
+	var got []string
+	for _, w := range f.Warnings() {
+		got = append(got, w.Error())
+		if oe := (*OwnerError)(nil); !errors.As(w, &oe) || oe.Owner != owner || oe.User != euid() {
+			t.Errorf("warning %v unwraps to %+v; want an *OwnerError", w, oe)
+		}
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("Warnings (-got +want):\n%s", diff)
 	}
 }
