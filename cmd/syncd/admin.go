@@ -266,7 +266,7 @@ func cmdRequeue(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	ctx := context.Background()
-	st, err := adminStore(ctx, f)
+	st, err := adminStore(ctx, f, stderr)
 	if err != nil {
 		return err
 	}
@@ -292,7 +292,7 @@ func cmdRelease(args []string, stdout, stderr io.Writer) error {
 		return f.unexpected(ids[1:], "exactly one ID")
 	}
 	ctx := context.Background()
-	st, err := adminStore(ctx, f)
+	st, err := adminStore(ctx, f, stderr)
 	if err != nil {
 		return err
 	}

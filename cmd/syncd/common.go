@@ -274,19 +274,32 @@ func buildEngine(ctx context.Context, cfg *config.File, st *store.Store, log zer
 
 // adminStore loads the config named by f and opens its store for an
 // admin command, logging warnings only, and nothing of go-redis's
-// (newAdminLogger).
-func adminStore(ctx context.Context, f *flags) (*store.Store, error) {
+// (newAdminLogger); the config's own warnings go to stderr
+// (printConfigWarnings).
+func adminStore(ctx context.Context, f *flags, stderr io.Writer) (*store.Store, error) {
 	cfg, err := f.load()
 	if err != nil {
 		return nil, err
 	}
+	printConfigWarnings(cfg, stderr)
 	return openStore(ctx, cfg, newAdminLogger(cfg, os.Stderr))
+}
+
+// printConfigWarnings writes to w, one a line, what the configuration
+// runs with but should not (config.File.Warnings), as validate says it:
+// the admin commands read the same files as run, which logs them, but a
+// person runs them and reads plain text, and their stdout (JSON with
+// status --json) stays theirs.
+func printConfigWarnings(cfg *config.File, w io.Writer) {
+	for _, fe := range cfg.Warnings() {
+		fmt.Fprintln(w, "syncd: warning:", fe)
+	}
 }
 
 // adminStoreWarn is adminStore, and warns on stderr when the store is
 // the embedded one (an admin command's changes then end with it).
 func adminStoreWarn(ctx context.Context, f *flags, stderr io.Writer) (*store.Store, error) {
-	st, err := adminStore(ctx, f)
+	st, err := adminStore(ctx, f, stderr)
 	if err == nil {
 		warnEmbedded(st, stderr)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -162,5 +163,35 @@ func TestItemsRemovePlantedIDs(t *testing.T) {
 	if code := runMain([]string{"items", "remove", "-c", cfg, "", "\x1b[31mred", "--file", file}, &out, &errb); code != exitOK ||
 		!strings.Contains(out.String(), "3 of 3 items removed") {
 		t.Errorf("items remove: exit %d, %q, %s; want 3 of 3 removed", code, out.String(), errb.String())
+	}
+}
+
+// The admin commands say once on stderr, in plain text, what run logs as
+// a warning: here a Redis password file any user can read (an outside
+// trial: status and the others said nothing). Their stdout is left as it
+// was: status --json still parses.
+func TestAdminConfigWarnings(t *testing.T) {
+	srv := redistest.Start(t, &redistest.Options{Password: "admin-pw"})
+	pw := testutil.WriteFile(t, "pw", "admin-pw\n")
+	if err := os.Chmod(pw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testutil.WriteFile(t, "config.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  password_file: %s\n  key_prefix: warn\n  shards: 4\nlog:\n  format: json\n", srv.Addr(), pw))
+	warning := "syncd: warning: " + cfg + ":3: redis.password_file: " + pw +
+		" is readable by others (mode 0644): any user on the host can read the Redis password; chmod 600 " + pw + "\n"
+	for _, args := range [][]string{
+		{"items", "add", "x"}, {"items", "list"}, {"status"}, {"status", "--json"}, {"requeue", "x"}, {"trigger", "x"},
+		{"release", "--force", "x"}, {"items", "reconcile", "--force"}, {"items", "remove", "x"},
+	} {
+		code, stdout, stderr := syncd(append(args, "-c", cfg)...)
+		if strings.Count(stderr, warning) != 1 || code == exitUsage {
+			t.Errorf("syncd %q: exit %d, stderr %q; want the warning once:\n%s", args, code, stderr, warning)
+		}
+		if strings.Contains(stdout, "warning") {
+			t.Errorf("syncd %q: stdout %q has the warning", args, stdout)
+		}
+		if args[0] == "status" && len(args) > 1 && !json.Valid([]byte(stdout)) {
+			t.Errorf("status --json: stdout is not JSON: %q", stdout)
+		}
 	}
 }

@@ -108,6 +108,7 @@ func cmdReconcile(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	printConfigWarnings(cfg, stderr)
 	ctx := context.Background()
 	log := newAdminLogger(cfg, os.Stderr)
 	st, err := openStore(ctx, cfg, log)

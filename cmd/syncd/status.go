@@ -184,7 +184,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, err := adminStore(ctx, f)
+	st, err := adminStore(ctx, f, stderr)
 	if err != nil {
 		return err
 	}
