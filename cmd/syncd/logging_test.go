@@ -58,7 +58,7 @@ func TestRateLogger(t *testing.T) {
 // path, mode and fix as fields; a private one is not. One owned by
 // another user is a warning with their uid.
 func TestLogConfigWarnings(t *testing.T) {
-	dir := t.TempDir()
+	dir := testutil.PrivateDir(t)
 	tok := filepath.Join(dir, "tok")
 	if err := os.WriteFile(tok, []byte("s3cret-API-token-never-shown\n"), 0o600); err != nil {
 		t.Fatal(err)

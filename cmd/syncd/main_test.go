@@ -13,15 +13,17 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The command's own paths; tests/e2e runs the built binary end to end.
 // Config files are written 0600: 0644 is 0664 under umask 002, which
-// every command refuses (TestConfigFileWritable).
+// every command refuses (TestConfigFileWritable); the directory is
+// private, as secret files need.
 func TestRunMain(t *testing.T) {
-	dir := t.TempDir()
+	dir := testutil.PrivateDir(t)
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("engine:\n  workerz: 3\n"), 0o600)
 	// Valid YAML that run refuses: validate must refuse it too.

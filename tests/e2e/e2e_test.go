@@ -380,7 +380,7 @@ func TestValidate(t *testing.T) {
 // a 0666 token file taken silently).
 func TestRunSecretFileModes(t *testing.T) {
 	t.Parallel()
-	tok := filepath.Join(t.TempDir(), "tok")
+	tok := filepath.Join(testutil.PrivateDir(t), "tok")
 	if err := os.WriteFile(tok, []byte("s3cret-API-token-never-shown\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

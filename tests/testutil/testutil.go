@@ -72,12 +72,24 @@ func WaitFor(t testing.TB, within, poll time.Duration, what string, cond func() 
 	}
 }
 
+// PrivateDir returns a new directory from t.TempDir that only its owner
+// may write. t.TempDir's are 0777 less the umask: 0775 under umask 002,
+// where syncd refuses a secret file (its group could replace it).
+func PrivateDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // WriteFile writes body to a new file called name in a directory from
-// t.TempDir, readable by the owner only, and returns its path. It fails
+// PrivateDir, readable by the owner only, and returns its path. It fails
 // the test if it cannot.
 func WriteFile(t testing.TB, name, body string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
+	p := filepath.Join(PrivateDir(t), name)
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ type testPKI struct {
 // redis.test, and a client certificate, all signed by the CA.
 func newPKI(t *testing.T) *testPKI {
 	t.Helper()
-	p := &testPKI{dir: t.TempDir(), serverName: "redis.test"}
+	p := &testPKI{dir: testutil.PrivateDir(t), serverName: "redis.test"}
 	p.writePEM = func(name, typ string, der []byte) string {
 		path := filepath.Join(p.dir, name)
 		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {

@@ -57,7 +57,7 @@ type fleet struct {
 func startFleet(t *testing.T) *fleet {
 	t.Helper()
 	srv := redistest.Start(t, nil)
-	dir := t.TempDir()
+	dir := testutil.PrivateDir(t) // holds the token file
 	f := &fleet{poison: filepath.Join(dir, "poison"), redis: srv.Addr()}
 	os.Mkdir(f.poison, 0o755)
 	for _, id := range poisoned {

@@ -1281,7 +1281,7 @@ func TestLoad(t *testing.T) {
 // outside trial: the missing token file came out only after the typo
 // beside it was fixed).
 func TestLoadPartial(t *testing.T) {
-	dir := t.TempDir()
+	dir := privateDir(t)
 	path, ca, tok := filepath.Join(dir, "c.yaml"), filepath.Join(dir, "ca.pem"), filepath.Join(dir, "tok")
 	src := yamlText(`
 engine:

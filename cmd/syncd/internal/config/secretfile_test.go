@@ -15,6 +15,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// privateDir is t.TempDir, which only its owner may write whatever the
+// umask (it is 0775 under umask 002): secret files are refused in a
+// directory their group can write (TestSecretFileDir).
+func privateDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // writeMode writes body to the file name in dir, with exactly mode
 // whatever the umask, and returns its path.
 func writeMode(t *testing.T, dir, name, body string, mode fs.FileMode) string {
@@ -72,7 +84,7 @@ func TestSecretFileModes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%04o", uint32(tt.mode)), func(t *testing.T) {
-			f, pw, key, tok := secretConfig(t, t.TempDir(), tt.mode)
+			f, pw, key, tok := secretConfig(t, privateDir(t), tt.mode)
 			var wantStore, wantTok, wantWarn []string
 			if tt.refused != "" {
 				wantStore = []string{
@@ -160,7 +172,7 @@ func TestSecretFileModeLinksAndQuoting(t *testing.T) {
 // Only the secret files in force are looked at: not the password file
 // beside password_env (a load error), nor the TLS key with TLS off.
 func TestSecretFileModeNotInForce(t *testing.T) {
-	dir := t.TempDir()
+	dir := privateDir(t)
 	tok := writeMode(t, dir, "tok", "s3cret-API-token-never-shown\n", 0o666)
 	f, err := ParsePartial("c.yaml", []byte("http:\n  api_token_env: TOK\n  api_token_file: "+tok+"\n"))
 	if err == nil {
@@ -211,7 +223,7 @@ func TestCAFileMode(t *testing.T) {
 		0o664: "writable by group (mode 0664)",
 		0o666: "writable by group and others (mode 0666)",
 	} {
-		ca := writeMode(t, t.TempDir(), "ca.pem", certPEM, mode)
+		ca := writeMode(t, privateDir(t), "ca.pem", certPEM, mode)
 		f := mustParse(t, yamlText(fmt.Sprintf(`
 redis:
 	addrs: ["redis.test:6380"]
@@ -370,7 +382,7 @@ func TestSecretFileDir(t *testing.T) {
 // Through links: a link in a directory others can write is refused, as
 // a link to a file in one is; the CA certificate is held to it too.
 func TestSecretFileDirLinks(t *testing.T) {
-	safe, open := t.TempDir(), t.TempDir()
+	safe, open := privateDir(t), t.TempDir()
 	if err := os.Chmod(open, 0o777); err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +410,7 @@ func TestSecretFileDirLinks(t *testing.T) {
 // As root the files are given to another user; otherwise syncd is made
 // to run as another user than the files' owner.
 func TestSecretFileOwner(t *testing.T) {
-	dir := t.TempDir()
+	dir := privateDir(t)
 	_, pw, key, tok := secretConfig(t, dir, 0o600)
 	certPEM, _ := testCert(t)
 	ca := writeMode(t, dir, "ca.pem", certPEM, 0o644)
