@@ -263,7 +263,8 @@ func TestConfigFileMode(t *testing.T) {
 		{0o646, "writable by others (mode 0646)"},
 		{0o666, "writable by group and others (mode 0666)"},
 	} {
-		path := writeMode(t, t.TempDir(), "c.yaml", "engine:\n  workerz: 3\n", tt.mode)
+		dir := t.TempDir()
+		path := writeMode(t, dir, "c.yaml", "engine:\n  workerz: 3\n", tt.mode)
 		want := []string{path + ":2: engine.workerz: unknown key (did you mean workers?)"}
 		if tt.refused != "" {
 			want = append([]string{path + ": " + tt.refused + why + path}, want...)
@@ -280,7 +281,7 @@ func TestConfigFileMode(t *testing.T) {
 			t.Errorf("%04o: error unwraps to %+v", uint32(tt.mode), me)
 		}
 
-		os.WriteFile(path, []byte("engine:\n  workers: 3\n"), 0o600) // keeps the mode
+		path = writeMode(t, dir, "valid.yaml", "engine:\n  workers: 3\n", tt.mode)
 		f, err = Load(path)
 		want = nil
 		if tt.refused != "" {
