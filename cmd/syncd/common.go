@@ -162,9 +162,14 @@ func openStore(ctx context.Context, cfg *config.File, log zerolog.Logger) (*stor
 	sc.Logger = log
 	st, err := store.Open(ctx, sc)
 	if err != nil {
-		if store.IsUnavailable(err) && len(sc.Addrs) > 0 {
+		switch {
+		case store.IsUnavailable(err) && len(sc.Addrs) > 0:
 			// Redis did not answer where the file says it is.
 			err = cfg.At("redis.addrs", err)
+		case strings.Contains(err.Error(), "NOAUTH"):
+			err = cfg.At("redis.addrs", fmt.Errorf("%w (this Redis asks for a password: set redis.password_file or redis.password_env)", err))
+		case strings.Contains(err.Error(), "WRONGPASS"):
+			err = cfg.At(cfg.PasswordField(), fmt.Errorf("%w (Redis refused the password, or redis.username, that this names)", err))
 		}
 		return nil, &exitError{code: exitUsage, err: err}
 	}

@@ -241,6 +241,8 @@ func TestAdminCommandsPrintOnlyTheirError(t *testing.T) {
 		return testutil.WriteFile(t, name, fmt.Sprintf("redis:\n  addrs: [%q]\n  dial_timeout: 1s\nlog:\n  format: json\n  level: debug\n", addr))
 	}
 	down, auth := cfgFor("down.yaml", stopped.Addr()), cfgFor("auth.yaml", locked.Addr())
+	wrong := testutil.WriteFile(t, "wrong.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  password_env: SYNCD_TEST_WRONG_PW\n", locked.Addr()))
+	t.Setenv("SYNCD_TEST_WRONG_PW", "not-the-password")
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -248,13 +250,17 @@ func TestAdminCommandsPrintOnlyTheirError(t *testing.T) {
 		{[]string{"status", "-c", down}, "syncd status: " + down + ":2: redis.addrs: connect to " + stopped.Addr() + ": dial tcp "},
 		{[]string{"items", "list", "-c", down}, "syncd items: " + down + ":2: redis.addrs: connect to "},
 		{[]string{"requeue", "-c", down, "a"}, "syncd requeue: " + down + ":2: redis.addrs: connect to "},
-		{[]string{"status", "-c", auth}, "syncd status: connect to " + locked.Addr() + ": NOAUTH "},
-		{[]string{"trigger", "-c", auth, "a"}, "syncd trigger: connect to " + locked.Addr() + ": NOAUTH "},
+		// A refused password names the key to fix (before, only Redis's
+		// words: an outside trial).
+		{[]string{"status", "-c", auth}, "syncd status: " + auth + ":2: redis.addrs: connect to " + locked.Addr() + ": NOAUTH "},
+		{[]string{"trigger", "-c", auth, "a"}, "syncd trigger: " + auth + ":2: redis.addrs: connect to " + locked.Addr() + ": NOAUTH "},
+		{[]string{"status", "-c", wrong}, "syncd status: " + wrong + ":3: redis.password_env: connect to " + locked.Addr() + ": WRONGPASS "},
 	} {
 		var code int
 		var out, errb string
 		logged := captureStderr(t, func() { code, out, errb = syncd(tt.args...) })
-		if code != exitUsage || out != "" || !strings.HasPrefix(errb, tt.want) || strings.Count(errb, "\n") != 1 || logged != "" {
+		hint := !strings.Contains(tt.want, "NOAUTH") || strings.Contains(errb, "set redis.password_file or redis.password_env")
+		if code != exitUsage || out != "" || !strings.HasPrefix(errb, tt.want) || strings.Count(errb, "\n") != 1 || logged != "" || !hint {
 			t.Errorf("syncd %q: exit %d, stdout %q, stderr %q, logged %q; want exit %d, stderr %q... on one line, nothing logged",
 				tt.args, code, out, errb, logged, exitUsage, tt.want)
 		}

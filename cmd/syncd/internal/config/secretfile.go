@@ -312,3 +312,18 @@ func shellQuote(path string) string {
 	}
 	return "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
 }
+
+// PasswordField is the key that gives syncd its Redis password:
+// redis.password_env when set, else redis.password_file, else
+// redis.username (a user without a password); "redis.password_file"
+// when none is set.
+func (f *File) PasswordField() string {
+	r := f.s.Redis
+	switch {
+	case r.PasswordEnv != "":
+		return "redis.password_env"
+	case r.PasswordFile == "" && r.Username != "":
+		return "redis.username"
+	}
+	return "redis.password_file"
+}
