@@ -24,9 +24,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/syncd/syncd/cmd/syncd/internal/api"
 )
 
 // version is stamped by the Makefile (-X main.version=...).
@@ -146,55 +147,8 @@ func cmdVersion(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// pkgNames are the package names syncd's errors start each wrapped part
-// with, as Go libraries do ("store: ..."); cliText drops them.
-var pkgNames = map[string]bool{"store": true, "ownership": true, "engine": true, "sinks": true}
-
-// cliText is err's text for an operator of the command cmd: without the
-// package names that start its wrapped parts ("redis.addrs: store:
-// connect to ..." reads "redis.addrs: connect to ..."), which say where
-// in the code an error came from, not what it means (an operator's
-// trial), and without the part after such a name that only repeats
-// cmd's own ("syncd trigger: nothing triggered: store: trigger: reason:
-// ..." read trigger twice: an outside trial). Each line of a joined
-// error is read on its own. A part is what lies between ": " separators;
-// a quoted id or value that holds one keeps its quote mark, so it is
-// never dropped, and neither is a file's name (syncd status -c store: an
-// outside trial read "no such file or directory" without it).
-func cliText(err error, cmd string) string {
-	var pe *fs.PathError
-	path := ""
-	if errors.As(err, &pe) {
-		path = pe.Path
-	}
-	lines := strings.Split(strings.TrimRight(err.Error(), "\n"), "\n")
-	for i, l := range lines {
-		lines[i] = cliLine(l, path, cmd)
-	}
-	return strings.Join(lines, "\n")
-}
-
-// cliLine is one line of cliText: line without package names, or the
-// part after one that is cmd, but for path.
-func cliLine(line, path, cmd string) string {
-	parts := strings.Split(line, ": ")
-	kept := parts[:0]
-	dropped := false
-	for i, p := range parts {
-		last := i == len(parts)-1
-		switch {
-		case p == path || last:
-			dropped = false
-		case pkgNames[p]:
-			dropped = true
-			continue
-		case dropped && p == cmd:
-			dropped = false
-			continue
-		default:
-			dropped = false
-		}
-		kept = append(kept, p)
-	}
-	return strings.Join(kept, ": ")
-}
+// cliText is err's text for an operator of the command cmd (api.Plain):
+// without the package names that start its wrapped parts, which say
+// where in the code an error came from, not what it means (an
+// operator's trial).
+func cliText(err error, cmd string) string { return api.Plain(err, cmd) }

@@ -236,13 +236,14 @@ func storeCtx(r *http.Request) (context.Context, context.CancelFunc) {
 }
 
 // storeFailed answers a store error: 400 for a refused query or cursor
-// or an invalid ID, 404 for an unknown item, 503 otherwise (Redis).
+// or an invalid ID, 404 for an unknown item, 503 otherwise (Redis). Its
+// text is Plain, as the CLI's: "store:" says nothing to a client.
 func (a *api) storeFailed(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, store.ErrBadQuery), errors.Is(err, store.ErrBadCursor), errors.Is(err, store.ErrInvalidID):
-		writeError(w, http.StatusBadRequest, err.Error())
+		writeError(w, http.StatusBadRequest, Plain(err, ""))
 	case errors.Is(err, store.ErrUnknownItem):
-		writeError(w, http.StatusNotFound, err.Error())
+		writeError(w, http.StatusNotFound, Plain(err, ""))
 	default:
 		a.log.Warn().Err(err).Msg("api read")
 		writeError(w, http.StatusServiceUnavailable, redisError(err))
@@ -258,7 +259,7 @@ func redisError(err error) string {
 	if store.IsUnavailable(err) {
 		return "redis: unavailable (the daemon's log has the details)"
 	}
-	return "redis: " + err.Error()
+	return "redis: " + Plain(err, "")
 }
 
 func writeError(w http.ResponseWriter, code int, text string) {

@@ -131,7 +131,7 @@ func TestAPITriggers(t *testing.T) {
 		{"bulk, key in upper case", bulk, `{"IDS": ["k"]}`, 400, syncResponse{}, `unknown field "IDS" (the fields are ids, reason, auto_add, in lower case)`},
 		{"bulk, key given twice", bulk, `{"ids": ["k"], "reason": "x", "ids": ["a"]}`, 400, syncResponse{}, `field "ids" given twice`},
 		{"bulk, two values", bulk, `{"ids": ["a"]} {}`, 400, syncResponse{}, "more than one"},
-		{"bulk, bad reason", bulk, `{"ids": ["a"], "reason": "a\u0007b"}`, 400, syncResponse{}, "nothing triggered"},
+		{"bulk, bad reason", bulk, `{"ids": ["a"], "reason": "a\u0007b"}`, 400, syncResponse{}, "nothing triggered: reason: control or format character U+0007"},
 		{"bulk, too many", bulk, `{"ids": [` + strings.Repeat(`"x",`, MaxIDs) + `"x"]}`, 400, syncResponse{}, "limit per call"},
 		{"bulk, too big", bulk, `{"ids": ["` + strings.Repeat("x", MaxBody) + `"]}`, 413, syncResponse{}, "larger than"},
 	}
@@ -254,7 +254,7 @@ func TestRedisErrorHidesAddress(t *testing.T) {
 		t.Errorf("redisError(dial) = %q", got)
 	}
 	other := errors.New("store: shard 2: bad list query")
-	if got := redisError(other); got != "redis: store: shard 2: bad list query" {
+	if got := redisError(other); got != "redis: shard 2: bad list query" { // without "store:" (Plain)
 		t.Errorf("redisError(other) = %q", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 	"unicode"
@@ -126,4 +127,58 @@ func dropSinkName(text, next string, withNext bool) string {
 		}
 	}
 	return text
+}
+
+// pkgNames are the package names syncd's errors start each wrapped part
+// with, as Go libraries do ("store: ..."); Plain drops them.
+var pkgNames = map[string]bool{"store": true, "ownership": true, "engine": true, "sinks": true}
+
+// Plain is err's text for a person, about the operation op (a command
+// of syncd's, or an API action): without the package names that start
+// its wrapped parts ("redis.addrs: store: connect to ..." reads
+// "redis.addrs: connect to ..."), which say where in the code an error
+// came from, not what it means (an operator's trial), and without the
+// part after such a name that only repeats op ("syncd trigger: nothing
+// triggered: store: trigger: reason: ..." read trigger twice: an outside
+// trial). Each line of a joined error is read on its own. A part is what
+// lies between ": " separators; a quoted id or value that holds one
+// keeps its quote mark, so it is never dropped, and neither is a file's
+// name (syncd status -c store: an outside trial read "no such file or
+// directory" without it).
+func Plain(err error, op string) string {
+	var pe *fs.PathError
+	path := ""
+	if errors.As(err, &pe) {
+		path = pe.Path
+	}
+	lines := strings.Split(strings.TrimRight(err.Error(), "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = plainLine(l, path, op)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// plainLine is one line of Plain: line without package names, or the
+// part after one that is op, but for path.
+func plainLine(line, path, op string) string {
+	parts := strings.Split(line, ": ")
+	kept := parts[:0]
+	dropped := false
+	for i, p := range parts {
+		last := i == len(parts)-1
+		switch {
+		case p == path || last:
+			dropped = false
+		case pkgNames[p]:
+			dropped = true
+			continue
+		case dropped && p == op:
+			dropped = false
+			continue
+		default:
+			dropped = false
+		}
+		kept = append(kept, p)
+	}
+	return strings.Join(kept, ": ")
 }

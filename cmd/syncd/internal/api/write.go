@@ -27,7 +27,7 @@ func readIDs(w http.ResponseWriter, r *http.Request) ([]string, bool) {
 	}
 	for _, id := range req.IDs {
 		if err := store.ValidateID(id); err != nil {
-			writeError(w, http.StatusBadRequest, "nothing done: "+err.Error())
+			writeError(w, http.StatusBadRequest, "nothing done: "+Plain(err, ""))
 			return nil, false
 		}
 	}
@@ -84,7 +84,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) {
 			if out.Failed == nil {
 				out.Failed = map[string]string{}
 			}
-			out.Failed[id] = err.Error()
+			out.Failed[id] = Plain(err, "")
 		case err != nil:
 			a.storeFailed(w, err)
 			return
@@ -187,7 +187,7 @@ func (a *api) syncMany(w http.ResponseWriter, r *http.Request) {
 func (a *api) trigger(w http.ResponseWriter, r *http.Request, req syncRequest) {
 	p := store.TriggerParams{IDs: req.IDs, Reason: req.Reason, Add: req.AutoAdd}
 	if err := p.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, "nothing triggered: "+err.Error())
+		writeError(w, http.StatusBadRequest, "nothing triggered: "+Plain(err, "trigger"))
 		return
 	}
 	ctx, cancel := storeCtx(r)
