@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 // An idle-connection flood must not cost the daemon more than maxConns
@@ -97,7 +98,7 @@ func TestStatusServerCapsConnectionsPerSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testutil.Buffer
 	ep := engine.NewEndpoints(version)
 	srv := serveHTTP(ln, nil, ep, http.NotFoundHandler(), zerolog.New(&logs))
 	defer srv.Close()
@@ -194,7 +195,7 @@ func TestCapListenerLogsRefusalsOncePerInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testutil.Buffer
 	capped := capConns(ln, 1, 1, zerolog.New(&logs))
 	capped.logEvery = 300 * time.Millisecond
 	defer capped.Close()
@@ -234,25 +235,6 @@ func TestCapListenerLogsRefusalsOncePerInterval(t *testing.T) {
 	if n := capped.Refused(capTotal); n != 6 {
 		t.Errorf("Refused(capTotal) = %d, want 6", n)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's writes from the
-// server's goroutines while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // Connections count against their IPv4 address, or their IPv6 /64.
