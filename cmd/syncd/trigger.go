@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -17,6 +18,13 @@ func cmdTrigger(args []string, stdout, stderr io.Writer) error {
 	add := f.fs.Bool("add", false, "add IDs that are not in the item set instead of failing on them")
 	ids, err := idArgs(f, args, "triggered")
 	if err != nil {
+		// A bad --reason is named with the bad IDs, so that one run says
+		// all that is wrong (an outside trial saw it only after fixing
+		// the IDs).
+		var ee *exitError
+		if rerr := (store.TriggerParams{Reason: *reason}).Validate(); rerr != nil && errors.As(err, &ee) && ee.err != nil {
+			return usageErr("%w\n%w", ee.err, rerr)
+		}
 		return err
 	}
 	p := store.TriggerParams{IDs: ids, Reason: *reason, Add: *add}

@@ -74,6 +74,10 @@ func TestTriggerCommand(t *testing.T) {
 		{[]string{"x", "bad\x01"}, `syncd trigger: nothing triggered: invalid item id "bad\x01": control character U+0001 at byte 3` + "\n"},
 		{[]string{"x", "--reason", "line\nbreak"}, "syncd trigger: nothing triggered: reason: control or format character U+000A at byte 4\n"},
 		{[]string{"x", "--reason", strings.Repeat("r", 300)}, "syncd trigger: nothing triggered: reason: 300 bytes long, the limit is 256\n"},
+		// A bad ID and a bad reason, both in one run: the reason went
+		// unsaid until the IDs were fixed.
+		{[]string{"bad\x01", "--reason", "a\x07b"}, `syncd trigger: nothing triggered: invalid item id "bad\x01": control character U+0001 at byte 3` + "\n" +
+			"syncd trigger: reason: control or format character U+0007 at byte 1\n"},
 	} {
 		code, out, errb := syncd(append([]string{"trigger", "-c", cfg, "--add"}, tt.args...)...)
 		if code != exitUsage || out != "" || errb != tt.want {
