@@ -81,8 +81,9 @@ type Locker struct {
 // the calls, so the last to leave drops the entry of a name never given
 // back here (held elsewhere).
 type waiters struct {
-	ch chan struct{}
-	n  int
+	ch    chan struct{}
+	n     int
+	woken bool // ch is closed by a give-back (wake), not by Close
 }
 
 // Lock is a held standalone lock. Unlock, Refresh and TTL may be called
@@ -221,10 +222,13 @@ func (lk *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*L
 	o := options(opts)
 	backoff := lk.cfg.RetryMin
 	woken := false
-	for try := 1; ; try++ {
-		l, again, w, err := lk.attempt(ctx, name, o, try, &backoff, woken)
+	for try := 1; ; {
+		l, again, w, tried, err := lk.attempt(ctx, name, o, try, &backoff, woken)
 		if !again {
 			return l, err
+		}
+		if tried {
+			try++ // a call that waited its turn without trying is not a try (LimitTries)
 		}
 		woken = w
 	}
@@ -234,12 +238,21 @@ func (lk *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*L
 // before the next (again; woken when a give-back ended it). It listens
 // for a give-back before trying: one between a refused try and the wait
 // still wakes it. An attempt that was not woken, while the name is
-// handed to woken waiters, waits without trying.
-func (lk *Locker) attempt(ctx context.Context, name string, o lockOptions, try int, backoff *time.Duration, woken bool) (l *Lock, again, wake bool, err error) {
+// handed to woken waiters, waits without trying (tried false).
+//
+// wake is whether a give-back found this attempt waiting, whichever way
+// its wait ended: one whose backoff ran out as the name was given back
+// is as much a woken waiter as one the give-back ended (an outside
+// trial: such a waiter, and its Unlock-and-Lock caller, both queued
+// behind a hand-off nobody took, for up to RetryMax). A woken attempt
+// that ends Lock without trying after its wake (its ctx ended) ends the
+// hand-off itself, so that the calls queued behind it try at once.
+func (lk *Locker) attempt(ctx context.Context, name string, o lockOptions, try int, backoff *time.Duration, woken bool) (l *Lock, again, wake, tried bool, err error) {
 	w, queued := lk.waitFor(name, woken)
-	defer lk.leave(name, w)
+	defer func() { wake = lk.leave(name, w, !again, l != nil) }()
 	wait := time.Duration(-1)
 	if !queued {
+		tried = true
 		l, wait, err = lk.try(ctx, name, o)
 		if woken {
 			lk.tried(name, err == nil)
@@ -249,13 +262,17 @@ func (lk *Locker) attempt(ctx context.Context, name string, o lockOptions, try i
 	}
 	switch {
 	case err == nil:
-		return l, false, false, nil
+		return l, false, false, tried, nil
 	case ctx.Err() != nil:
-		return nil, false, false, notObtained(name, context.Cause(ctx))
+		return nil, false, false, tried, notObtained(name, context.Cause(ctx))
 	case !errors.Is(err, ErrNotObtained) && !store.IsUnavailable(err):
-		return nil, false, false, err
-	case !queued && o.tries > 0 && try >= o.tries:
-		return nil, false, false, notObtained(name, fmt.Errorf("%d tries, the last: %w", try, err))
+		return nil, false, false, tried, err
+	case tried && o.tries > 0 && try >= o.tries:
+		n := fmt.Sprintf("%d tries", try)
+		if try == 1 {
+			n = "1 try"
+		}
+		return nil, false, false, tried, notObtained(name, fmt.Errorf("%s, the last: %w", n, err))
 	}
 	d := *backoff/2 + rand.N(*backoff/2+1)
 	if wait >= 0 {
@@ -269,12 +286,11 @@ func (lk *Locker) attempt(ctx context.Context, name string, o lockOptions, try i
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return nil, false, false, notObtained(name, context.Cause(ctx))
+		return nil, false, false, tried, notObtained(name, context.Cause(ctx))
 	case <-t.C:
-		return nil, true, false, nil
 	case <-w.ch:
-		return nil, true, true, nil
 	}
+	return nil, true, false, tried, nil
 }
 
 // waitFor registers a Lock call waiting for name (see waiters); leave
@@ -302,7 +318,11 @@ func (lk *Locker) waitFor(name string, woken bool) (w *waiters, queued bool) {
 func (lk *Locker) tried(name string, ok bool) {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
-	if _, ok := lk.handoff[name]; !ok {
+	lk.triedLocked(name, ok)
+}
+
+func (lk *Locker) triedLocked(name string, ok bool) {
+	if _, handed := lk.handoff[name]; !handed {
 		return
 	}
 	delete(lk.handoff, name)
@@ -311,12 +331,20 @@ func (lk *Locker) tried(name string, ok bool) {
 	}
 }
 
-func (lk *Locker) leave(name string, w *waiters) {
+// leave ends a waitFor; woken: the name was given back while it
+// waited (w was woken). A woken call that ends there (ended: Lock
+// returns, with the lock if got) ends the hand-off as its try would
+// have (tried).
+func (lk *Locker) leave(name string, w *waiters, ended, got bool) (woken bool) {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	if w.n--; w.n == 0 && lk.waits[name] == w {
 		delete(lk.waits, name)
 	}
+	if w.woken && ended {
+		lk.triedLocked(name, got)
+	}
+	return w.woken
 }
 
 // wake lets the Lock calls waiting for name try again now, ahead of any
@@ -330,6 +358,7 @@ func (lk *Locker) wake(name string) {
 func (lk *Locker) wakeLocked(name string) {
 	if w := lk.waits[name]; w != nil {
 		close(w.ch)
+		w.woken = true
 		delete(lk.waits, name)
 		now := time.Now()
 		if len(lk.handoff) >= maxHandoffs {
@@ -387,6 +416,12 @@ func (lk *Locker) try(ctx context.Context, name string, o lockOptions) (*Lock, t
 			lk.unlockOn(name, tok, v.maybe)
 		case v.n > 0:
 			lk.unlockOn(name, tok, v.granted)
+		case len(v.errs) > 0:
+			// One server that gave no answer (ctx ended during the
+			// round trip, a timeout) may have granted it all the same:
+			// the name stayed taken for a TTL with no Lock to unlock it
+			// (an outside trial: a TryLock whose ctx ended held it 5 s).
+			lk.unlockOn(name, tok, nil)
 		}
 		return nil, v.wait, lk.refused(name, v)
 	}
