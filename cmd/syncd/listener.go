@@ -75,8 +75,10 @@ func refusedMetric(reg prometheus.Registerer, ln net.Listener) {
 
 // capListener accepts at most max connections at once, and at most
 // perSource from one source (sourceOf); one over either cap is closed as
-// soon as it is accepted, counted (Refused) and logged, at most one line
-// per refusalLogEvery saying how many since the last.
+// soon as it is accepted, counted (Refused) and logged: per cap, at most
+// one line per refusalLogEvery, saying how many since the last and the
+// last source; refusals held back are logged when the interval ends,
+// whether more come or not.
 type capListener struct {
 	net.Listener
 	max, perSource int
@@ -86,9 +88,17 @@ type capListener struct {
 	mu       sync.Mutex
 	open     int
 	bySource map[netip.Prefix]int
-	unlogged int       // refusals since the last line
-	nextLog  time.Time // when the next refusal may be logged
 	logEvery time.Duration
+	pending  [2]refusals // by cap
+	closed   bool
+}
+
+// refusals are one cap's refusals since its last line.
+type refusals struct {
+	n       int
+	last    net.Addr    // the last refused source
+	nextLog time.Time   // when the next line may be written
+	flush   *time.Timer // writes the held-back line at nextLog
 }
 
 // The caps a connection can be refused by.
@@ -151,11 +161,16 @@ func (l *capListener) Accept() (net.Conn, error) {
 			l.open++
 			l.bySource[src]++
 		}
-		var logged int
+		var line refusals
 		if cap >= 0 {
-			l.unlogged++
-			if now := time.Now(); !now.Before(l.nextLog) {
-				logged, l.unlogged, l.nextLog = l.unlogged, 0, now.Add(l.logEvery)
+			p := &l.pending[cap]
+			p.n++
+			p.last = c.RemoteAddr()
+			if now := time.Now(); !now.Before(p.nextLog) {
+				line = *p
+				p.n, p.nextLog = 0, now.Add(l.logEvery)
+			} else if p.flush == nil && !l.closed {
+				p.flush = time.AfterFunc(p.nextLog.Sub(now), func() { l.flush(cap) })
 			}
 		}
 		l.mu.Unlock()
@@ -164,22 +179,49 @@ func (l *capListener) Accept() (net.Conn, error) {
 		}
 		l.refused[cap].Add(1)
 		c.Close()
-		if logged > 0 {
-			l.logRefusal(cap, c.RemoteAddr(), logged)
+		if line.n > 0 {
+			l.logRefusals(cap, line)
 		}
 	}
 }
 
-// logRefusal logs the refusal of a connection from remote by cap, and
-// how many were refused since the last such line (n, this one too).
-func (l *capListener) logRefusal(cap int, remote net.Addr, n int) {
-	why := fmt.Sprintf("the server holds its most connections (%d) at once", l.max)
-	if cap == capSource {
-		why = fmt.Sprintf("this source holds its most connections (%d) at once", l.perSource)
+// flush writes cap's held-back line, when its interval has ended.
+func (l *capListener) flush(cap int) {
+	l.mu.Lock()
+	p := &l.pending[cap]
+	line := *p
+	p.flush = nil
+	if line.n > 0 {
+		p.n, p.nextLog = 0, time.Now().Add(l.logEvery)
 	}
-	l.log.Warn().Str("source", remote.String()).Int("refused", n).Int64("every_s", int64(l.logEvery/time.Second)).
-		Msg("http connection refused at once: " + why + "; refused counts those since the last such line " +
-			"(syncd_http_connections_refused_total has them all): a flood, or a client that holds idle connections open")
+	l.mu.Unlock()
+	if line.n > 0 {
+		l.logRefusals(cap, line)
+	}
+}
+
+// Close closes the listener and drops the lines held back.
+func (l *capListener) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	for i := range l.pending {
+		if t := l.pending[i].flush; t != nil {
+			t.Stop()
+		}
+	}
+	l.mu.Unlock()
+	return l.Listener.Close()
+}
+
+// logRefusals logs the connections cap refused since its last line.
+func (l *capListener) logRefusals(cap int, r refusals) {
+	why, name := fmt.Sprintf("the server held its most connections (%d) at once", l.max), "total"
+	if cap == capSource {
+		why, name = fmt.Sprintf("their source held its most connections (%d) at once", l.perSource), "per_source"
+	}
+	l.log.Warn().Str("cap", name).Int("refused", r.n).Str("last_source", r.last.String()).Int64("every_s", int64(l.logEvery/time.Second)).
+		Msg("http connections refused at once: " + why + "; refused counts those since this cap's last such line: " +
+			"a flood, or clients that hold idle connections open")
 }
 
 type cappedConn struct {

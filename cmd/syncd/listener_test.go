@@ -178,25 +178,31 @@ func TestStatusServerCapsConnectionsPerSource(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
 	var warns []string
 	for _, l := range lines {
-		if strings.Contains(l, "connection refused") {
+		if strings.Contains(l, "connections refused") {
 			warns = append(warns, l)
 		}
 	}
-	if len(warns) != 1 || !strings.Contains(warns[0], `"source":"127.0.0.1:`) || !strings.Contains(warns[0], `"refused":1,`) ||
-		!strings.Contains(warns[0], "this source holds its most connections (16)") {
+	if len(warns) != 1 || !strings.Contains(warns[0], `"last_source":"127.0.0.1:`) || !strings.Contains(warns[0], `"refused":1,`) ||
+		!strings.Contains(warns[0], `"cap":"per_source"`) || !strings.Contains(warns[0], "their source held its most connections (16)") {
 		t.Errorf("refusal log lines = %q; want one naming 127.0.0.1, refused 1, the per-source cap", warns)
 	}
 }
 
-// Refusals after the first in a minute are counted into the next line,
-// which says how many.
-func TestCapListenerLogsRefusalsOncePerInterval(t *testing.T) {
+// Each cap logs its own refusals, each line naming the last source: the
+// first at once, those after it in the interval together when it ends,
+// whether more come or not. Before, one line mixed both caps under the
+// last refusal's text and source, and refusals held back stayed unlogged
+// until another came (an outside trial).
+func TestCapListenerLogsRefusalsPerCap(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs 127.0.0.2 and 127.0.0.3 as source addresses, which only Linux gives every loopback interface")
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logs testutil.Buffer
-	capped := capConns(ln, 1, 1, zerolog.New(&logs))
+	capped := capConns(ln, 2, 1, zerolog.New(&logs))
 	capped.logEvery = 300 * time.Millisecond
 	defer capped.Close()
 	go func() {
@@ -208,32 +214,47 @@ func TestCapListenerLogsRefusalsOncePerInterval(t *testing.T) {
 			defer c.Close()
 		}
 	}()
-	dial := func() {
-		c, err := net.Dial("tcp", ln.Addr().String())
+	// dial connects from 127.0.0.<from>; a refused connection is closed
+	// at once, which the read sees.
+	dial := func(from byte, keep bool) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, from)}}
+		c, err := d.Dial("tcp", ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
+		}
+		if keep {
+			t.Cleanup(func() { c.Close() })
+			return
 		}
 		defer c.Close()
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		c.Read(make([]byte, 1))
 	}
-	held, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
+	dial(1, true) // accepted: 127.0.0.1 holds its one
+	for range 3 {
+		dial(1, false) // refused by the per-source cap
 	}
-	defer held.Close()
-	for range 5 {
-		dial() // refused: the read ends at the close
+	dial(2, true) // accepted: the server holds its two
+	for range 2 {
+		dial(3, false) // refused by the total cap
 	}
-	time.Sleep(capped.logEvery)
-	dial()
+	time.Sleep(2 * capped.logEvery) // the held-back lines are written without another refusal
 	got := logs.String()
-	if n := strings.Count(got, "connection refused"); n != 2 || !strings.Contains(got, `"refused":1,`) || !strings.Contains(got, `"refused":5,`) ||
-		!strings.Contains(got, "the server holds its most connections (1)") {
-		t.Errorf("logs:\n%s\nwant two lines, refused 1 then 5 (the four held back and the next)", got)
+	for _, want := range []string{
+		`"cap":"per_source","refused":1,"last_source":"127.0.0.1:`,
+		`"cap":"per_source","refused":2,"last_source":"127.0.0.1:`,
+		`"cap":"total","refused":1,"last_source":"127.0.0.3:`,
+		`"cap":"total","refused":1,"last_source":"127.0.0.3:`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("logs lack %s", want)
+		}
 	}
-	if n := capped.Refused(capTotal); n != 6 {
-		t.Errorf("Refused(capTotal) = %d, want 6", n)
+	if n := strings.Count(got, "connections refused"); n != 4 {
+		t.Errorf("%d lines, want 4 (per cap: the first, then the rest):\n%s", n, got)
+	}
+	if capped.Refused(capSource) != 3 || capped.Refused(capTotal) != 2 {
+		t.Errorf("Refused = %d per source, %d total; want 3, 2", capped.Refused(capSource), capped.Refused(capTotal))
 	}
 }
 
