@@ -15,6 +15,20 @@ import (
 // ZSCORE, one round trip per 1000 ids: ZMSCORE would take fewer but is
 // not in the least-privilege ACL the README documents.
 func (s *Store) Unknown(ctx context.Context, ids ...string) ([]string, error) {
+	return s.unknown(ctx, -1, ids)
+}
+
+// UnknownInShard is Unknown for the ids in shard, whatever shard they
+// are of (as RemoveInShard takes them).
+func (s *Store) UnknownInShard(ctx context.Context, shard int, ids ...string) ([]string, error) {
+	if shard < 0 || shard >= s.keys.Shards() {
+		return nil, fmt.Errorf("store: no shard %d (the shards are 0 to %d)", shard, s.keys.Shards()-1)
+	}
+	return s.unknown(ctx, shard, ids)
+}
+
+// unknown is Unknown in shard, or in each id's own shard for -1.
+func (s *Store) unknown(ctx context.Context, shard int, ids []string) ([]string, error) {
 	for _, id := range ids {
 		if err := removable(id); err != nil {
 			return nil, err
@@ -28,7 +42,11 @@ func (s *Store) Unknown(ctx context.Context, ids ...string) ([]string, error) {
 		cmds := make([]*redis.FloatCmd, len(chunk))
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, id := range chunk {
-				cmds[i] = p.ZScore(ctx, s.keys.Due(s.keys.Shard(id)), id)
+				sh := shard
+				if sh < 0 {
+					sh = s.keys.Shard(id)
+				}
+				cmds[i] = p.ZScore(ctx, s.keys.Due(sh), id)
 			}
 			return nil
 		})

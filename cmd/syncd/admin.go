@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -43,14 +44,18 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	set := false
+	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "shard" })
+	if set && shard < 0 {
+		// -1 is the flag's default: taken as unset, it removed the item
+		// from its own shard (an outside trial).
+		return usageErr("items remove: --shard %d: a shard is 0 or more", shard)
+	}
 	if verb == "list" && len(ids) > 0 {
 		return f.unexpected(ids, "no arguments")
 	}
 	if verb == "list" && *file != "" {
 		return usageErr("--file: items list reads no IDs")
-	}
-	if shard < -1 {
-		return usageErr("items remove: --shard %d: a shard is 0 or more", shard)
 	}
 	if verb != "list" {
 		if ids, err = itemIDs(verb, what, ids, *file); err != nil {
@@ -80,10 +85,14 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 			n, count(len(ids), "item"), len(ids)-n)
 		return nil
 	case "remove":
-		if shard >= 0 {
-			return removeInShard(ctx, st, shard, ids, stdout)
+		if set {
+			return changeKnown(ctx, st, func(ctx context.Context, ids ...string) (int, error) {
+				return st.RemoveInShard(ctx, shard, ids...)
+			}, func(ctx context.Context, ids ...string) ([]string, error) {
+				return st.UnknownInShard(ctx, shard, ids...)
+			}, ids, fmt.Sprintf("removed from shard %d", shard), fmt.Sprintf("not in shard %d", shard), stdout)
 		}
-		return changeKnown(ctx, st, st.Remove, ids, what, stdout)
+		return changeKnown(ctx, st, st.Remove, st.Unknown, ids, what, "not in the item set", stdout)
 	}
 	return listItems(ctx, st, stdout)
 }
@@ -170,12 +179,13 @@ func readIDFile(path string, check func(string) error) ([]string, error) {
 	return idlines.Parse(path, fh, check)
 }
 
-// changeKnown runs op (st.Requeue or st.Remove) over ids and says how
-// many it changed. Unknown ids fail the command with exitFailed, each
-// named; the known ones are changed all the same.
+// changeKnown runs op (st.Requeue, st.Remove, st.RemoveInShard) over
+// ids and says how many it changed. The ids lookup finds missing (where:
+// not in the item set, not in shard N) fail the command with exitFailed,
+// each named; the known ones are changed all the same.
 func changeKnown(ctx context.Context, st *store.Store, op func(context.Context, ...string) (int, error),
-	ids []string, what string, stdout io.Writer) error {
-	unknown, err := st.Unknown(ctx, ids...)
+	lookup func(context.Context, ...string) ([]string, error), ids []string, what, where string, stdout io.Writer) error {
+	unknown, err := lookup(ctx, ids...)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
@@ -191,21 +201,7 @@ func changeKnown(ctx context.Context, st *store.Store, op func(context.Context, 
 	for i, id := range unknown {
 		names[i] = cmp.Or(shown(id, store.MaxIDLen), `""`)
 	}
-	return &exitError{code: exitFailed, err: fmt.Errorf("%s (not in the item set): %s", count(len(unknown), "unknown id"), strings.Join(names, ", "))}
-}
-
-// removeInShard is items remove --shard: ids out of shard, whichever
-// shard they are of.
-func removeInShard(ctx context.Context, st *store.Store, shard int, ids []string, stdout io.Writer) error {
-	n, err := st.RemoveInShard(ctx, shard, ids...)
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	fmt.Fprintf(stdout, "%d of %s removed from shard %d\n", n, count(len(ids), "item"), shard)
-	if n < len(ids) {
-		return &exitError{code: exitFailed, err: fmt.Errorf("%s not in shard %d", count(len(ids)-n, "id"), shard)}
-	}
-	return nil
+	return &exitError{code: exitFailed, err: fmt.Errorf("%s (%s): %s", count(len(unknown), "unknown id"), where, strings.Join(names, ", "))}
 }
 
 // listItems prints every item's ID, one per line, shard by shard. A
@@ -271,7 +267,7 @@ func cmdRequeue(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	return changeKnown(ctx, st, st.Requeue, ids, "requeued", stdout)
+	return changeKnown(ctx, st, st.Requeue, st.Unknown, ids, "requeued", "not in the item set", stdout)
 }
 
 // cmdRelease deletes a stuck claim and raises the item's fence.

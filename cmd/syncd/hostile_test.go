@@ -130,16 +130,22 @@ func TestItemsRemoveInShard(t *testing.T) {
 
 	code, out, stderr := syncd("items", "remove", "-c", cfg, "--shard", fmt.Sprint(other), id, "ghost")
 	if want := fmt.Sprintf("1 of 2 items removed from shard %d\n", other); code != exitFailed || out != want ||
-		!strings.Contains(stderr, fmt.Sprintf("1 id not in shard %d", other)) {
+		!strings.Contains(stderr, fmt.Sprintf("1 unknown id (not in shard %d): ghost", other)) {
 		t.Errorf("items remove --shard: exit %d, %q, %q; want 1, %q and the id not there", code, out, stderr, want)
 	}
 	if st.Client().Exists(ctx, st.Keys().Due(other)).Val() != 0 || st.Client().ZScore(ctx, st.Keys().Due(home), id).Err() != nil {
 		t.Errorf("after items remove --shard %d: the planted copy is still there, or the item left shard %d", other, home)
 	}
-	for _, bad := range []string{"-2", "4", "x"} {
+	// -1, the flag's default, is refused too: taken as unset, it removed
+	// the item from its own shard (an outside trial).
+	st.Client().ZAdd(ctx, st.Keys().Due(other), redis.Z{Score: 0, Member: id})
+	for _, bad := range []string{"-1", "-2", "4", "x"} {
 		if code, _, stderr := syncd("items", "remove", "-c", cfg, "--shard", bad, id); code != exitUsage || stderr == "" {
 			t.Errorf("items remove --shard %s: exit %d, %q; want 2 and why", bad, code, stderr)
 		}
+	}
+	if st.Client().ZScore(ctx, st.Keys().Due(home), id).Err() != nil || st.Client().ZScore(ctx, st.Keys().Due(other), id).Err() != nil {
+		t.Errorf("a refused --shard removed %s from shard %d or %d", id, home, other)
 	}
 }
 
