@@ -217,7 +217,9 @@ func TestEndpointsBeforeAttach(t *testing.T) {
 
 // /readyz answers 503 naming each damaged shard and its error.
 func TestReadyzNamesDamagedShards(t *testing.T) {
-	damage := &store.DamageError{Shard: 3, Problem: "p:{s3}:meta is a string, want a hash", Err: errors.New("WRONGTYPE Operation\x1b[31m")}
+	damage := &store.DamageError{Shard: 3, Problem: "p:{s3}:meta is a string, want a hash",
+		Err: errors.New("WRONGTYPE Operation against a key holding the wrong kind of value script: 4a203ea7, on @user_script:101.")}
+	odd := &store.DamageError{Shard: 2, Err: errors.New("odd\x1b[31m")}
 	tests := []struct {
 		ready   bool
 		damaged []error
@@ -227,8 +229,11 @@ func TestReadyzNamesDamagedShards(t *testing.T) {
 		{true, nil, http.StatusOK, "ready"},
 		{false, nil, http.StatusServiceUnavailable, "not ready: redis unreachable"},
 		{false, []error{damage}, http.StatusServiceUnavailable, "not ready: redis unreachable"},
+		// Without the script's sha and line, which say nothing to an
+		// operator (an outside trial).
 		{true, []error{damage}, http.StatusServiceUnavailable,
-			`degraded: store: shard 3 damaged: p:{s3}:meta is a string, want a hash (WRONGTYPE Operation\x1b[31m)`},
+			`degraded: store: shard 3 damaged: p:{s3}:meta is a string, want a hash (WRONGTYPE Operation against a key holding the wrong kind of value)`},
+		{true, []error{odd}, http.StatusServiceUnavailable, `degraded: store: shard 2 damaged: odd\x1b[31m`},
 	}
 	for _, tt := range tests {
 		code, text := engine.Readiness(tt.ready, tt.damaged)

@@ -33,13 +33,27 @@ type DamageError struct {
 
 func (e *DamageError) Error() string {
 	if e.ErrorsLost {
-		return fmt.Sprintf("store: shard %d: %s: its items sync and are listed, but their last errors are lost until the key is deleted (%v)",
-			e.Shard, e.Problem, e.Err)
+		return fmt.Sprintf("store: shard %d: %s: its items sync and are listed, but their last errors are lost until the key is deleted (%s)",
+			e.Shard, e.Problem, reply(e.Err))
 	}
 	if e.Problem != "" {
-		return fmt.Sprintf("store: shard %d damaged: %s (%v)", e.Shard, e.Problem, e.Err)
+		return fmt.Sprintf("store: shard %d damaged: %s (%s)", e.Shard, e.Problem, reply(e.Err))
 	}
-	return fmt.Sprintf("store: shard %d damaged: %v", e.Shard, e.Err)
+	return fmt.Sprintf("store: shard %d damaged: %s", e.Shard, reply(e.Err))
+}
+
+// wrongType is Redis's WRONGTYPE reply without what a script adds to it:
+// Redis's "script: <sha>, on @user_script:101." or the embedded store's
+// "ERR Error compiling script ...: 101: ... stack traceback ...", which
+// an operator cannot use (an outside trial read them in /readyz).
+const wrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+// reply is Redis's reply err as a DamageError shows it.
+func reply(err error) string {
+	if err != nil && strings.Contains(err.Error(), "WRONGTYPE") {
+		return wrongType
+	}
+	return fmt.Sprint(err)
 }
 
 // Is makes errors.Is(err, ErrDamaged) true.

@@ -91,7 +91,7 @@ func TestDamagedShardErrorsLost(t *testing.T) {
 	st.Client().Set(ctx, st.Keys().Errors(2), "garbage", 0)
 
 	code, out, stderr := syncd("status", "-c", cfg)
-	if code != exitOK || !strings.Contains(out, "shard 2 damaged, its items sync and are shown, without their last errors") ||
+	if code != exitOK || !strings.Contains(out, "\nshard 2: "+st.Keys().Errors(2)+" is a string, want a hash: its items sync and are listed, but their last errors are lost") ||
 		!strings.Contains(out, st.Keys().Errors(2)) || !strings.Contains(out, "\n20 items:") {
 		t.Errorf("status: exit %d, stderr %q; want shard 2's err hash named and all 20 items:\n%s", code, stderr, out)
 	}

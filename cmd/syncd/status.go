@@ -248,7 +248,7 @@ func summaryOf(as api.Summary, addr string) summary {
 	for _, err := range as.DamagedShards {
 		var d *store.DamageError
 		if errors.As(err, &d) {
-			sum.Damaged = append(sum.Damaged, shardDamage{Shard: d.Shard, Error: err.Error(), ErrorsLost: d.ErrorsLost})
+			sum.Damaged = append(sum.Damaged, shardDamage{Shard: d.Shard, Error: api.Plain(err, ""), ErrorsLost: d.ErrorsLost})
 		}
 	}
 	return sum
@@ -356,11 +356,13 @@ func printStatus(stdout io.Writer, sum summary, rows []itemRow, o statusOpts, no
 			l.At.UTC().Format(time.RFC3339), count(l.Restored, "item"), lost)
 	}
 	for _, d := range sum.Damaged {
-		what := "its items are not shown and wait"
-		if d.ErrorsLost {
-			what = "its items sync and are shown, without their last errors"
+		// The error says which shard, which key, and (for an err hash)
+		// that the items sync: it was said twice (an outside trial).
+		line := shown(d.Error, 500)
+		if !d.ErrorsLost {
+			line += "; its items are not shown, and wait"
 		}
-		fmt.Fprintf(stdout, "shard %d damaged, %s: %s\n", d.Shard, what, shown(d.Error, 500))
+		fmt.Fprintln(stdout, line)
 	}
 }
 

@@ -81,7 +81,7 @@ func ReadSummary(ctx context.Context, st *store.Store) (Summary, error) {
 		HeldOffShards: c.HeldOff, HeldOffUntilMs: c.HeldUntil,
 		Target: targetOf(ts, 0), History: []Sample{}, TargetState: ts, DamagedShards: damaged}
 	for _, d := range damaged {
-		s.Damaged = append(s.Damaged, d.Error())
+		s.Damaged = append(s.Damaged, Plain(d, ""))
 	}
 	return s, nil
 }
