@@ -88,8 +88,10 @@ func (e *Engine) restore(ctx context.Context, d store.Deployment, before int) {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	rec := store.DataLoss{At: at, Restored: restored, Lost: lost, By: owner.Host + "/" + strconv.Itoa(owner.PID)}
-	if err := e.st.RecordDataLoss(ctx, rec, d.New); err != nil {
+	// The first process to record this marker's loss writes At and By and
+	// counts it, whoever wrote the marker (an admin command may have).
+	rec := store.DataLoss{At: at, Restored: restored, Lost: lost, By: owner.Host + "/" + strconv.Itoa(owner.PID), Marker: d.ID}
+	if _, err := e.st.RecordDataLoss(ctx, rec); err != nil {
 		e.log.Warn().Err(err).Msg("cannot record the data loss for status")
 	}
 }

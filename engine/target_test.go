@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
@@ -309,6 +311,43 @@ func TestDataLossRestoresItems(t *testing.T) {
 	}
 	if n, _, _ := st.Count(ctx, 0); n != 4 {
 		t.Errorf("%d items after the restore, want the 4 of the sources", n)
+	}
+}
+
+// A data loss is recorded, with when it was found, by whom and a count,
+// when another process wrote the new marker before any daemon saw the
+// loss: an admin command that writes (items add after a FLUSHALL). On
+// the old code only the marker's writer wrote at, by and count, and
+// status showed the loss at 1970.
+func TestDataLossRecordedWhenAnotherProcessWroteTheMarker(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 2)
+	ctx := context.Background()
+	ids := []string{"a", "b"}
+	st.Add(ctx, ids...)
+	e := newEngine(t, st, &recorder{}, engine.Config{Workers: 2, Interval: 200 * time.Millisecond, Poll: 5 * time.Millisecond,
+		Items:     engine.ItemsConfig{Source: func(context.Context) ([]string, error) { return ids, nil }},
+		Ownership: ownership.Config{TTL: 500 * time.Millisecond}})
+	e.Start(ctx)
+	time.Sleep(1500 * time.Millisecond) // the monitor read the marker
+	created := time.UnixMilli(time.Now().UnixMilli())
+	if _, err := st.Client().TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.FlushAll(ctx)
+		p.Set(ctx, st.Keys().Deployment(), fmt.Sprintf("admin %d", created.UnixMilli()), 0)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var l *store.DataLoss
+	waitFor(t, 5*time.Second, "the data loss recorded", func() bool {
+		l, _ = st.LastDataLoss(ctx)
+		return l != nil && l.Restored == 2
+	})
+	time.Sleep(1500 * time.Millisecond) // more ticks count nothing more
+	l, _ = st.LastDataLoss(ctx)
+	if l == nil || l.Count != 1 || !l.At.Equal(created) || l.By == "" || l.Marker != "admin" {
+		t.Errorf("recorded data loss = %+v; want found at %v, by this process, under the marker admin, counted once", l, created)
 	}
 }
 

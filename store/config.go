@@ -43,6 +43,13 @@ type Config struct {
 	// over the masters. It is fixed for a deployment (checked at start).
 	// Default 16, at most 1024.
 	Shards int
+	// NoCreate makes Open write nothing: for a process that only reads
+	// (status, items list, a read-only page). Open then checks the shard
+	// count only when the deployment has one, leaves a missing shard
+	// count and marker missing, and reports with Store.Deployed whether
+	// Redis holds the deployment at all. By default Open creates what is
+	// missing, as a process that claims or adds items needs.
+	NoCreate bool
 	// RefuseEviction makes Open fail when Redis's maxmemory-policy could
 	// evict claim keys (anything but noeviction). By default it logs a
 	// warning at error level instead.

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Deployment is the marker a deployment is known by in Redis. It is
@@ -45,15 +43,47 @@ func (s *Store) Deployment(ctx context.Context) (Deployment, error) {
 	text, _ := arr[0].(string)
 	created, _ := arr[1].(int64)
 	nowms, _ := arr[2].(int64)
-	d := Deployment{ID: text, New: created == 1}
+	d := parseDeployment(text, nowms)
+	d.New = created == 1
+	return d, nil
+}
+
+// readDeployment reads the deployment's marker without writing one
+// (Config.NoCreate); ok is false when it is missing.
+func (s *Store) readDeployment(ctx context.Context) (d Deployment, ok bool, err error) {
+	v, err := s.runScript(ctx, s.rdb, scriptDeploymentRead, []string{s.keys.Deployment()})
+	if err != nil {
+		return Deployment{}, false, fmt.Errorf("store: deployment marker: %w", err)
+	}
+	arr, _ := v.([]any)
+	if len(arr) != 2 {
+		return Deployment{}, false, fmt.Errorf("store: unexpected deployment reply %v", v)
+	}
+	text, ok := arr[0].(string)
+	nowms, _ := arr[1].(int64)
+	if !ok {
+		return Deployment{}, false, nil
+	}
+	return parseDeployment(text, nowms), true, nil
+}
+
+// parseDeployment reads a marker's text, "<id> <created ms>", as Redis's
+// clock read nowms.
+func parseDeployment(text string, nowms int64) Deployment {
+	d := Deployment{ID: text}
 	if id, ms, ok := strings.Cut(text, " "); ok {
 		if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
 			d.ID, d.Created = id, time.UnixMilli(n)
 			d.Age = max(time.Duration(nowms-n)*time.Millisecond, 0)
 		}
 	}
-	return d, nil
+	return d
 }
+
+// Deployed reports whether Redis held the deployment (its shard count or
+// its marker) after Open: always, unless Config.NoCreate, with which Open
+// creates nothing.
+func (s *Store) Deployed() bool { return s.deployed }
 
 // Fresh reports whether Open created the deployment: Redis held no data
 // of it (neither its shard count nor its marker).
@@ -70,36 +100,37 @@ func (s *Store) DeploymentAge() time.Duration { return s.deployAge }
 // DataLoss is what the deployment remembers of the last time Redis lost
 // its data, written by the processes that restored the item set.
 type DataLoss struct {
-	At       time.Time `json:"at"`       // when a process found the marker gone
+	// At is when the loss was found: when the marker after it was written,
+	// by Redis's clock. Zero when unknown (a record from before Marker, or
+	// one whose at was lost).
+	At       time.Time `json:"at,omitzero"`
 	Count    int64     `json:"count"`    // how many times, since the record itself was last lost
 	Restored int       `json:"restored"` // items added back from the sources
 	Lost     int       `json:"lost"`     // items gone that no source holds (added by hand), at most
-	By       string    `json:"by"`       // the process that wrote this
+	By       string    `json:"by"`       // the process that first recorded this loss
+	// Marker is the ID of the deployment marker written after the loss
+	// (Deployment.ID): a loss is recorded and counted once per marker.
+	Marker string `json:"marker,omitempty"`
 }
 
-// RecordDataLoss records a data loss for status. count says whether to
-// count it: the process that wrote the new marker does, and it alone
-// writes At and By, so that both name the first process to find the loss
-// (At and By came from different processes in an operator's check);
-// every process writes what it restored and found lost.
-func (s *Store) RecordDataLoss(ctx context.Context, l DataLoss, count bool) error {
-	k := s.keys.DataLoss()
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, k, "restored", l.Restored, "lost", l.Lost)
-		if count {
-			p.HSet(ctx, k, "at", l.At.UnixMilli(), "by", l.By)
-			p.HIncrBy(ctx, k, "count", 1)
-		}
-		return nil
-	})
-	if err != nil && !isDamageReply(err) {
-		return fmt.Errorf("store: record data loss: %w", err)
+// RecordDataLoss records for status the loss after which l.Marker was
+// written. Every call writes what it restored and found lost; the first
+// call for a marker also writes At and By and counts the loss, in one
+// script, and reports counted. Which process wrote the marker does not
+// matter: an admin command that writes (items add) may have, after a
+// FLUSHALL, and the loss went unrecorded when only the marker's writer
+// recorded it (status read 1970 for its time).
+func (s *Store) RecordDataLoss(ctx context.Context, l DataLoss) (counted bool, err error) {
+	n, err := s.runScript(ctx, s.rdb, scriptDataLoss, []string{s.keys.DataLoss()},
+		l.Marker, l.At.UnixMilli(), l.By, l.Restored, l.Lost)
+	if err != nil {
+		return false, fmt.Errorf("store: record data loss: %w", err)
 	}
-	return nil
+	return n == int64(1), nil
 }
 
 // LastDataLoss reads the record RecordDataLoss writes; nil when there is
-// none (or it is not a hash).
+// none (or it is not a hash). At is zero when the record has no time.
 func (s *Store) LastDataLoss(ctx context.Context) (*DataLoss, error) {
 	m, err := s.rdb.HGetAll(ctx, s.keys.DataLoss()).Result()
 	switch {
@@ -111,6 +142,9 @@ func (s *Store) LastDataLoss(ctx context.Context) (*DataLoss, error) {
 		return nil, nil
 	}
 	num := func(k string) int64 { n, _ := strconv.ParseInt(m[k], 10, 64); return n }
-	return &DataLoss{At: time.UnixMilli(num("at")), Count: num("count"), Restored: int(num("restored")),
-		Lost: int(num("lost")), By: m["by"]}, nil
+	l := &DataLoss{Count: num("count"), Restored: int(num("restored")), Lost: int(num("lost")), By: m["by"], Marker: m["marker"]}
+	if at := num("at"); at > 0 {
+		l.At = time.UnixMilli(at)
+	}
+	return l, nil
 }

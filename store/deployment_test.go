@@ -44,18 +44,69 @@ func TestDeploymentMarker(t *testing.T) {
 	if fourth := open(t, cfg); fourth.Fresh() || fourth.DeploymentAge() < time.Hour {
 		t.Errorf("Open of shards without a marker: Fresh %v, age %v", fourth.Fresh(), fourth.DeploymentAge())
 	}
-	loss := store.DataLoss{At: time.UnixMilli(time.Now().UnixMilli()), Restored: 30, Lost: 2, By: "h/1/r"}
-	first.RecordDataLoss(t.Context(), loss, true)
-	first.RecordDataLoss(t.Context(), loss, true)
-	got, err := first.LastDataLoss(t.Context())
-	if err != nil || got == nil || got.Count != 2 || got.Restored != 30 || got.Lost != 2 || !got.At.Equal(loss.At) {
-		t.Errorf("LastDataLoss = %+v, %v", got, err)
+}
+
+// A data loss is recorded and counted once per marker, by the first
+// process to record it, whichever process wrote the marker; the others
+// write only what they restored.
+func TestRecordDataLossOncePerMarker(t *testing.T) {
+	srv := redistest.Start(t, nil)
+	st := open(t, store.Config{Addrs: []string{srv.Addr()}, KeyPrefix: "loss"})
+	ctx := t.Context()
+	loss := store.DataLoss{At: time.UnixMilli(time.Now().UnixMilli()), Restored: 30, Lost: 2, By: "h/1/r", Marker: "m1"}
+	if counted, err := st.RecordDataLoss(ctx, loss); !counted || err != nil {
+		t.Errorf("the first record of m1: counted %v, %v", counted, err)
 	}
 	// Another process's record of the same loss: its counts, not its
-	// time and name.
-	first.RecordDataLoss(t.Context(), store.DataLoss{At: loss.At.Add(time.Second), Restored: 31, Lost: 1, By: "h/2/r"}, false)
-	if got, err := first.LastDataLoss(t.Context()); err != nil || got == nil || got.Restored != 31 || got.By != "h/1/r" || !got.At.Equal(loss.At) || got.Count != 2 {
-		t.Errorf("after another process's record: %+v, %v", got, err)
+	// time and name, and no second count.
+	other := store.DataLoss{At: loss.At.Add(time.Second), Restored: 31, Lost: 1, By: "h/2/r", Marker: "m1"}
+	if counted, err := st.RecordDataLoss(ctx, other); counted || err != nil {
+		t.Errorf("the second record of m1: counted %v, %v", counted, err)
+	}
+	got, err := st.LastDataLoss(ctx)
+	want := &store.DataLoss{At: loss.At, Count: 1, Restored: 31, Lost: 1, By: "h/1/r", Marker: "m1"}
+	if err != nil || got == nil || *got != *want {
+		t.Errorf("LastDataLoss = %+v, %v; want %+v", got, err, want)
+	}
+	// The next loss, under another marker, is counted.
+	next := store.DataLoss{At: loss.At.Add(time.Hour), Restored: 5, By: "h/2/r", Marker: "m2"}
+	st.RecordDataLoss(ctx, next)
+	want = &store.DataLoss{At: next.At, Count: 2, Restored: 5, By: "h/2/r", Marker: "m2"}
+	if got, err := st.LastDataLoss(ctx); err != nil || got == nil || *got != *want {
+		t.Errorf("after a second loss: %+v, %v; want %+v", got, err, want)
+	}
+	// A record without a time (the old code wrote one when the marker
+	// was another process's) reads as an unknown time, not 1970.
+	st.Client().Del(ctx, st.Keys().DataLoss())
+	st.Client().HSet(ctx, st.Keys().DataLoss(), "restored", 3, "lost", 0)
+	if got, err := st.LastDataLoss(ctx); err != nil || got == nil || !got.At.IsZero() || got.Restored != 3 {
+		t.Errorf("a record without a time: %+v, %v; want a zero At", got, err)
+	}
+}
+
+// With NoCreate, Open writes nothing: on an empty Redis it reports no
+// deployment; on a deployment it checks the shard count.
+func TestOpenNoCreate(t *testing.T) {
+	srv := redistest.Start(t, nil)
+	cfg := store.Config{Addrs: []string{srv.Addr()}, KeyPrefix: "ro", NoCreate: true}
+	ro := open(t, cfg)
+	if ro.Deployed() || ro.Fresh() {
+		t.Errorf("NoCreate on an empty Redis: Deployed %v, Fresh %v", ro.Deployed(), ro.Fresh())
+	}
+	if keys, err := ro.Client().Keys(t.Context(), "*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("NoCreate wrote %q (%v)", keys, err)
+	}
+	cfg.NoCreate = false
+	if rw := open(t, cfg); !rw.Deployed() || !rw.Fresh() {
+		t.Errorf("Open on an empty Redis: Deployed %v, Fresh %v", rw.Deployed(), rw.Fresh())
+	}
+	cfg.NoCreate = true
+	if ro := open(t, cfg); !ro.Deployed() || ro.Fresh() || ro.DeploymentAge() > time.Minute {
+		t.Errorf("NoCreate on a deployment: Deployed %v, Fresh %v, age %v", ro.Deployed(), ro.Fresh(), ro.DeploymentAge())
+	}
+	cfg.Shards = 8
+	if _, err := store.Open(t.Context(), cfg); !errors.Is(err, store.ErrShardsMismatch) {
+		t.Errorf("NoCreate with another shard count = %v, want ErrShardsMismatch", err)
 	}
 }
 

@@ -121,9 +121,11 @@ var (
 	scriptPending = loadScript("pending", "now", "unbe", "meta_of", "meta_get", "is_inf", "due_ms")
 	scriptBatch   = loadScript("batch", "now", "wrongtype", "num")
 
-	scriptDeployment = loadScript("deployment", "now", "num")
-	scriptReconcile  = loadScript("reconcile", "now", "wrongtype", "num", "own_type")
-	scriptAddManual  = loadScript("add_manual", "now", "own_type")
+	scriptDeployment     = loadScript("deployment", "now", "num")
+	scriptDeploymentRead = loadScript("deployment_read", "now")
+	scriptDataLoss       = loadScript("data_loss", "own_type")
+	scriptReconcile      = loadScript("reconcile", "now", "wrongtype", "num", "own_type")
+	scriptAddManual      = loadScript("add_manual", "now", "own_type")
 
 	scriptTargetAdmit  = loadScript("target_admit", "now", "num", "own_type", "breaker_of", "breaker_get")
 	scriptTargetReport = loadScript("target_report", "now", "own_type", "breaker_of", "breaker_get")

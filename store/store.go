@@ -85,6 +85,8 @@ type Store struct {
 	closed atomic.Bool
 	// fresh: Open created the deployment (see Fresh).
 	fresh bool
+	// deployed: see Deployed.
+	deployed bool
 	// deployAge: see DeploymentAge.
 	deployAge time.Duration
 
@@ -210,6 +212,22 @@ func (s *Store) start(ctx context.Context) error {
 			}
 		}
 	}
+	if s.cfg.NoCreate {
+		if err := s.readExisting(ctx); err != nil {
+			return err
+		}
+	} else if err := s.create(ctx); err != nil {
+		return err
+	}
+	if err := loadScripts(ctx, s.rdb); err != nil {
+		return fmt.Errorf("store: load scripts: %w", err)
+	}
+	return nil
+}
+
+// create checks the deployment's shard count and reads its marker,
+// writing either when it is missing.
+func (s *Store) create(ctx context.Context) error {
 	created, err := s.checkShards(ctx)
 	if err != nil {
 		return err
@@ -218,7 +236,7 @@ func (s *Store) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.fresh = created && d.New
+	s.fresh, s.deployed = created && d.New, true
 	switch {
 	case s.fresh:
 		s.deployAge = 0
@@ -227,8 +245,29 @@ func (s *Store) start(ctx context.Context) error {
 	default:
 		s.deployAge = d.Age
 	}
-	if err := loadScripts(ctx, s.rdb); err != nil {
-		return fmt.Errorf("store: load scripts: %w", err)
+	return nil
+}
+
+// readExisting is create for Config.NoCreate: it checks the shard count
+// when there is one and reads the marker, writing nothing.
+func (s *Store) readExisting(ctx context.Context) error {
+	v, err := s.rdb.Get(ctx, s.keys.ShardCount()).Int()
+	hasShards := err == nil
+	switch {
+	case errors.Is(err, redis.Nil):
+	case err != nil:
+		return fmt.Errorf("store: read shard count: %w", err)
+	case v != s.keys.Shards():
+		return fmt.Errorf("%w: configured %d, deployment %q has %d", ErrShardsMismatch, s.keys.Shards(), s.keys.Prefix(), v)
+	}
+	d, ok, err := s.readDeployment(ctx)
+	if err != nil {
+		return err
+	}
+	s.deployed = ok || hasShards
+	s.deployAge = math.MaxInt64
+	if ok && !d.Created.IsZero() {
+		s.deployAge = d.Age
 	}
 	return nil
 }

@@ -63,7 +63,11 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	ctx := context.Background()
-	st, err := adminStoreWarn(ctx, f, stderr)
+	open := adminStoreWarn
+	if verb == "list" {
+		open = adminReadStore // writes nothing
+	}
+	st, err := open(ctx, f, stderr)
 	if err != nil {
 		return err
 	}

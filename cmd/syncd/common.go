@@ -153,13 +153,52 @@ func stopOnSignal(log zerolog.Logger, msg string) (ctx context.Context, stop fun
 	}
 }
 
-// openStore opens the configured store once; errors are exit code 2.
+// openStore opens the configured store once, creating the deployment
+// when Redis holds none, for a process that claims or writes; errors
+// are exit code 2.
 func openStore(ctx context.Context, cfg *config.File, log zerolog.Logger) (*store.Store, error) {
+	st, err := dialStore(ctx, cfg, log, false)
+	if err != nil {
+		return nil, err
+	}
+	if st.Fresh() {
+		// This process created the deployment: start its one ttl of
+		// waiting now, as the first claim would, so that a daemon started
+		// more than a ttl after a command that created it (items add)
+		// claims at once, instead of finding no marker, waiting a ttl and
+		// warning of a data loss (an operator's trial). Safe: a lease from
+		// before a data loss that made Redis look new ends within a ttl of
+		// now. On failure the first claim marks it.
+		ttl := cfg.Ownership().WithDefaults().TTL
+		for sh := range st.Keys().Shards() {
+			if _, err := st.MarkEpoch(ctx, sh, ttl); err != nil {
+				log.Debug().Err(err).Int("shard", sh).Msg("mark the new deployment's epoch; the first claim will")
+				break
+			}
+		}
+	}
+	return st, nil
+}
+
+// openReadStore opens the configured store once for a process that only
+// reads (status, items list, a read-only ui): it writes nothing to Redis
+// (store.Config.NoCreate), so that it cannot make a deployment, nor the
+// marker after a data loss that the daemons go by (status then showed
+// the loss at 1970). Store.Deployed says whether there is one. The
+// embedded store is this process's own, and is created as by openStore.
+func openReadStore(ctx context.Context, cfg *config.File, log zerolog.Logger) (*store.Store, error) {
+	return dialStore(ctx, cfg, log, true)
+}
+
+// dialStore opens the configured store, writing nothing when readOnly;
+// errors are exit code 2, named at the key to fix when one is.
+func dialStore(ctx context.Context, cfg *config.File, log zerolog.Logger, readOnly bool) (*store.Store, error) {
 	sc, err := cfg.Store(nil, nil)
 	if err != nil {
 		return nil, &exitError{code: exitUsage, err: err}
 	}
 	sc.Logger = log
+	sc.NoCreate = readOnly && !sc.Embedded()
 	st, err := store.Open(ctx, sc)
 	if err != nil {
 		switch {
@@ -173,23 +212,15 @@ func openStore(ctx context.Context, cfg *config.File, log zerolog.Logger) (*stor
 		}
 		return nil, &exitError{code: exitUsage, err: err}
 	}
-	if st.Fresh() {
-		// This process created the deployment: start its one ttl of
-		// waiting now, as the first claim would, so that a daemon started
-		// more than a ttl after a command that created it (status, items
-		// add) claims at once, instead of finding no marker, waiting a
-		// ttl and warning of a data loss (an operator's trial). Safe: a
-		// lease from before a data loss that made Redis look new ends
-		// within a ttl of now. On failure the first claim marks it.
-		ttl := cfg.Ownership().WithDefaults().TTL
-		for sh := range st.Keys().Shards() {
-			if _, err := st.MarkEpoch(ctx, sh, ttl); err != nil {
-				log.Debug().Err(err).Int("shard", sh).Msg("mark the new deployment's epoch; the first claim will")
-				break
-			}
-		}
-	}
 	return st, nil
+}
+
+// noDeployment is the error of a command that reads a deployment Redis
+// does not hold: exit 1, naming where it looked.
+func noDeployment(st *store.Store) error {
+	return &exitError{code: exitFailed, err: fmt.Errorf(
+		"no deployment in redis (%s) under key prefix %q: nothing was added there yet, or redis lost its data; syncd run or syncd items add creates it (check redis.addrs, redis.db and redis.key_prefix)",
+		st.Addr(), st.Keys().Prefix())}
 }
 
 // openStoreRetry opens the store, retrying with backoff while Redis is
@@ -288,6 +319,26 @@ func adminStore(ctx context.Context, f *flags, stderr io.Writer) (*store.Store, 
 	}
 	printConfigWarnings(cfg, stderr)
 	return openStore(ctx, cfg, newAdminLogger(cfg, os.Stderr))
+}
+
+// adminReadStore is adminStore for a command that only reads (status,
+// items list): it writes nothing to Redis (openReadStore), and fails
+// with noDeployment when Redis holds no deployment under the prefix.
+func adminReadStore(ctx context.Context, f *flags, stderr io.Writer) (*store.Store, error) {
+	cfg, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	printConfigWarnings(cfg, stderr)
+	st, err := openReadStore(ctx, cfg, newAdminLogger(cfg, os.Stderr))
+	if err != nil {
+		return nil, err
+	}
+	if !st.Deployed() {
+		st.Close()
+		return nil, noDeployment(st)
+	}
+	return st, nil
 }
 
 // printConfigWarnings writes to w, one a line, what the configuration

@@ -201,3 +201,50 @@ func TestAdminConfigWarnings(t *testing.T) {
 		}
 	}
 }
+
+// status and items list write nothing to Redis: on an empty one they
+// say that it holds no deployment under the prefix (exit 1), and leave
+// it empty, where they created the deployment's shard count, marker and
+// epoch markers, and a daemon then took a FLUSHALL for no loss. A
+// command that writes creates the deployment, as before.
+func TestReadCommandsCreateNothing(t *testing.T) {
+	srv := redistest.Start(t, nil)
+	cfg := testutil.WriteFile(t, "config.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  key_prefix: ro\n  shards: 4\nlog:\n  format: json\n", srv.Addr()))
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	want := fmt.Sprintf("no deployment in redis (%s) under key prefix \"ro\": nothing was added there yet", srv.Addr())
+	for _, args := range [][]string{{"status"}, {"status", "--json"}, {"items", "list"}} {
+		code, out, errb := syncd(append(args, "-c", cfg)...)
+		if code != exitFailed || out != "" || !strings.Contains(errb, want) {
+			t.Errorf("syncd %q on an empty redis: exit %d, stdout %q, stderr %q; want exit 1 and %q", args, code, out, errb, want)
+		}
+		if keys, _ := rdb.Keys(t.Context(), "*").Result(); len(keys) > 0 {
+			t.Errorf("syncd %q wrote %q", args, keys)
+		}
+	}
+	if code, _, errb := syncd("items", "add", "a", "-c", cfg); code != exitOK {
+		t.Fatalf("items add: exit %d, %s", code, errb)
+	}
+	if n, _ := rdb.Exists(t.Context(), "ro:deployment", "ro:shards").Result(); n != 2 {
+		t.Errorf("items add created %d of the marker and the shard count, want both", n)
+	}
+	if code, out, errb := syncd("items", "list", "-c", cfg); code != exitOK || out != "a\n" {
+		t.Errorf("items list: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+	// The shard count is still checked.
+	other := testutil.WriteFile(t, "other.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  key_prefix: ro\n  shards: 8\n", srv.Addr()))
+	if code, _, errb := syncd("status", "-c", other); code != exitUsage || !strings.Contains(errb, "shard count differs") {
+		t.Errorf("status with another shard count: exit %d, stderr %q", code, errb)
+	}
+}
+
+// status says a data loss whose time the record lacks happened at an
+// unknown time, never at 1970 (the Unix epoch of a missing field).
+func TestStatusDataLossUnknownTime(t *testing.T) {
+	cfg, st := adminConfig(t, "dl")
+	st.Client().HSet(t.Context(), st.Keys().DataLoss(), "restored", 3, "lost", 0)
+	out := statusOut(t, cfg)
+	if !strings.Contains(out, "redis last lost this deployment's data at an unknown time: 3 items restored") || strings.Contains(out, "1970") {
+		t.Errorf("status:\n%s", out)
+	}
+}

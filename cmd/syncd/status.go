@@ -184,7 +184,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, err := adminStore(ctx, f, stderr)
+	st, err := adminReadStore(ctx, f, stderr)
 	if err != nil {
 		return err
 	}
@@ -352,8 +352,12 @@ func printStatus(stdout io.Writer, sum summary, rows []itemRow, o statusOpts, no
 		if l.Lost > 0 {
 			lost = fmt.Sprintf("up to %s added by hand (in no source) were lost", count(l.Lost, "item"))
 		}
-		fmt.Fprintf(stdout, "redis last lost this deployment's data at %s: %s restored from the sources; %s\n",
-			l.At.UTC().Format(time.RFC3339), count(l.Restored, "item"), lost)
+		at := "at an unknown time" // a record from before its time was kept
+		if !l.At.IsZero() {
+			at = "at " + l.At.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(stdout, "redis last lost this deployment's data %s: %s restored from the sources; %s\n",
+			at, count(l.Restored, "item"), lost)
 	}
 	for _, d := range sum.Damaged {
 		// The error says which shard, which key, and (for an err hash)

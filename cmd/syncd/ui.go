@@ -41,12 +41,23 @@ func cmdUI(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	st, err := openStore(ctx, cfg, log)
+	// Without a token the page only reads: it writes nothing to Redis,
+	// as status does (openReadStore). With one it adds and removes
+	// items, and creates the deployment as items add does.
+	open := openStore
+	if token == "" {
+		open = openReadStore
+	}
+	st, err := open(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	warnEmbedded(st, stderr)
+	if !st.Deployed() {
+		log.Warn().Str("redis", st.Addr()).Str("key_prefix", st.Keys().Prefix()).
+			Msg("no deployment in redis under this key prefix yet: the page shows nothing until syncd run or syncd items add creates it (check redis.addrs, redis.db and redis.key_prefix)")
+	}
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

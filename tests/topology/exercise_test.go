@@ -210,7 +210,7 @@ func exercise(ctx context.Context, cfg store.Config, opt exerciseOpts) (err erro
 	if _, err := st.Deployment(ctx); err != nil {
 		return step("deployment", err)
 	}
-	if err := st.RecordDataLoss(ctx, store.DataLoss{At: time.Now()}, true); err != nil {
+	if _, err := st.RecordDataLoss(ctx, store.DataLoss{At: time.Now(), Marker: "m"}); err != nil {
 		return step("record data loss", err)
 	}
 	if _, err := st.LastDataLoss(ctx); err != nil {
