@@ -178,6 +178,9 @@ func TestPlantedItemsNeverReachSink(t *testing.T) {
 		for _, id := range bad {
 			st.Client().ZAdd(ctx, st.Keys().Due(st.Keys().Shard(id)), redis.Z{Score: 0, Member: id})
 		}
+		// A copy of fine-1 in the other shard: counted apart, its id is
+		// valid.
+		st.Client().ZAdd(ctx, st.Keys().Due(1-st.Keys().Shard("fine-1")), redis.Z{Score: 0, Member: "fine-1"})
 		rec := &recorder{}
 		var logs testutil.Buffer
 		e := loggedEngine(t, st, rec, engine.Config{Workers: 4, Interval: time.Hour, Poll: 10 * time.Millisecond}, &logs)
@@ -187,7 +190,7 @@ func TestPlantedItemsNeverReachSink(t *testing.T) {
 		waitFor(t, 3*time.Second, "the valid items synced", func() bool { return synced(rec, []string{"fine-1", "fine-2"}) })
 		waitFor(t, 3*time.Second, "every planted item quarantined", func() bool {
 			n, q, err := st.Count(ctx, 10)
-			return err == nil && n == 6 && len(q) == 4
+			return err == nil && n == 7 && len(q) == 5
 		})
 		e.Stop(context.Background())
 		for _, ev := range rec.snapshot() {
@@ -196,13 +199,14 @@ func TestPlantedItemsNeverReachSink(t *testing.T) {
 			}
 		}
 		m := scrape(t, engine.Handler(e))
-		for _, want := range []string{`syncd_items_damaged_total{reason="fence"} 1`, `syncd_items_damaged_total{reason="id"} 3`} {
+		for _, want := range []string{`syncd_items_damaged_total{reason="fence"} 1`, `syncd_items_damaged_total{reason="id"} 3`,
+			`syncd_items_damaged_total{reason="wrong_shard"} 1`} {
 			if !strings.Contains(m, want) {
 				t.Errorf("metrics lack %s", want)
 			}
 		}
-		if n := strings.Count(logs.String(), "item quarantined"); n != 4 {
-			t.Errorf("%d quarantine log lines, want 4 (one per planted item):\n%.3000s", n, logs.String())
+		if n := strings.Count(logs.String(), "item quarantined"); n != 5 {
+			t.Errorf("%d quarantine log lines, want 5 (one per planted item):\n%.3000s", n, logs.String())
 		}
 	})
 }

@@ -165,7 +165,8 @@ var families = newFamilies([]family{
 	{name: "syncd_items_damaged_total", help: "Items a claim quarantined because their state in Redis is damaged, by what.",
 		kind: prometheus.CounterValue, label: "reason", series: []series{
 			{"fence", at(func(m *Metrics) *atomic.Int64 { return &m.own.DamagedFences })},
-			{"id", at(func(m *Metrics) *atomic.Int64 { return &m.own.DamagedIDs })}}},
+			{"id", at(func(m *Metrics) *atomic.Int64 { return &m.own.DamagedIDs })},
+			{"wrong_shard", at(func(m *Metrics) *atomic.Int64 { return &m.own.WrongShard })}}},
 	{name: "syncd_lease_losses_total", help: "Leases lost, by reason.", kind: prometheus.CounterValue, label: "reason", series: []series{
 		{"taken", at(func(m *Metrics) *atomic.Int64 { return &m.own.LostTaken })},
 		{"deleted", at(func(m *Metrics) *atomic.Int64 { return &m.own.LostDeleted })},

@@ -72,7 +72,10 @@
 // store.ValidateID refuses (empty, control characters, 200 KB) fills its
 // slot but never becomes a lease: it is quarantined with the reason as
 // its error, logged once with the id quoted and cut to 64 bytes, and
-// counted (Stats.DamagedIDs). A claim that meets a key of another type
+// counted (Stats.DamagedIDs); an item under a valid id in another shard
+// than its id's (a copy planted by hand) likewise, with the command that
+// removes it as its error, and counted apart (Stats.WrongShard). A claim
+// that meets a key of another type
 // returns a *store.DamageError for the caller to skip that shard.
 //
 // # What holds, per topology

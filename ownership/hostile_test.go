@@ -183,12 +183,19 @@ func TestPlantedInWrongShardQuarantined(t *testing.T) {
 	if score := st.Client().ZScore(ctx, st.Keys().Due(other), id).Val(); !math.IsInf(score, 1) {
 		t.Errorf("the copy in shard %d: due score %v, want +inf (quarantined)", other, score)
 	}
-	want := fmt.Sprintf("item in shard %d, where its id is not (its shard is %d): never synced here; remove it with syncd items remove --shard %d", other, home, other)
+	// Short enough for status's LAST ERROR column (60 runes at 16
+	// shards), which cut the fix off the old text.
+	want := fmt.Sprintf("in shard %d, not its own (%d): syncd items remove --shard %d", other, home, other)
 	if msg := st.Client().HGet(ctx, st.Keys().Errors(other), id).Val(); msg != want {
 		t.Errorf("error %q, want %q", msg, want)
 	}
-	if n := strings.Count(logs.String(), "is not one syncd accepts here"); n != 1 {
-		t.Errorf("%d log lines for the planted copy, want 1:\n%s", n, logs.String())
+	// Logged as what it is: its id is valid.
+	if n := strings.Count(logs.String(), "item quarantined: planted in another shard than its id's"); n != 1 ||
+		strings.Contains(logs.String(), "is not one syncd accepts") {
+		t.Errorf("%d log lines for the planted copy, want 1, and none that calls its id bad:\n%s", n, logs.String())
+	}
+	if m.Stats().WrongShard.Load() != 1 || m.Stats().DamagedIDs.Load() != 0 {
+		t.Errorf("counted %d wrong-shard and %d invalid ids, want 1 and 0", m.Stats().WrongShard.Load(), m.Stats().DamagedIDs.Load())
 	}
 	if n, err := st.RemoveInShard(ctx, other, id); err != nil || n != 1 {
 		t.Errorf("RemoveInShard = %d, %v; want 1", n, err)

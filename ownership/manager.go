@@ -59,10 +59,11 @@ type Stats struct {
 	LostTaken, LostDeleted                atomic.Int64
 	LostExpired, LostUnreachable          atomic.Int64
 	Released, ReleasedNotHeld, ReleaseErr atomic.Int64
-	// DamagedFences and DamagedIDs count the items a claim quarantined
-	// because their state in Redis is damaged: a fence at or past
-	// store.MaxFence, an id that fails store.ValidateID.
-	DamagedFences, DamagedIDs atomic.Int64
+	// DamagedFences, DamagedIDs and WrongShard count the items a claim
+	// quarantined because their state in Redis is damaged: a fence at or
+	// past store.MaxFence, an id that fails store.ValidateID, a valid id
+	// in another shard than its own (planted by hand).
+	DamagedFences, DamagedIDs, WrongShard atomic.Int64
 }
 
 // New returns a Manager over st. Close it to stop its heartbeats.
