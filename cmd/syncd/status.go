@@ -19,7 +19,8 @@ import (
 
 // itemRow is one item in status output.
 type itemRow struct {
-	ID string `json:"id"`
+	ID    string `json:"id"`
+	Shard int    `json:"shard"` // the API's: two rows with one id differ in it
 	// State is the API's: due, in_flight, backing_off, quarantined or
 	// waiting; Phase, in flight, the claim's: claimed or syncing.
 	State     string     `json:"state"`
@@ -289,7 +290,7 @@ func statusRows(ctx context.Context, st *store.Store, o statusOpts, sum *summary
 // rowOf is one item's status row: the API's view of it.
 func rowOf(it store.ItemState, now int64) itemRow {
 	a := api.ItemOf(it, now)
-	r := itemRow{ID: a.ID, State: a.State, Owner: a.Owner, Manual: a.Manual, Fence: a.Fence, Attempts: a.Attempts,
+	r := itemRow{ID: a.ID, Shard: a.Shard, State: a.State, Owner: a.Owner, Manual: a.Manual, Fence: a.Fence, Attempts: a.Attempts,
 		LastError: a.LastError}
 	if it.Record != nil {
 		r.Phase = it.Record.State.String()
@@ -309,6 +310,11 @@ func rowOf(it store.ItemState, now int64) itemRow {
 	return r
 }
 
+// lastErrorShown is how much of an item's last error status's table
+// shows: the whole of the error a claim gives an item planted in another
+// shard, fix included, at any shard count (66 runes at 1024 shards).
+const lastErrorShown = 72
+
 // printStatus prints the table and the summary.
 func printStatus(stdout io.Writer, sum summary, rows []itemRow, o statusOpts, now int64) {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -322,7 +328,7 @@ func printStatus(stdout io.Writer, sum summary, rows []itemRow, o statusOpts, no
 			state += " (" + r.Phase + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", id, state, dash(shown(r.Owner, 64)), r.Fence,
-			dash(r.SinceSync), dash(r.Waiting), r.Attempts, dash(shown(r.LastError, 60)))
+			dash(r.SinceSync), dash(r.Waiting), r.Attempts, dash(shown(r.LastError, lastErrorShown)))
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "\n%s: %d due, %d in flight, %d backing off, %d quarantined; oldest wait %s; %s, %s (%s)\n",

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/syncd/syncd/store"
 )
@@ -149,5 +153,37 @@ func TestStatusErrorsWithoutSinkName(t *testing.T) {
 	if len(got.Items) != 1 || got.Items[0].LastError != `exit status 3; stderr: "boom"` ||
 		got.Summary.Target.LastError != `item "a": target unavailable: status 503` {
 		t.Errorf("status --json: items %+v, target %+v", got.Items, got.Summary.Target)
+	}
+}
+
+// An item planted in another shard than its id's shows in status as a
+// row of its own, told apart by its shard in --json, with its whole
+// error, fix included, even at 1024 shards: the old text was cut at
+// "never..." and the rows had no shard.
+func TestStatusShowsPlantedCopy(t *testing.T) {
+	cfg, st := adminConfig(t, "pc")
+	ctx := context.Background()
+	const id = "customer-7"
+	home := st.Keys().Shard(id)
+	other := (home + 1) % 4
+	st.Add(ctx, id)
+	msg := "in shard 1023, not its own (1022): syncd items remove --shard 1023"
+	st.Client().ZAdd(ctx, st.Keys().Due(other), redis.Z{Score: math.Inf(1), Member: id})
+	st.Client().HSet(ctx, st.Keys().Errors(other), id, msg)
+	if out := statusOut(t, cfg); !strings.Contains(out, msg+"\n") {
+		t.Errorf("status does not show the whole error %q:\n%s", msg, out)
+	}
+	var got struct {
+		Items []map[string]any `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(statusOut(t, cfg, "--json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	shards := map[any]any{}
+	for _, r := range got.Items {
+		shards[r["shard"]] = r["state"]
+	}
+	if want := map[any]any{float64(home): "due", float64(other): "quarantined"}; fmt.Sprint(shards) != fmt.Sprint(want) {
+		t.Errorf("status --json rows by shard: %v, want %v", shards, want)
 	}
 }

@@ -133,7 +133,11 @@ func (a *api) targetState(w http.ResponseWriter, r *http.Request) {
 
 // Item is one item in GET /api/v1/items.
 type Item struct {
-	ID         string `json:"id"`
+	ID string `json:"id"`
+	// Shard is the shard the item was read from: its id's, but for a
+	// copy planted in another, which a claim quarantines; two items with
+	// one id are told apart by it.
+	Shard      int    `json:"shard"`
 	State      string `json:"state"`
 	DueMs      int64  `json:"due_ms"` // 0 for a quarantined item
 	WaitMs     int64  `json:"wait_ms"`
@@ -147,7 +151,7 @@ type Item struct {
 
 // ItemOf makes an item's API form from what the store read at now.
 func ItemOf(it store.ItemState, now int64) Item {
-	out := Item{ID: it.ID, State: it.State, DueMs: it.Due, Fence: it.Fence, Attempts: it.Attempts,
+	out := Item{ID: it.ID, Shard: it.Shard, State: it.State, DueMs: it.Due, Fence: it.Fence, Attempts: it.Attempts,
 		LastError: ItemError(it.ID, it.Error), Manual: it.Manual}
 	if out.State == "" {
 		out.State = it.StateAt(now)
