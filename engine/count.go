@@ -38,6 +38,7 @@ func (e *Engine) countOnce() {
 	if err == nil || errors.Is(err, store.ErrDamaged) {
 		e.m.items.Store(&c)
 		e.m.RedisUp.Store(1)
+		e.noteErrorsLost(err)
 	} else {
 		e.m.RedisUp.Store(0)
 		e.log.Debug().Err(err).Msg("cannot count the items: the syncd_items gauges are stale until redis answers")
@@ -53,4 +54,36 @@ func (e *Engine) countTarget(ctx context.Context) {
 		return
 	}
 	e.m.target.Store(&ts)
+}
+
+// noteErrorsLost logs, once each, the shards whose err hash alone is
+// damaged (store.DamageError.ErrorsLost), as the count found them, and
+// once again when one is fixed: their items sync, so neither the
+// scheduler nor /readyz sees it, and every failure there loses its
+// message (an outside trial saw only status say so). Called by the
+// count loop alone.
+func (e *Engine) noteErrorsLost(err error) {
+	now := map[int]bool{}
+	var list []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	} else if err != nil {
+		list = []error{err}
+	}
+	for _, err := range list {
+		var d *store.DamageError
+		if errors.As(err, &d) && d.ErrorsLost {
+			now[d.Shard] = true
+			if !e.errorsLost[d.Shard] {
+				e.log.Error().Err(err).Int("shard", d.Shard).
+					Msg("shard's err hash damaged: its items sync, but their failures lose their messages; delete the key named")
+			}
+		}
+	}
+	for sh := range e.errorsLost {
+		if !now[sh] {
+			e.log.Info().Int("shard", sh).Msg("shard's err hash works again")
+		}
+	}
+	e.errorsLost = now
 }

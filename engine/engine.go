@@ -83,6 +83,9 @@ type Engine struct {
 	m    *Metrics
 	// damage tracks the shards whose keys are damaged.
 	damage *damage
+	// errorsLost: the shards whose err hash alone the last count found
+	// damaged (noteErrorsLost; the count loop's alone).
+	errorsLost map[int]bool
 	away   *away // shards out of reach (a Cluster master)
 	// tgt gates claims on the target's limits and breaker; nil over a
 	// fake store.

@@ -263,3 +263,34 @@ func TestBatchWithDamagedShard(t *testing.T) {
 		}
 	})
 }
+
+// A shard whose err hash alone is damaged syncs on, and the daemon says
+// so: once when the count finds it, once when it is fixed. Before, only
+// syncd status said it, while every failure there lost its message (an
+// outside trial).
+func TestDamagedErrorsKeyLogged(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	ctx := t.Context()
+	st := openStore(t, srv.Addr(), 4)
+	ids := idsByShard(st, 2)
+	for _, group := range ids {
+		st.Add(ctx, group...)
+	}
+	st.Client().Set(ctx, st.Keys().Errors(2), "garbage", 0)
+	rec := &recorder{}
+	var logs testutil.Buffer
+	e := loggedEngine(t, st, rec, engine.Config{Workers: 2, Interval: time.Hour, Poll: 10 * time.Millisecond,
+		CountInterval: engine.CountIntervalMin}, &logs)
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Second, "shard 2's items synced", func() bool { return synced(rec, ids[2]) })
+	waitFor(t, 3*time.Second, "the damage logged", func() bool { return strings.Contains(logs.String(), "err hash damaged") })
+	st.Client().Del(ctx, st.Keys().Errors(2))
+	waitFor(t, 3*time.Second, "the fix logged", func() bool { return strings.Contains(logs.String(), "err hash works again") })
+	e.Stop(context.Background())
+	if n := strings.Count(logs.String(), "err hash damaged"); n != 1 || !strings.Contains(logs.String(), st.Keys().Errors(2)) {
+		t.Errorf("damage logged %d times, want once, naming the key:\n%s", n, logs.String())
+	}
+}
