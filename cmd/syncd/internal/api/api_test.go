@@ -122,7 +122,17 @@ func TestAPITriggers(t *testing.T) {
 		{"one, auto_add query", one("new1"), "", 0, syncResponse{}, ""}, // replaced below
 		{"one, auto_add body", one("new2"), `{"auto_add": true, "reason": "r"}`, 200, syncResponse{Triggered: 1, Unknown: []string{}, Added: []string{"new2"}}, ""},
 		{"one, quarantined", one("q"), "", 409, syncResponse{Unknown: []string{}, Quarantined: []string{"q"}}, "syncd requeue"},
-		{"one, ids in body", one("a"), `{"ids": ["k"]}`, 400, syncResponse{}, "ids belongs to"},
+		{"one, ids in body", one("a"), `{"ids": ["k"]}`, 400, syncResponse{}, `unknown field "ids" (the fields are reason, auto_add`},
+		// The query is as strict as the body (an outside trial: a second
+		// reason, an upper-case name and a bulk route's query were
+		// dropped without a word).
+		{"one, reason twice in the query", one("a") + "?reason=x&reason=y", "", 400, syncResponse{}, "query: reason given 2 times"},
+		{"one, query name in upper case", one("a") + "?AUTO_ADD=true", "", 400, syncResponse{}, `query: unknown parameter "AUTO_ADD" (the parameters are auto_add, reason`},
+		{"one, reason in body and query", one("a") + "?reason=q", `{"reason": "b"}`, 400, syncResponse{}, "reason: given in the body and in the query"},
+		{"bulk, a query", bulk + "?reason=q", `{"ids": ["k"]}`, 400, syncResponse{}, `query: "reason": this route takes no query parameters`},
+		// JSON's words, not Go's (it said "Go value of type api.syncRequest").
+		{"bulk, a list for a body", bulk, `[{"ids": ["a"]}]`, 400, syncResponse{}, "body: expected an object, got a list"},
+		{"bulk, ids a string", bulk, `{"ids": "a"}`, 400, syncResponse{}, "body: ids: expected a list of strings, got a string"},
 		{"one, invalid id", one("bad%01"), "", 400, syncResponse{}, "control character"},
 		{"bulk", bulk, `{"ids": ["k", "nope", "nope2"], "reason": "bulk"}`, 404, syncResponse{Triggered: 1, Unknown: []string{"nope", "nope2"}}, "nope, nope2"},
 		{"bulk, no ids", bulk, `{"reason": "x"}`, 400, syncResponse{}, "no ids"},

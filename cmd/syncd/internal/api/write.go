@@ -139,31 +139,39 @@ func readSync(w http.ResponseWriter, r *http.Request) (syncRequest, bool) {
 	return req, true
 }
 
+// syncOneRequest is the optional JSON body of POST
+// /api/v1/items/{id}/sync, which takes its ID from the path.
+type syncOneRequest struct {
+	Reason  string `json:"reason"`
+	AutoAdd bool   `json:"auto_add"`
+}
+
 // syncOne is POST /api/v1/items/{id}/sync: trigger one item. The body
 // ({"reason": ..., "auto_add": ...}) is optional; ?auto_add=true and
-// ?reason= work too.
+// ?reason= work too, each given once, and not also in the body.
 func (a *api) syncOne(w http.ResponseWriter, r *http.Request) {
-	req, ok := readSync(w, r)
-	if !ok {
+	var one syncOneRequest
+	if !decodeBody(w, r, &one, "auto_add", "reason") {
 		return
 	}
-	if len(req.IDs) > 0 {
-		writeError(w, http.StatusBadRequest, "ids belongs to POST /api/v1/items/sync; this route takes its id from the path")
-		return
-	}
+	req := syncRequest{IDs: []string{r.PathValue("id")}, Reason: one.Reason, AutoAdd: one.AutoAdd}
 	q := r.URL.Query()
-	if v := q.Get("auto_add"); v != "" {
-		b, err := strconv.ParseBool(v)
+	if q.Has("auto_add") {
+		b, err := strconv.ParseBool(q.Get("auto_add"))
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "auto_add: "+Shown(v, 64)+" is not true or false")
+			writeError(w, http.StatusBadRequest, "auto_add: "+Shown(q.Get("auto_add"), 64)+" is not true or false")
 			return
 		}
 		req.AutoAdd = req.AutoAdd || b
 	}
-	if v := q.Get("reason"); v != "" && req.Reason == "" {
-		req.Reason = v
+	if q.Has("reason") {
+		if req.Reason != "" {
+			// The body's used to win without a word (an outside trial).
+			writeError(w, http.StatusBadRequest, "reason: given in the body and in the query; give it once")
+			return
+		}
+		req.Reason = q.Get("reason")
 	}
-	req.IDs = []string{r.PathValue("id")}
 	a.trigger(w, r, req)
 }
 
