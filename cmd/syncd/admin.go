@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"slices"
@@ -175,11 +176,21 @@ func readIDFile(path string, check func(string) error) ([]string, error) {
 	if path == "-" {
 		return idlines.Parse("stdin", stdin, check)
 	}
+	// Each problem with the file reads "--file <path>: why", once: a
+	// directory read "/tmp: read /tmp: is a directory" (an outside
+	// trial).
 	fh, err := os.Open(path)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return nil, fmt.Errorf("--file %s: %w", path, pe.Err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("--file: %w", err)
+		return nil, fmt.Errorf("--file %s: %w", path, err)
 	}
 	defer fh.Close()
+	if fi, err := fh.Stat(); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("--file %s: is a directory", path)
+	}
 	return idlines.Parse(path, fh, check)
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -112,6 +113,19 @@ func TestItemsFileStdinAndCRLF(t *testing.T) {
 	stdin = strings.NewReader("s1\r\ns3\r\n")
 	if code, out, stderr := syncd("items", "remove", "-c", cfg, "--file", "-"); code != exitOK || out != "2 of 2 items removed\n" {
 		t.Errorf("items remove --file -: exit %d, %q, %q; want 2 of 2 removed", code, out, stderr)
+	}
+
+	// A file that cannot be read says so once, after --file and its
+	// path: a directory read "/tmp: read /tmp: is a directory" (an
+	// outside trial).
+	dir, missing := t.TempDir(), filepath.Join(t.TempDir(), "nosuch")
+	for path, want := range map[string]string{
+		dir:     "syncd items: --file " + dir + ": is a directory\n",
+		missing: "syncd items: --file " + missing + ": no such file or directory\n",
+	} {
+		if code, _, stderr := syncd("items", "add", "-c", cfg, "--file", path); code != exitUsage || stderr != want {
+			t.Errorf("items add --file %s: exit %d, %q; want %d, %q", path, code, stderr, exitUsage, want)
+		}
 	}
 }
 
