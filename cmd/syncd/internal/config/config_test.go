@@ -358,7 +358,7 @@ sink:
 	type: ""
 	file:
 		path: /tmp/x
-`, []string{`c.yaml:2: sink.type: "" is not allowed: leave the key out for the default ("log")`}},
+`, []string{`c.yaml:2: sink.type: expected one of log (the default), exec, http or file, got ""`}},
 		{"no sink type, two sections", `
 sink:
 	file:
@@ -509,8 +509,8 @@ log:
 			"c.yaml:4: redis.dial_timeout: 0s is not allowed: leave the key out for the default (5s)",
 			"c.yaml:7: ownership.ttl: 0s is not allowed: leave the key out for the default (30s)",
 			"c.yaml:10: engine.workers: 0 is not allowed: leave the key out for the default (4)",
-			`c.yaml:12: sink.type: "" is not allowed: leave the key out for the default ("log")`,
-			`c.yaml:14: log.level: "" is not allowed: leave the key out for the default ("info")`,
+			`c.yaml:12: sink.type: expected one of log (the default), exec, http or file, got ""`,
+			`c.yaml:14: log.level: expected one of debug, info (the default), warn or error, got ""`,
 		}},
 		{"inline password", `
 redis:

@@ -180,8 +180,13 @@ func (d *Decoder) refuseZeros(file, eff reflect.Value, path string) {
 		case fv.Kind() == reflect.Struct:
 			d.refuseZeros(fv, ev, field)
 		case set && fv.IsZero() && !ev.IsZero() && !d.Failed(field):
-			d.Add(&FieldError{File: d.Name, Line: d.Keys[field].Line, Field: field,
-				Msg: d.text(fv) + " is not allowed: leave the key out for the default (" + d.text(ev) + ")"})
+			msg := d.text(fv) + " is not allowed: leave the key out for the default (" + d.text(ev) + ")"
+			if w, ok := d.opt.Want[field]; ok {
+				// What the key takes, too (an outside trial read only
+				// that "" is not allowed).
+				msg = "expected " + w + ", got " + d.text(fv)
+			}
+			d.Add(&FieldError{File: d.Name, Line: d.Keys[field].Line, Field: field, Msg: msg})
 		}
 	}
 }
