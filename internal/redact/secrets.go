@@ -1,11 +1,16 @@
 package redact
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // What a sink shows of the secrets of its configuration: nothing. Its
@@ -28,22 +33,70 @@ type Secrets struct {
 }
 
 // NewSecrets collects values (trimmed, each at least MinSecret long)
-// with their query- and path-escaped forms.
+// with their escaped forms (escapes): a command or a target that prints
+// a secret inside a URL, a JSON document or a Go-quoted string shows it
+// escaped, as {"pw":"Pw0rd\u0026\u003cx\u003e\"q\""} for Pw0rd&<x>"q".
 func NewSecrets(values ...string) *Secrets {
 	var list []string
 	for _, v := range values {
 		v = strings.TrimSpace(v)
 		if len(v) >= MinSecret {
-			list = append(list, v, url.QueryEscape(v), url.PathEscape(v))
+			list = append(list, escapes(v)...)
 		}
 	}
-	slices.SortFunc(list, func(a, b string) int { return len(b) - len(a) })
+	slices.SortFunc(list, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
 	list = slices.Compact(list)
 	pairs := make([]string, 0, 2*len(list))
 	for _, s := range list {
 		pairs = append(pairs, s, Redacted)
 	}
 	return &Secrets{list: list, r: strings.NewReplacer(pairs...)}
+}
+
+// escapes returns v and the forms it takes escaped: in a URL's query and
+// path, inside a JSON string as encoding/json writes it (<, > and & as
+// \u003c...) and as JSON.stringify or Python's json do (only quotes,
+// backslashes and control characters; Python's also every non-ASCII
+// character as \u00e9), and inside a Go-quoted string (%q, %+q).
+func escapes(v string) []string {
+	out := []string{v, url.QueryEscape(v), url.PathEscape(v), strconv.Quote(v), strconv.QuoteToASCII(v)}
+	for _, html := range []bool{true, false} {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(html)
+		if enc.Encode(v) == nil {
+			out = append(out, strings.TrimSuffix(b.String(), "\n"))
+		}
+	}
+	out = append(out, asciiJSON(out[len(out)-1]))
+	for i, q := range out[3:] { // the quoted forms, without their quotes
+		out[3+i] = q[1 : len(q)-1]
+	}
+	return out
+}
+
+// asciiJSON returns q, a JSON string, with each character beyond ASCII
+// escaped as Python's json.dumps writes it: \u00e9, and a surrogate
+// pair beyond the Basic Multilingual Plane.
+func asciiJSON(q string) string {
+	var b strings.Builder
+	for _, r := range q {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, "\\u%04x\\u%04x", r1, r2)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
 }
 
 // Longest returns the length of the longest secret, 0 when there is none.

@@ -57,6 +57,30 @@ func TestSecrets(t *testing.T) {
 	}
 }
 
+// A known secret is hidden in the forms a command or a target prints it
+// in: escaped in JSON (encoding/json's, JSON.stringify's, Python's), in
+// a Go-quoted string, in a URL; an outside trial saw
+// {"pw":"Pw0rd\u0026\u003cx\u003e\"q\""} whole. The text around it stays.
+func TestSecretsEscaped(t *testing.T) {
+	s := NewSecrets(`Pw0rd&<x>"q"`, "pässwörd\\1", "tab\tpw😀")
+	for _, tt := range []struct{ in, want string }{
+		{`{"pw":"Pw0rd\u0026\u003cx\u003e\"q\""}`, `{"pw":"[redacted]"}`},
+		{`{"pw":"Pw0rd&<x>\"q\""} (JSON.stringify)`, `{"pw":"[redacted]"} (JSON.stringify)`},
+		{`env: "Pw0rd&<x>\"q\"" ok`, `env: "[redacted]" ok`},
+		{"url ?p=Pw0rd%26%3Cx%3E%22q%22&page=2", "url ?p=[redacted]&page=2"},
+		{"raw Pw0rd&<x>\"q\" end", "raw [redacted] end"},
+		{`py {"pw": "p\u00e4ssw\u00f6rd\\1"}`, `py {"pw": "[redacted]"}`},
+		{`go "p\u00e4ssw\u00f6rd\\1"`, `go "[redacted]"`},
+		{`{"t":"tab\tpw😀"} {"t":"tab\tpw\ud83d\ude00"} "tab\tpw\U0001f600"`, `{"t":"[redacted]"} {"t":"[redacted]"} "[redacted]"`},
+		// Not secrets: other values, and the pieces of one.
+		{`{"pw":"Pw0rd","x":"\u0026\u003c"}`, `{"pw":"Pw0rd","x":"\u0026\u003c"}`},
+	} {
+		if got := s.Clean(tt.in); got != tt.want {
+			t.Errorf("Clean(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 // SecretName goes by a name's words, split at _ - . and camelCase: a
 // word that names a secret (key, auth, pwd) makes the name one, a longer
 // word that only contains it (KEYWORD, AUTHOR) does not.
