@@ -75,6 +75,13 @@ func (h *hidden) mask(v string) string {
 
 // redactURL is URL, which adds what it replaces to h.
 func redactURL(raw string, ui Userinfo, h *hidden) string {
+	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
+		if at, end := specialUserinfo(rest); at >= 0 {
+			// Its authority is what url.Parse would not take for one: redact
+			// the user information here, and the rest as any URL.
+			return redactURL(scheme+"://"+userinfo(rest[:end], ui, h)+rest[end:], ui, h)
+		}
+	}
 	raw, frag, hasFrag := strings.Cut(raw, "#")
 	raw, query, _ := strings.Cut(raw, "?")
 	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
@@ -124,6 +131,53 @@ func userinfo(auth string, ui Userinfo, h *hidden) string {
 	}
 	return h.mask(auth[:at]) + auth[at:]
 }
+
+// specialUserinfo finds, in rest, a URL after its "://", user
+// information whose password holds one of / ? # unescaped, which a
+// person writes (redis://:pa#ss@cache:6379) but which ends the
+// authority for url.Parse and for the rest of URL, so that the password
+// would show, whole or in part, and the host not: a user name without
+// any of / ? # @, ":", a password that is no port (8080/ starts a path),
+// and the first "@" after it that a host follows (a name or [address],
+// a port maybe, then the end or one of / ? #). It returns where that
+// "@" and the host end, or -1, -1 when rest has none, or user
+// information url.Parse takes with a host after it (u:pw@h/a@b; not
+// @:pw/@h, which would read differently once its "@" was dropped).
+func specialUserinfo(rest string) (at, end int) {
+	k := strings.IndexAny(rest, "/?#")
+	if k < 0 {
+		return -1, -1
+	}
+	if a := strings.LastIndexByte(rest[:k], '@'); a >= 0 && hostPort.MatchString(rest[a+1:k]) {
+		return -1, -1 // url.Parse's user information, and a host after it
+	}
+	colon := strings.IndexByte(rest[:k], ':')
+	if colon < 0 {
+		return -1, -1
+	}
+	if port := rest[colon+1 : k]; strings.Trim(port, "0123456789") == "" && (port != "" || rest[k] == '/') {
+		return -1, -1 // host:8080/path?mail=a@b
+	}
+	for i := k; ; {
+		j := strings.IndexByte(rest[i:], '@')
+		if j < 0 {
+			return -1, -1
+		}
+		at = i + j
+		end = len(rest)
+		if e := strings.IndexAny(rest[at+1:], "/?#"); e >= 0 {
+			end = at + 1 + e
+		}
+		if hostPort.MatchString(rest[at+1 : end]) {
+			return at, end
+		}
+		i = at + 1
+	}
+}
+
+// hostPort matches a URL's host and port: a name or an IPv4 address, or
+// an IPv6 address in brackets, and a port maybe.
+var hostPort = regexp.MustCompile(`^(?:[\w.-]+|\[[0-9a-fA-F:.]+\])(?::[0-9]*)?$`)
 
 // Query replaces with xxxxx the value of each parameter of a raw query
 // but those whose names are known to be harmless (plainParams: page,
@@ -251,6 +305,11 @@ func nestedSecret(v string) bool {
 // in its query or fragment, or an item without "=" in a URL's query, as
 // URL would hide them.
 func innerSecret(d string) bool {
+	if _, rest, ok := strings.Cut(d, "://"); ok {
+		if at, _ := specialUserinfo(rest); at >= 0 {
+			return true
+		}
+	}
 	d, frag, _ := strings.Cut(d, "#")
 	head, query, hasQuery := strings.Cut(d, "?")
 	_, rest, isURL := strings.Cut(head, "://")

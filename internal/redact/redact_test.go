@@ -52,6 +52,19 @@ func TestURLs(t *testing.T) {
 			"POST client_id=a&redirect_uri=xxxxx&state=s 400", "POST client_id=a&redirect_uri=xxxxx&state=s 400", "POST client_id=a&redirect_uri=xxxxx&state=s 400"},
 		{"next=https%253A%252F%252Fu%253Apw%2540x%252F 'https%3A%2F%2Fx%2Fcb%3Fpage%3D2'",
 			"next=xxxxx 'https%3A%2F%2Fx%2Fcb%3Fpage%3D2'", "next=xxxxx 'https%3A%2F%2Fx%2Fcb%3Fpage%3D2'", "next=xxxxx 'https%3A%2F%2Fx%2Fcb%3Fpage%3D2'"},
+		// A password with / ? or # in it, which url.Parse takes for the
+		// authority's end: an outside trial saw redis://:pa (the rest and
+		// the host lost), https://admin:pa?xxxxx and a whole password.
+		{"redis://:pa#ss99zz@cache:6379", "redis://xxxxx@cache:6379", "redis://cache:6379", "redis://:xxxxx@cache:6379"},
+		{"GET https://admin:pa?ss99zz@api.example.com/x?page=2 failed", "GET https://xxxxx@api.example.com/x?page=2 failed",
+			"GET https://api.example.com/x?page=2 failed", "GET https://admin:xxxxx@api.example.com/x?page=2 failed"},
+		{"dial redis://:pa/ss99zz@cache:6379/0: refused", "dial redis://xxxxx@cache:6379/0: refused", "dial redis://cache:6379/0: refused", "dial redis://:xxxxx@cache:6379/0: refused"},
+		{"redis://u:a#s/s@h@[::1]:1#f", "redis://xxxxx@[::1]:1#f", "redis://[::1]:1", "redis://u:xxxxx@[::1]:1#f"},
+		{"q=redis%3A%2F%2F%3Apa%23ss%40cache%3A6379 ok", "q=xxxxx ok", "q=xxxxx ok", "q=xxxxx ok"},
+		// Not user information: a port, then an @ in the path or query.
+		{"https://h:8443/mail/a@b.com?to=c@d.org", "https://h:8443/mail/a@b.com?to=c@d.org", "https://h:8443/mail/a@b.com?to=c@d.org", "https://h:8443/mail/a@b.com?to=c@d.org"},
+		{"https://h/x?to=c@d.org#a@b", "https://h/x?to=c@d.org#a@b", "https://h/x?to=c@d.org", "https://h/x?to=c@d.org#a@b"},
+		{"https://h/#/users/a@b.com", "https://h/#/users/a@b.com", "https://h/", "https://h/#/users/a@b.com"},
 		{"%zz", "%zz", "%zz", "%zz"},
 		{"no URL: a=b?c=d", "no URL: a=b?c=d", "no URL: a=b?c=d", "no URL: a=b?c=d"},
 	}
@@ -190,7 +203,8 @@ func TestQuery(t *testing.T) {
 func FuzzURLs(f *testing.F) {
 	for _, s := range []string{"https://u:pw@h/x?a=1&b#f", `x "http://u@h?k" y`, "a://b@c@d/e?f=g&&h x_s://:p@q",
 		"%zz", "redis://:p w@h", "http://[::1]:80/?q=%zz#a?b=c", "https://h/p%2Fa?q=https%3A%2F%2Fx%3Fpage%3D2%26t%3D1",
-		"r=https%253A%252F%252Fu%2540x%252F&s=https%3A%2F%2Fx%2F%3Fk", "https://hooks.x/a/b/ http://h/api/webhooks/1/abcdefghijklmnop0/bot1:x"} {
+		"r=https%253A%252F%252Fu%2540x%252F&s=https%3A%2F%2Fx%2F%3Fk", "https://hooks.x/a/b/ http://h/api/webhooks/1/abcdefghijklmnop0/bot1:x",
+		"redis://:pa#ss@cache:6379 https://u:p?w@h/x?y=a@b r://:p/@[::1]:1#x@y"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
@@ -200,6 +214,11 @@ func FuzzURLs(f *testing.F) {
 				t.Fatalf("URLs(%q, %d) = %q, then %q", text, ui, out, again)
 			}
 			for _, raw := range urlRE.FindAllString(out, -1) {
+				if _, rest, _ := strings.Cut(raw, "://"); !strings.HasPrefix(raw, Masked) {
+					if at, _ := specialUserinfo(rest); at >= 0 {
+						t.Fatalf("URLs(%q, %d) = %q: user information %q shows", text, ui, out, rest[:at])
+					}
+				}
 				u, err := url.Parse(raw)
 				if err != nil {
 					continue
