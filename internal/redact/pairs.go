@@ -1,0 +1,140 @@
+package redact
+
+import (
+	"regexp"
+	"strings"
+)
+
+// secretKey matches a name that says its value is a secret: token,
+// secret, password, passwd, pwd, passphrase, credential, api_key (and
+// access_, private_), a word key, auth and authorization (not author, nor
+// idempotency_key), signature and a word sig, a word pass, session, a
+// word sid, and cookie (Cookie: and Set-Cookie: headers).
+const secretKey = `[\w.-]*(?:token|secret|passw(?:or)?d|passphrase|pwd|credential|(?:api|access|private)[_-]?key|\bkey|\bauth(?:orization)?\b|signature|\bsig\b|\bpass\b|session|\bsid\b|cookie)[\w.-]*`
+
+var (
+	// A name, a quote maybe, = or :, then the value: in double quotes, in
+	// single quotes, or bare (as in a query string, a command line, JSON
+	// or YAML).
+	pairDQ   = regexp.MustCompile(`(?i)(` + secretKey + `["']?\s*[:=]\s*")([^"]*)`)
+	pairSQ   = regexp.MustCompile(`(?i)(` + secretKey + `["']?\s*[:=]\s*')([^']*)`)
+	pairBare = regexp.MustCompile(`(?i)(` + secretKey + `["']?\s*[:=]\s*)([^\s&;,'"\[\]{}<>][^\s&;,'"\]{}<>]*)`)
+	// A flag and its value: --password value, also at the start of the
+	// text.
+	flagRE = regexp.MustCompile(`(?i)((?:^|\s)--?` + secretKey + `\s+)([^\s\-'"\[][^\s'"]*)`)
+	// A Bearer or Basic credential in header form, as the value of a name
+	// that says it is one (secretKey, or any name with authorization in
+	// it; not WWW-Authenticate, whose Bearer realm="x" is a challenge):
+	// Authorization: Bearer x, -H 'Authorization: Basic x',
+	// "authorization": "Bearer x", {"Authorization":["Bearer x"]},
+	// map[Authorization:[Bearer x]], HTTP_AUTHORIZATION=Bearer x,
+	// token=Bearer x.
+	schemeHeader = regexp.MustCompile(`(?i)((?:` + secretKey + `|[\w.-]*authorization[\w.-]*)["']?\s*[:=][\s\["']*(?:bearer|basic)\s+)[^\s,;'"\[]+`)
+	// The value of a name with authorization in it (Authorization,
+	// Proxy-Authorization, HTTP_AUTHORIZATION), bare or quoted: a word,
+	// and the word after it if any, as a scheme and its credential
+	// (authValue). Either may be a list of auth-params instead, taken
+	// whole: Digest's username="u", nonce="n", response="..." (a word
+	// would end at the first quote, and show response=).
+	authHeader = regexp.MustCompile(`(?i)([\w.-]*authorization[\w.-]*["']?\s*[:=][\s\["']*)(` + authParams + `|[^\s,;'"\[]+)(?:([ \t]+)(` + authParams + `|[^\s,;'"\[]+))?`)
+	// The word after bearer or basic anywhere else: prose, or a credential
+	// quoted without its header's name.
+	schemeWord = regexp.MustCompile(`(?i)(\b(?:bearer|basic)\s+)([^\s,;'"\[]+)`)
+	// A word of prose: letters in lower case, capitalised or in capitals,
+	// hyphenated maybe, with a punctuation mark after it, or = as in an
+	// auth-param (Bearer realm="api").
+	proseWord = regexp.MustCompile(`^(?:[a-z]+|[A-Z][a-z]*|[A-Z]+)(?:-(?:[a-z]+|[A-Z][a-z]*|[A-Z]+))*[.:!?)\]}>=]?$`)
+)
+
+// authParam is one auth-param of an Authorization value (RFC 9110
+// §11.2): a name, =, and a value that is a token or a quoted string,
+// with its quotes escaped maybe (\"n\" in JSON or a Go string). A bare
+// value ends at a quote or ] as well, where a value quoted in a shell
+// command or a Go map ends. authParams is a list of them, separated by
+// commas.
+const (
+	authParam  = `[\w!#$%&*+.^|~-]+[ \t]*=[ \t]*(?:"(?:[^"\\\n]|\\.)*"|\\"(?:[^"\\\n]|\\[^"])*\\"|[^\s,"'\]\\]*)`
+	authParams = authParam + `(?:(?:[ \t]*,)+[ \t]*` + authParam + `)*`
+)
+
+// maxProseWord is the length from which the word after bearer or basic
+// is a credential even when it is all letters: English has next to no
+// words this long, and a token of random letters is rarely shorter.
+const maxProseWord = 20
+
+// credential reports whether word, the word after bearer or basic outside
+// the header form, is a credential: at least MinSecret bytes and not a
+// word of prose (proseWord) shorter than maxProseWord. So "basic auth
+// failed" and "falling back to bearer mode" keep their words, and
+// "Bearer eyJhbGciOiJIUzI1NiJ9.e30.x", "basic dXNlcjpwdw==", "bearer
+// ghp_16C7e42F292c" and "Basic admin:hunter2" lose theirs.
+func credential(word string) bool {
+	return len(word) >= MinSecret && (len(word) >= maxProseWord || !proseWord.MatchString(word))
+}
+
+// Pairs hides the credentials that text names as such: the values of
+// token=, secret=, password=, api_key= (and the like) pairs, quoted or
+// not, with = or : (password: x, "token":"x"), of such flags
+// (--password x), the short password flags of the commands that have
+// one (mysql -phunter2, sshpass -p x, redis-cli -a x: commandFlags), and
+// bearer and basic credentials, each replaced with xxxxx. Applied twice,
+// it changes nothing more.
+//
+// A Bearer or Basic credential in header form, the value of a name such
+// as Authorization (schemeHeader), is hidden whatever it looks like; so
+// is any other value of a name with authorization in it, scheme and all
+// (authValue: Authorization: xxxxx xxxxx for "token ghp_x"). The
+// word after bearer or basic elsewhere is hidden only when it looks like
+// a credential (see credential), so that prose such as "basic auth
+// failed" stays readable.
+func Pairs(text string) string {
+	text = commandFlags(text)
+	text = authHeader.ReplaceAllStringFunc(text, authValue)
+	text = schemeHeader.ReplaceAllString(text, "${1}"+Masked)
+	text = schemeWord.ReplaceAllStringFunc(text, func(m string) string {
+		sub := schemeWord.FindStringSubmatch(m)
+		if !credential(sub[2]) {
+			return m
+		}
+		return sub[1] + Masked
+	})
+	keep := func(re *regexp.Regexp) func(string) string {
+		return func(m string) string {
+			sub := re.FindStringSubmatch(m)
+			switch strings.ToLower(sub[2]) {
+			case "", "bearer", "basic", Masked: // the scheme stays; so does an empty value
+				return m
+			}
+			return sub[1] + Masked
+		}
+	}
+	for _, re := range []*regexp.Regexp{pairDQ, pairSQ, pairBare, flagRE} {
+		text = re.ReplaceAllStringFunc(text, keep(re))
+	}
+	return text
+}
+
+// authValue hides the credential in an Authorization header's value
+// (authHeader's match m): after Bearer or Basic, the word after the
+// scheme, which stays; after another scheme (GitHub's "token ghp_x",
+// ApiKey, Negotiate, Digest), both words, since a scheme is not told
+// from a credential that is followed by a word; a lone word (a token
+// without a scheme) whole. A list of auth-params counts as one word
+// (Digest username="u", response="r": xxxxx xxxxx). A value that starts
+// with xxxxx is left: Pairs hid it before.
+func authValue(m string) string {
+	sub := authHeader.FindStringSubmatch(m)
+	name, first, sp, second := sub[1], sub[2], sub[3], sub[4]
+	scheme := strings.EqualFold(first, "bearer") || strings.EqualFold(first, "basic")
+	switch {
+	case first == Masked, second == "" && scheme:
+		// Hidden already (Pairs applied twice changes nothing more), or
+		// a scheme alone.
+		return m
+	case second == "":
+		return name + Masked
+	case scheme:
+		return name + first + sp + Masked
+	}
+	return name + Masked + sp + Masked
+}
