@@ -3,33 +3,31 @@ package redact
 import (
 	"regexp"
 	"strings"
+	"unicode"
 )
 
-// secretKey matches a name that says its value is a secret: token,
-// secret, password, passwd, pwd, passphrase, credential, api_key (and
-// access_, private_), a word key, auth and authorization (not author, nor
-// idempotency_key), signature and a word sig, a word pass, session, a
-// word sid, and cookie (Cookie: and Set-Cookie: headers).
-const secretKey = `[\w.-]*(?:token|secret|passw(?:or)?d|passphrase|pwd|credential|(?:api|access|private)[_-]?key|\bkey|\bauth(?:orization)?\b|signature|\bsig\b|\bpass\b|session|\bsid\b|cookie)[\w.-]*`
+// name matches the name of a pair or a flag, whose words (nameWords)
+// say whether its value is a secret (pairName).
+const name = `([\w.-]+)`
 
 var (
-	// A name, a quote maybe, = or :, then the value: in double quotes, in
-	// single quotes, or bare (as in a query string, a command line, JSON
-	// or YAML).
-	pairDQ   = regexp.MustCompile(`(?i)(` + secretKey + `["']?\s*[:=]\s*")([^"]*)`)
-	pairSQ   = regexp.MustCompile(`(?i)(` + secretKey + `["']?\s*[:=]\s*')([^']*)`)
-	pairBare = regexp.MustCompile(`(?i)(` + secretKey + `["']?\s*[:=]\s*)([^\s&;,'"\[\]{}<>][^\s&;,'"\]{}<>]*)`)
+	// A name, a quote maybe, = or :, then the value: in double quotes
+	// (with its escaped quotes: "a\"b" in JSON), in single quotes, or
+	// bare (as in a query string, a command line, JSON or YAML).
+	pairDQ   = regexp.MustCompile(`(` + name + `["']?\s*[:=]\s*")((?:[^"\\\n]|\\.)*\\?)`)
+	pairSQ   = regexp.MustCompile(`(` + name + `["']?\s*[:=]\s*')([^']*)`)
+	pairBare = regexp.MustCompile(`(` + name + `["']?\s*[:=]\s*)([^\s&;,'"\[\]{}<>][^\s&;,'"\]{}<>]*)`)
 	// A flag and its value: --password value, also at the start of the
 	// text.
-	flagRE = regexp.MustCompile(`(?i)((?:^|\s)--?` + secretKey + `\s+)([^\s\-'"\[][^\s'"]*)`)
+	flagRE = regexp.MustCompile(`((?:^|\s)--?` + name + `\s+)([^\s\-'"\[][^\s'"]*)`)
 	// A Bearer or Basic credential in header form, as the value of a name
-	// that says it is one (secretKey, or any name with authorization in
+	// that says it is one (pairName, or any name with authorization in
 	// it; not WWW-Authenticate, whose Bearer realm="x" is a challenge):
 	// Authorization: Bearer x, -H 'Authorization: Basic x',
 	// "authorization": "Bearer x", {"Authorization":["Bearer x"]},
 	// map[Authorization:[Bearer x]], HTTP_AUTHORIZATION=Bearer x,
 	// token=Bearer x.
-	schemeHeader = regexp.MustCompile(`(?i)((?:` + secretKey + `|[\w.-]*authorization[\w.-]*)["']?\s*[:=][\s\["']*(?:bearer|basic)\s+)[^\s,;'"\[]+`)
+	schemeHeader = regexp.MustCompile(`(?i)(` + name + `["']?\s*[:=][\s\["']*(?:bearer|basic)\s+)([^\s,;'"\[]+)`)
 	// The value of a name with authorization in it (Authorization,
 	// Proxy-Authorization, HTTP_AUTHORIZATION), bare or quoted: a word,
 	// and the word after it if any, as a scheme and its credential
@@ -73,9 +71,10 @@ func credential(word string) bool {
 }
 
 // Pairs hides the credentials that text names as such: the values of
-// token=, secret=, password=, api_key= (and the like) pairs, quoted or
-// not, with = or : (password: x, "token":"x"), of such flags
-// (--password x), the short password flags of the commands that have
+// token=, secret=, password=, pw=, api_key= (and the like) pairs, quoted
+// or not, with = or : (password: x, "token":"x"), of such flags
+// (--password x), where the name's words say so as they say it to
+// SecretName (pairName: not KEYWORD=, token_ttl=, max_tokens=, sort key:), the short password flags of the commands that have
 // one (mysql -phunter2, sshpass -p x, redis-cli -a x: commandFlags), and
 // bearer and basic credentials, each replaced with xxxxx. Applied twice,
 // it changes nothing more.
@@ -90,7 +89,6 @@ func credential(word string) bool {
 func Pairs(text string) string {
 	text = commandFlags(text)
 	text = authHeader.ReplaceAllStringFunc(text, authValue)
-	text = schemeHeader.ReplaceAllString(text, "${1}"+Masked)
 	text = schemeWord.ReplaceAllStringFunc(text, func(m string) string {
 		sub := schemeWord.FindStringSubmatch(m)
 		if !credential(sub[2]) {
@@ -98,20 +96,64 @@ func Pairs(text string) string {
 		}
 		return sub[1] + Masked
 	})
-	keep := func(re *regexp.Regexp) func(string) string {
-		return func(m string) string {
-			sub := re.FindStringSubmatch(m)
-			switch strings.ToLower(sub[2]) {
-			case "", "bearer", "basic", Masked: // the scheme stays; so does an empty value
-				return m
-			}
-			return sub[1] + Masked
-		}
-	}
+	text = replaceValues(text, schemeHeader, func(text string, start, end int) bool {
+		return pairName(text, start, end) || strings.Contains(strings.ToLower(text[start:end]), "authorization")
+	})
 	for _, re := range []*regexp.Regexp{pairDQ, pairSQ, pairBare, flagRE} {
-		text = re.ReplaceAllStringFunc(text, keep(re))
+		text = replaceValues(text, re, pairName)
 	}
 	return text
+}
+
+// replaceValues returns text with the value of each match of re (its
+// third group) replaced with xxxxx where secret says that its name (the
+// second group, text[start:end]) is a secret's, unless the value is
+// empty, a scheme's name (bearer, basic) or xxxxx. A match whose name is
+// not a secret's is looked at again from its name's end, as its value
+// may hold a pair of its own (note:password=x).
+func replaceValues(text string, re *regexp.Regexp, secret func(text string, start, end int) bool) string {
+	var out strings.Builder
+	done := 0 // text before it is in out
+	for i := 0; i < len(text); {
+		m := re.FindStringSubmatchIndex(text[i:])
+		if m == nil {
+			break
+		}
+		for k := range m {
+			m[k] += i
+		}
+		if !secret(text, m[4], m[5]) {
+			i = m[5]
+			continue
+		}
+		i = m[7]
+		switch v := text[m[6]:m[7]]; strings.ToLower(v) {
+		case "", "bearer", "basic", Masked: // the scheme stays; so does an empty value
+			continue
+		}
+		out.WriteString(text[done:m[6]])
+		out.WriteString(Masked)
+		done = m[7]
+	}
+	if done == 0 {
+		return text
+	}
+	return out.String() + text[done:]
+}
+
+// pairName reports whether text[start:end], the name of a pair or a
+// flag, says that its value is a secret: by its words, as SecretName
+// does (secretWords). A key after a word of dataKeys is a database's
+// key in prose as well: sort key: created_at.
+func pairName(text string, start, end int) bool {
+	words := nameWords(text[start:end])
+	if len(words) == 1 && (words[0] == "key" || words[0] == "keys") {
+		before := strings.TrimRight(text[:start], " \t")
+		if w := before[strings.LastIndexFunc(before, func(r rune) bool { return !unicode.IsLetter(r) })+1:]; len(before) < start && dataKeys[strings.ToLower(w)] {
+			return false
+		}
+	}
+	return secretWords(words)
 }
 
 // authValue hides the credential in an Authorization header's value

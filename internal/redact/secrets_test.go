@@ -97,6 +97,12 @@ func TestSecretName(t *testing.T) {
 		{"auth", true}, {"GOOGLE_CREDENTIALS", true}, {"AWS_CREDS", true}, {"PRIVATE_PEM", true},
 		{"WEBHOOK_SIGNATURE", true}, {"S3_SIG", true}, {"SESSION_ID", true}, {"COOKIE_JAR", true},
 		{"DATABASE_DSN", true}, {"JWT", true}, {"token2", true}, {"Password1", true},
+		{"SESSIONID", true}, {"session-id", true}, {"SIGNING_KEY", true}, {"KEYS", true},
+		// A secret's metadata or count, and a database's key.
+		{"TOKEN_TTL", false}, {"AUTH_URL", false}, {"PASSWORD_FILE", false}, {"REDIS_PASSWORD_ENV", false},
+		{"API_KEY_ID", false}, {"TOKEN_TYPE", false}, {"SESSION_COUNT", false}, {"MAX_TOKENS", false},
+		{"TOKENS_USED", false}, {"AUTH_HOST", false}, {"SMTP_USER", false}, {"JWT_EXPIRY", false},
+		{"SORT_KEY", false}, {"primaryKey", false}, {"IDEMPOTENCY_KEY", false}, {"ORACLE_SID", false},
 		// Words that only contain a secret's name.
 		{"AUTHOR", false}, {"AUTHOR_NAME", false}, {"KEYWORD", false}, {"MONKEY", false},
 		{"PASSENGER_COUNT", false}, {"BYPASS_CACHE", false}, {"COMPASS", false}, {"TOKENIZERS_PARALLELISM", false},
@@ -105,6 +111,37 @@ func TestSecretName(t *testing.T) {
 	} {
 		if got := SecretName(tt.name); got != tt.want {
 			t.Errorf("SecretName(%q) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// Pairs goes by a name's words as SecretName does: a word that only
+// contains a secret's name, a secret's metadata or count, and a
+// database's key keep their values (an outside trial saw KEYWORD=,
+// keyboard= and max_tokens= hidden), secrets stay hidden, pw= among them.
+func TestPairsNames(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		// Useful text kept.
+		{"KEYWORD=orders keyboard=us-intl keyspace=orders", "KEYWORD=orders keyboard=us-intl keyspace=orders"},
+		{"sort key: created_at primary-key=id partition_key=tenant idempotency_key=k1", "sort key: created_at primary-key=id partition_key=tenant idempotency_key=k1"},
+		{"max_tokens=1024 tokens_used=517 session_count=3 num_keys=4", "max_tokens=1024 tokens_used=517 session_count=3 num_keys=4"},
+		{"token_ttl=3600 auth_url=https://h/login password_file=/run/secrets/pw token_type=bearer", "token_ttl=3600 auth_url=https://h/login password_file=/run/secrets/pw token_type=bearer"},
+		{`{"api_key_id":"k-17","author":"ann","session_expires_at":"2026-01-01"}`, `{"api_key_id":"k-17","author":"ann","session_expires_at":"2026-01-01"}`},
+		{"--max-tokens 1024 --sort-key name --keyword x", "--max-tokens 1024 --sort-key name --keyword x"},
+		// Secrets hidden.
+		{"api_key=k1 x-api-key: k2 key=k3 signing_key=k4", "api_key=xxxxx x-api-key: xxxxx key=xxxxx signing_key=xxxxx"},
+		{"session=s1 sessionid=s2 session_id=s3 JSESSIONID=s4 PHPSESSID=s5 sid=s6", "session=xxxxx sessionid=xxxxx session_id=xxxxx JSESSIONID=xxxxx PHPSESSID=xxxxx sid=xxxxx"},
+		{"token=t1 pw=p1 db_pw=p2 DB_PWD=p3 dsn=u:p@tcp(h)/db", "token=xxxxx pw=xxxxx db_pw=xxxxx DB_PWD=xxxxx dsn=xxxxx"},
+		{`{"pw":"a\"b","key":"k"}`, `{"pw":"xxxxx","key":"xxxxx"}`},
+		{"note:password=p4 a=token=t2", "note:password=xxxxx a=token=xxxxx"},
+		{"the key: k5, keys=k6", "the key: xxxxx, keys=xxxxx"},
+	} {
+		got := Pairs(tt.in)
+		if got != tt.want {
+			t.Errorf("Pairs(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if again := Pairs(got); again != got {
+			t.Errorf("Pairs(%q) = %q, then %q", tt.in, got, again)
 		}
 	}
 }

@@ -18,9 +18,13 @@ sink:
 	type: exec
 	exec:
 		command: [sync, --password=hunter1, "https://u:hunter2@h/x?sig=hunter3", "Authorization: Bearer hunter4"]
-		env: ["DATABASE_URL=postgres://u:hunter5@h/db", "PGOPTS=host=h password=hunter6", "MODE=fast", "DSN=u:hunter9@tcp(h)/db"]
+		env: ["DATABASE_URL=postgres://u:hunter5@h/db", "PGOPTS=host=h password=hunter6", "MODE=fast", "DSN=u:hunter9@tcp(h)/db",
+			"TOKEN_TTL=3600", "AUTH_URL=https://u:hunter10@h/login?page=2", "PASSWORD_FILE=/run/secrets/pw", "KEYWORD=orders", "DB_PW=hunter11"]
 `, []string{"--password=xxxxx", "https://xxxxx@h/x?sig=xxxxx", "Authorization: Bearer xxxxx",
-		"DATABASE_URL=postgres://xxxxx@h/db", "PGOPTS=host=h password=xxxxx", "MODE=fast", "DSN=[redacted]"},
+		"DATABASE_URL=postgres://xxxxx@h/db", "PGOPTS=host=h password=xxxxx", "MODE=fast", "DSN=[redacted]",
+		// A secret's metadata shows, a URL's password does not (an
+		// outside trial saw TOKEN_TTL=[redacted] and KEYWORD=xxxxx).
+		"TOKEN_TTL=3600", "AUTH_URL=https://xxxxx@h/login?page=2", "PASSWORD_FILE=/run/secrets/pw", "KEYWORD=orders", "DB_PW=[redacted]"},
 	}, {`
 sink:
 	type: http
