@@ -88,14 +88,8 @@ func credential(word string) bool {
 // failed" stays readable.
 func Pairs(text string) string {
 	text = commandFlags(text)
-	text = authHeader.ReplaceAllStringFunc(text, authValue)
-	text = schemeWord.ReplaceAllStringFunc(text, func(m string) string {
-		sub := schemeWord.FindStringSubmatch(m)
-		if !credential(sub[2]) {
-			return m
-		}
-		return sub[1] + Masked
-	})
+	text = authValues(text)
+	text = schemeWords(text)
 	text = replaceValues(text, schemeHeader, func(text string, start, end int) bool {
 		return pairName(text, start, end) || strings.Contains(strings.ToLower(text[start:end]), "authorization")
 	})
@@ -106,11 +100,11 @@ func Pairs(text string) string {
 }
 
 // replaceValues returns text with the value of each match of re (its
-// third group) replaced with xxxxx where secret says that its name (the
-// second group, text[start:end]) is a secret's, unless the value is
-// empty, a scheme's name (bearer, basic) or xxxxx. A match whose name is
-// not a secret's is looked at again from its name's end, as its value
-// may hold a pair of its own (note:password=x).
+// third group, up to a bracket that closes one before it: closes)
+// replaced with xxxxx where secret says that its name (the second group,
+// text[start:end]) is a secret's, unless the value is a plainValue. A
+// match whose name is not a secret's is looked at again from its name's
+// end, as its value may hold a pair of its own (note:password=x).
 func replaceValues(text string, re *regexp.Regexp, secret func(text string, start, end int) bool) string {
 	var out strings.Builder
 	done := 0 // text before it is in out
@@ -126,19 +120,78 @@ func replaceValues(text string, re *regexp.Regexp, secret func(text string, star
 			i = m[5]
 			continue
 		}
-		i = m[7]
-		switch v := text[m[6]:m[7]]; strings.ToLower(v) {
-		case "", "bearer", "basic", Masked: // the scheme stays; so does an empty value
+		end := closes(text, m[6], m[7])
+		i = max(end, m[5])
+		if plainValue(text[m[6]:end]) {
 			continue
 		}
 		out.WriteString(text[done:m[6]])
 		out.WriteString(Masked)
-		done = m[7]
+		done = end
 	}
 	if done == 0 {
 		return text
 	}
 	return out.String() + text[done:]
+}
+
+// plainValue reports whether v, the value of a secret's name, is shown:
+// empty, a scheme's name (bearer, basic), xxxxx, or a yes or no (true,
+// false, null, none, yes, no, on, off), which says whether there is a
+// secret, not what it is: MySQL's "(using password: YES)", "private":
+// true.
+func plainValue(v string) bool {
+	switch strings.ToLower(v) {
+	case "", "bearer", "basic", Masked, "true", "false", "null", "nil", "none", "yes", "no", "on", "off":
+		return true
+	}
+	return false
+}
+
+// closes returns where a bare value, text[start:end], ends: at the first
+// ) or ] in it that closes a ( or [ opened before it on its line (and
+// not in it), or at end. So "(using password: x)" and auth=[Bearer x]
+// keep the bracket after x; a bracket opened nowhere goes with the
+// value, which may hold it.
+func closes(text string, start, end int) int {
+	var before []byte // the brackets open before the value
+	for _, c := range []byte(text[strings.LastIndexByte(text[:start], '\n')+1 : start]) {
+		switch c {
+		case '(', '[':
+			before = append(before, c)
+		case ')', ']':
+			if n := len(before); n > 0 && before[n-1] == opener(c) {
+				before = before[:n-1]
+			}
+		}
+	}
+	if len(before) == 0 {
+		return end
+	}
+	var own []byte // the brackets the value opened
+	for i := start; i < end; i++ {
+		switch c := text[i]; c {
+		case '(', '[':
+			own = append(own, c)
+		case ')', ']':
+			if n := len(own); n > 0 {
+				if own[n-1] == opener(c) {
+					own = own[:n-1]
+				}
+			} else if before[len(before)-1] == opener(c) {
+				return i
+			}
+		}
+	}
+	return end
+}
+
+// opener returns the bracket that c, ) or ], closes.
+func opener(c byte) byte {
+	if c == ')' {
+		return '('
+	}
+	return '['
 }
 
 // pairName reports whether text[start:end], the name of a pair or a
@@ -156,27 +209,81 @@ func pairName(text string, start, end int) bool {
 	return secretWords(words)
 }
 
-// authValue hides the credential in an Authorization header's value
-// (authHeader's match m): after Bearer or Basic, the word after the
+// authValues hides the credential in each Authorization header's value
+// in text (authHeader): after Bearer or Basic, the word after the
 // scheme, which stays; after another scheme (GitHub's "token ghp_x",
 // ApiKey, Negotiate, Digest), both words, since a scheme is not told
 // from a credential that is followed by a word; a lone word (a token
 // without a scheme) whole. A list of auth-params counts as one word
 // (Digest username="u", response="r": xxxxx xxxxx). A value that starts
-// with xxxxx is left: Pairs hid it before.
-func authValue(m string) string {
-	sub := authHeader.FindStringSubmatch(m)
-	name, first, sp, second := sub[1], sub[2], sub[3], sub[4]
+// with xxxxx is left: Pairs hid it before. A word ends at a bracket that
+// closes one before it (closes: map[Authorization:[Bearer x]]).
+func authValues(text string) string {
+	var out strings.Builder
+	done := 0 // text before it is in out
+	for _, m := range authHeader.FindAllStringSubmatchIndex(text, -1) {
+		name, first, sp, second, end := text[m[2]:m[3]], text[m[4]:m[5]], "", "", m[1]
+		if e := wordEnd(text, m[4], m[5]); e < m[5] {
+			first, end = text[m[4]:e], e
+		} else if m[8] >= 0 {
+			sp, second, end = text[m[6]:m[7]], text[m[8]:m[9]], wordEnd(text, m[8], m[9])
+			second = second[:end-m[8]]
+		}
+		out.WriteString(text[done:m[0]])
+		out.WriteString(authValue(name, first, sp, second))
+		done = end
+	}
+	if done == 0 {
+		return text
+	}
+	return out.String() + text[done:]
+}
+
+// wordEnd returns where a word of an Authorization value, text[start:end],
+// ends: where closes says for a bare word, and at end for a list of
+// auth-params, whose quoted values may hold brackets.
+func wordEnd(text string, start, end int) int {
+	if strings.ContainsAny(text[start:end], `",`) {
+		return end
+	}
+	return closes(text, start, end)
+}
+
+// authValue returns an Authorization header's name and value with the
+// credential hidden, as authValues says, from its name, its first word,
+// and the blanks and the word after it if any.
+func authValue(name, first, sp, second string) string {
 	scheme := strings.EqualFold(first, "bearer") || strings.EqualFold(first, "basic")
 	switch {
 	case first == Masked, second == "" && scheme:
 		// Hidden already (Pairs applied twice changes nothing more), or
 		// a scheme alone.
-		return m
+		return name + first + sp + second
 	case second == "":
 		return name + Masked
 	case scheme:
 		return name + first + sp + Masked
 	}
 	return name + Masked + sp + Masked
+}
+
+// schemeWords hides the word after bearer or basic outside the header
+// form, up to a bracket that closes one before it (closes), where it
+// looks like a credential (credential).
+func schemeWords(text string) string {
+	var out strings.Builder
+	done := 0 // text before it is in out
+	for _, m := range schemeWord.FindAllStringSubmatchIndex(text, -1) {
+		end := closes(text, m[4], m[5])
+		if !credential(text[m[4]:end]) {
+			continue
+		}
+		out.WriteString(text[done:m[4]])
+		out.WriteString(Masked)
+		done = end
+	}
+	if done == 0 {
+		return text
+	}
+	return out.String() + text[done:]
 }

@@ -146,6 +146,35 @@ func TestPairsNames(t *testing.T) {
 	}
 }
 
+// A value ends at a bracket that closes one opened before it, and a yes
+// or no says only whether there is a secret: an outside trial read
+// "(using password: xxxxx" and "auth=[Bearer xxxxx".
+func TestPairsBrackets(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		// Useful text kept.
+		{"ERROR 1045 (28000): Access denied for user 'root'@'localhost' (using password: YES)", "ERROR 1045 (28000): Access denied for user 'root'@'localhost' (using password: YES)"},
+		{"(using password: NO)", "(using password: NO)"},
+		{`{"private": true, "token": null, "auth": false}`, `{"private": true, "token": null, "auth": false}`},
+		// Hidden, and the bracket stays.
+		{"auth=[Bearer x]", "auth=[Bearer xxxxx]"},
+		{"(password=hunter2) next", "(password=xxxxx) next"},
+		{"[token: t0k3n] [password=p(1)] f(secret=s2)", "[token: xxxxx] [password=xxxxx] f(secret=xxxxx)"},
+		{"(sent Bearer eyJhbGciOiJIUzI1NiJ9.e30.x)", "(sent Bearer xxxxx)"},
+		{"map[Authorization:[Bearer abc] Accept:[*/*]] (Authorization: token ghp_16C7e42F)", "map[Authorization:[Bearer xxxxx] Accept:[*/*]] (Authorization: xxxxx xxxxx)"},
+		// A bracket opened nowhere, or on another line, is the value's.
+		{"password=hunter2) x", "password=xxxxx x"},
+		{"(a\npassword=pa)ss", "(a\npassword=xxxxx"},
+	} {
+		got := Pairs(tt.in)
+		if got != tt.want {
+			t.Errorf("Pairs(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if again := Pairs(got); again != got {
+			t.Errorf("Pairs(%q) = %q, then %q", tt.in, got, again)
+		}
+	}
+}
+
 // The word after bearer or basic is hidden in header form whatever it
 // is, elsewhere only when it looks like a credential: prose keeps its
 // words.
@@ -176,7 +205,7 @@ func TestPairsSchemes(t *testing.T) {
 		{`{"Authorization": "Basic ab"}`, `{"Authorization": "xxxxx"}`},
 		{"Proxy-Authorization: Basic dXNlcg==", "Proxy-Authorization: Basic xxxxx"},
 		{"token=Bearer word", "token=Bearer xxxxx"},
-		{"header map[Authorization:[Bearer abc]]", "header map[Authorization:[Bearer xxxxx"}, // as before: the brackets go too
+		{"header map[Authorization:[Bearer abc]]", "header map[Authorization:[Bearer xxxxx]]"},
 		// Other schemes in header form: the credential after the scheme
 		// went unhidden (GitHub's "token ghp_..."); the scheme goes too.
 		{"Authorization: token ghp_16C7e42F292c6912E7710c838347Ae178B4a", "Authorization: xxxxx xxxxx"},
