@@ -255,7 +255,7 @@ func wordEnd(text string, start, end int) int {
 func authValue(name, first, sp, second string) string {
 	scheme := strings.EqualFold(first, "bearer") || strings.EqualFold(first, "basic")
 	switch {
-	case first == Masked, second == "" && scheme:
+	case strings.HasPrefix(first, Masked), second == "" && scheme:
 		// Hidden already (Pairs applied twice changes nothing more), or
 		// a scheme alone.
 		return name + first + sp + second
