@@ -6,33 +6,74 @@ import (
 )
 
 // A short flag is a password only to the commands that say so: -p is
-// MySQL's, MariaDB's, mongo's and sshpass's password (-phunter2 and
-// -p hunter2), but redis-cli's, psql's and ssh's port, mkdir's and cp's
-// switch (mkdir -p /var/x), and the start of find's -print and gcc's
-// -pthread. So a -p value is hidden only in a command passwordCommand
-// names, from its name to the end of the line or of the command (|, ;, &):
-// hiding every -p value would garble those, and hiding only what cannot
-// be a port would show a numeric MySQL password (-p123456). Elsewhere
-// -p's value stays; --password's is hidden anywhere (flagRE).
+// MySQL's, MariaDB's, mongo's and sshpass's password (-phunter2; and
+// -p hunter2 but for MySQL's), but redis-cli's, psql's and ssh's port,
+// mkdir's and cp's switch (mkdir -p /var/x), and the start of find's
+// -print and gcc's -pthread. So a flag's value is hidden only in a
+// command passwordCommand names, from its name to the end of the line
+// or of the command (|, ;, &): hiding every -p value would garble
+// those, and hiding only what cannot be a port would show a numeric
+// MySQL password (-p123456). Elsewhere -p's value stays; --password's
+// is hidden anywhere (flagRE).
 
-// passwordCommand finds the name of a command whose short flag takes a
-// password (MySQL's and MariaDB's clients, mongo's, sshpass, 7-Zip, RAR,
-// redis-cli and its forks), as a word or at the end of a path
-// (/usr/bin/mysql, C:\bin\mysql.exe), with a blank after it.
-var passwordCommand = regexp.MustCompile(`(?i)(?:^|[\s/\\'"(=` + "`" + `])(mysql[a-z]*|mariadb(?:-[a-z]+)?|mongo(?:sh|dump|restore|export|import|stat|top|files)?|sshpass|7z[ar]?|(?:un)?rar|(?:redis|valkey|keydb)-cli)(?:\.exe)?[ \t]`)
+// passwordCommand finds the name of a command one of whose flags takes
+// a password (commandFlagsOf: MySQL's and MariaDB's clients, mongo's,
+// sshpass, 7-Zip, RAR, redis-cli and its forks, curl, OpenLDAP's
+// clients, Samba's), as a word or at the end of a path (/usr/bin/mysql,
+// C:\bin\mysql.exe), with a blank after it.
+var passwordCommand = regexp.MustCompile(`(?i)(?:^|[\s/\\'"(=` + "`" + `])(mysql[a-z]*|mariadb(?:-[a-z]+)?|mongo(?:sh|dump|restore|export|import|stat|top|files)?|sshpass|7z[ar]?|(?:un)?rar|(?:redis|valkey|keydb)-cli|curl|ldap(?:search|add|modify|delete|whoami|passwd|compare|modrdn|exop)|smbclient|rpcclient|smbcacls|smbcquotas|smbget|smbtree)(?:\.exe)?[ \t]`)
 
-// passwordFlags are the commands of passwordCommand whose password flag
-// is not -p: redis-cli's is -a, its -p is the port.
-var passwordFlags = map[string]byte{"redis-cli": 'a', "valkey-cli": 'a', "keydb-cli": 'a'}
+// pwFlag is a flag of a command that takes a password.
+type pwFlag struct {
+	short byte   // its letter: -p
+	long  string // its long form, or "": --user value, --user=value
+	// attached says that only -pVALUE holds a password: -p alone asks
+	// for one, and the next word is no value (mysql -u root -p orders_db).
+	attached bool
+	// after is the character after which the value holds the password
+	// (curl -u user:pw, smbclient -U user%pw): the user stays, and a
+	// value without it holds none (curl asks). 0: the whole value.
+	after byte
+}
 
-// optionsFirst are the commands whose options end at the first word
-// that is not one: sshpass -p pw ssh -p 2222 host runs ssh, whose -p is
-// its port.
-var optionsFirst = map[string]bool{"sshpass": true}
+// pwCommand is what commandFlags knows of a command's flags.
+type pwCommand struct {
+	flags []pwFlag
+	// bundled says that short flags combine, the last one taking the
+	// value (curl -su user:pw, ldapsearch -xw pw).
+	bundled bool
+	// optionsFirst says that its options end at the first word that is
+	// not one: sshpass -p pw ssh -p 2222 host runs ssh, whose -p is its
+	// port.
+	optionsFirst bool
+}
 
-// commandFlags returns text with the value of the password flag of each
-// command passwordCommand finds replaced with xxxxx: mysql -uroot
-// -pxxxxx db, redis-cli -p 6379 -a xxxxx.
+// commandFlagsOf returns what commandFlags knows of the flags of name, a
+// command passwordCommand found, in lower case.
+func commandFlagsOf(name string) pwCommand {
+	switch {
+	case strings.HasPrefix(name, "mysql"), strings.HasPrefix(name, "mariadb"), strings.HasPrefix(name, "7z"), strings.HasSuffix(name, "rar"):
+		return pwCommand{flags: []pwFlag{{short: 'p', attached: true}}} // mysql -p, 7z -p, rar -p ask
+	case strings.HasSuffix(name, "-cli"):
+		return pwCommand{flags: []pwFlag{{short: 'a'}}} // -p is the port
+	case name == "sshpass":
+		return pwCommand{flags: []pwFlag{{short: 'p'}}, optionsFirst: true}
+	case name == "curl":
+		return pwCommand{flags: []pwFlag{{short: 'u', long: "user", after: ':'}, {short: 'U', long: "proxy-user", after: ':'}}, bundled: true}
+	case name == "ldappasswd": // -a the old password, -s the new one
+		return pwCommand{flags: []pwFlag{{short: 'w'}, {short: 'a'}, {short: 's'}}, bundled: true}
+	case strings.HasPrefix(name, "ldap"): // -W asks
+		return pwCommand{flags: []pwFlag{{short: 'w'}}, bundled: true}
+	case strings.HasPrefix(name, "mongo"):
+		return pwCommand{flags: []pwFlag{{short: 'p'}}}
+	}
+	return pwCommand{flags: []pwFlag{{short: 'U', long: "user", after: '%'}}, bundled: true} // Samba's
+}
+
+// commandFlags returns text with the password in the value of each
+// password flag of each command passwordCommand finds replaced with
+// xxxxx: mysql -uroot -pxxxxx db, redis-cli -p 6379 -a xxxxx, curl -u
+// admin:xxxxx.
 func commandFlags(text string) string {
 	var out strings.Builder
 	done := 0 // text before it is in out
@@ -40,14 +81,9 @@ func commandFlags(text string) string {
 		if m[0] < done {
 			continue // inside the last command
 		}
-		name := strings.ToLower(text[m[2]:m[3]])
-		flag, ok := passwordFlags[name]
-		if !ok {
-			flag = 'p'
-		}
 		at := done
 		var masks [][2]int
-		done, masks = flagValues(text, m[1], flag, optionsFirst[name])
+		done, masks = flagValues(text, m[1], commandFlagsOf(strings.ToLower(text[m[2]:m[3]])))
 		for _, v := range masks {
 			out.WriteString(text[at:v[0]])
 			out.WriteString(Masked)
@@ -62,14 +98,14 @@ func commandFlags(text string) string {
 }
 
 // flagValues reads the words of a command from i to the end of its line
-// or of the command, and returns where it ended and where the values of
-// its flag -f are: -fvalue, -f value, -f'value', '-fvalue' (without the
-// closing quote). A value that starts with '-' is the next flag (mysql
-// -p -u root asks for the password); one that is xxxxx is hidden
-// already. With first, the words end at the first that is not a flag.
-func flagValues(text string, i int, f byte, first bool) (end int, masks [][2]int) {
-	short := "-" + string(f)
-	value := false // the last word was the flag alone
+// or of the command, and returns where it ended and where the passwords
+// in the values of its flags (cmd) are: -fvalue, -f value, -f'value',
+// '-fvalue' (without the closing quote), --long value, --long=value. A
+// value that starts with '-' is the next flag (mongosh -p -u root asks
+// for the password); one that is xxxxx is hidden already. With
+// optionsFirst, the words end at the first that is not a flag.
+func flagValues(text string, i int, cmd pwCommand) (end int, masks [][2]int) {
+	var pending *pwFlag // the last word was this flag alone
 	for {
 		start, stop, last := nextWord(text, i)
 		if start == stop {
@@ -79,18 +115,18 @@ func flagValues(text string, i int, f byte, first bool) (end int, masks [][2]int
 		word := text[start:stop]
 		w := strings.TrimLeft(word, `'"`)
 		off := len(word) - len(w) // quotes before the flag
-		switch {
-		case value:
-			value = false
+		switch f, v, ok := cmd.flag(w); {
+		case pending != nil:
 			if !strings.HasPrefix(w, "-") {
-				masks = appendValue(masks, word, start, "")
+				masks = appendValue(masks, word, start, "", pending.after)
 			}
-		case w == short || off > 0 && w == short+word[:1]:
-			value = true
-		case strings.HasPrefix(w, short) && !strings.HasPrefix(w, "--"):
+			pending = nil
+		case ok && v < 0:
+			pending = f
+		case ok:
 			// '-fvalue': the quote that closes the word stays.
-			masks = appendValue(masks, w[2:], start+off+2, word[:off])
-		case first && !strings.HasPrefix(w, "-"):
+			masks = appendValue(masks, w[v:], start+off+v, word[:off], f.after)
+		case cmd.optionsFirst && !strings.HasPrefix(w, "-"):
 			return start, masks
 		}
 		if last {
@@ -99,13 +135,70 @@ func flagValues(text string, i int, f byte, first bool) (end int, masks [][2]int
 	}
 }
 
-// appendValue appends to masks where v, a value at start in the text, is,
-// without the quote that ends it if that is open (the quotes that opened
-// the word around it), unless it is empty or xxxxx. Any other quote goes
-// with the value: the one that stays must still close.
-func appendValue(masks [][2]int, v string, start int, open string) [][2]int {
+// flag returns the password flag that w, a word of the command without
+// the quotes before it, is, and where its value starts in w: -1 for a
+// flag whose value is the next word. ok is false when w is none.
+func (c pwCommand) flag(w string) (f *pwFlag, v int, ok bool) {
+	if long, isLong := strings.CutPrefix(w, "--"); isLong {
+		for i := range c.flags {
+			f := &c.flags[i]
+			if f.long == "" {
+				continue
+			}
+			if long == f.long || long == f.long+`'` || long == f.long+`"` {
+				return f, -1, true
+			}
+			if strings.HasPrefix(long, f.long+"=") {
+				return f, 2 + len(f.long) + 1, true
+			}
+		}
+		return nil, 0, false
+	}
+	if len(w) < 2 || w[0] != '-' {
+		return nil, 0, false
+	}
+	for k := 1; k < len(w); k++ {
+		for i := range c.flags {
+			if f := &c.flags[i]; w[k] == f.short {
+				switch {
+				case k+1 < len(w) && !strings.ContainsRune(`'"`, rune(w[k+1])) || k+2 < len(w):
+					return f, k + 1, true // -pVALUE, -p'VALUE'
+				case f.attached:
+					return nil, 0, false // -p alone asks
+				}
+				return f, -1, true
+			}
+		}
+		if !c.bundled || !isLetter(w[k]) {
+			break
+		}
+	}
+	return nil, 0, false
+}
+
+// isLetter reports whether c is an ASCII letter.
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+// appendValue appends to masks where the password in v, a value at
+// start in the text, is, without the quote that ends it if that is open
+// (the quotes that opened the word around it), unless it is empty or
+// xxxxx. Any other quote goes with the value: the one that stays must
+// still close. With after, the password is what follows the first after
+// in v, and the quote that closes one before it stays
+// ('admin:xxxxx'); a value without after holds none.
+func appendValue(masks [][2]int, v string, start int, open string, after byte) [][2]int {
 	if open != "" {
 		v = strings.TrimSuffix(v, open[:1])
+	}
+	if after != 0 {
+		k := strings.IndexByte(v, after)
+		if k < 0 {
+			return masks
+		}
+		if q := v[:1]; (q == `'` || q == `"`) && len(v) > k+1 && strings.HasSuffix(v, q) {
+			v = v[:len(v)-1]
+		}
+		v, start = v[k+1:], start+k+1
 	}
 	if v == "" || v == Masked {
 		return masks
