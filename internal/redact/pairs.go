@@ -75,8 +75,10 @@ func credential(word string) bool {
 // or not, with = or : (password: x, "token":"x"), of such flags
 // (--password x), where the name's words say so as they say it to
 // SecretName (pairName: not KEYWORD=, token_ttl=, max_tokens=, sort key:), the short password flags of the commands that have
-// one (mysql -phunter2, sshpass -p x, redis-cli -a x: commandFlags), and
-// bearer and basic credentials, each replaced with xxxxx. Applied twice,
+// one (mysql -phunter2, sshpass -p x, redis-cli -a x, curl -u user:x:
+// commandFlags), the password of a Redis AUTH command echoed
+// (redisAuth), and bearer and basic credentials, each replaced with
+// xxxxx. Applied twice,
 // it changes nothing more.
 //
 // A Bearer or Basic credential in header form, the value of a name such
@@ -88,6 +90,7 @@ func credential(word string) bool {
 // failed" stays readable.
 func Pairs(text string) string {
 	text = commandFlags(text)
+	text = redisAuth(text)
 	text = authValues(text)
 	text = schemeWords(text)
 	text = replaceValues(text, schemeHeader, func(text string, start, end int) bool {
@@ -286,4 +289,67 @@ func schemeWords(text string) string {
 		return text
 	}
 	return out.String() + text[done:]
+}
+
+var (
+	// authCommand finds a Redis AUTH command, in capitals, where a command
+	// starts: at the start of a line, or after a prompt (>, $, #), a quote,
+	// an opening bracket, a separator (; | & :), as HELLO's option too
+	// (HELLO 3 AUTH user pw). "BASIC AUTH disabled" has none of those.
+	authCommand = regexp.MustCompile("(?m)(?:^|[>$#\"'`(\\[;|&:])[ \t]*(?:HELLO[ \t]+[0-9]+[ \t]+)?AUTH[ \t]+")
+	// authReply finds the end of the arguments of an echoed AUTH where a
+	// Redis error follows them: AUTH app pw: ERR invalid password.
+	authReply = regexp.MustCompile(`:[ \t]+(?:\(error\)[ \t]+)?-?(?:ERR|WRONGPASS|NOAUTH|NOPERM)\b`)
+	// authMonitor finds an AUTH command as MONITOR quotes it, with one
+	// argument or two: "AUTH" "app" "pw", at the end of its line.
+	authMonitor = regexp.MustCompile(`(?im)"auth"(?:[ \t]+"(?:[^"\\\n]|\\.)*")?[ \t]+"((?:[^"\\\n]|\\.)*)"[ \t]*\r?$`)
+)
+
+// redisAuth hides the password of each Redis AUTH command that text
+// echoes, AUTH pw or AUTH user pw (the user stays): where a Redis error
+// follows it (AUTH app pw: ERR invalid password, WRONGPASS), or where
+// the password looks like one (credential) and ends the line or a
+// quote; and as MONITOR quotes it ("AUTH" "app" "pw"). Prose keeps its
+// words: "AUTH failed" has no Redis error after it and no credential,
+// "AUTH disabled (bearer only)" more than two words.
+func redisAuth(text string) string {
+	var out strings.Builder
+	done := 0 // text before it is in out
+	for _, m := range authCommand.FindAllStringIndex(text, -1) {
+		if m[0] < done {
+			continue
+		}
+		args := text[m[1]:]
+		if eol := strings.IndexAny(args, "\r\n"); eol >= 0 {
+			args = args[:eol]
+		}
+		strong := false
+		if r := authReply.FindStringIndex(args); r != nil {
+			args, strong = args[:r[0]], true
+		} else if q := strings.IndexAny(args, "\"'`)]"); q >= 0 {
+			args = args[:q]
+		}
+		words := strings.Fields(args)
+		if len(words) == 0 || len(words) > 2 {
+			continue
+		}
+		pw := words[len(words)-1]
+		if pw == Masked || !strong && !credential(pw) {
+			continue
+		}
+		at := m[1] + strings.LastIndex(args, pw)
+		out.WriteString(text[done:at])
+		out.WriteString(Masked)
+		done = at + len(pw)
+	}
+	if done > 0 {
+		text = out.String() + text[done:]
+	}
+	return authMonitor.ReplaceAllStringFunc(text, func(m string) string {
+		sub := authMonitor.FindStringSubmatchIndex(m)
+		if pw := m[sub[2]:sub[3]]; pw == "" || pw == Masked {
+			return m
+		}
+		return m[:sub[2]] + Masked + m[sub[3]:]
+	})
 }

@@ -175,6 +175,34 @@ func TestPairsBrackets(t *testing.T) {
 	}
 }
 
+// A Redis AUTH command echoed shows no password (an outside trial saw
+// "AUTH app hunter2xyz: ERR invalid password"); prose about auth keeps
+// its words.
+func TestPairsRedisAuth(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"AUTH app hunter2xyz: ERR invalid password", "AUTH app xxxxx: ERR invalid password"},
+		{"sync: AUTH hunter2xyz: WRONGPASS invalid username-password pair", "sync: AUTH xxxxx: WRONGPASS invalid username-password pair"},
+		{"AUTH app secretpass: -ERR x\nnext line", "AUTH app xxxxx: -ERR x\nnext line"},
+		{"127.0.0.1:6379> AUTH hunter2xyz\n(error) WRONGPASS", "127.0.0.1:6379> AUTH xxxxx\n(error) WRONGPASS"},
+		{`send "HELLO 3 AUTH app hunter2xyz"`, `send "HELLO 3 AUTH app xxxxx"`},
+		{`1700000000.1 [0 10.0.0.1:5000] "AUTH" "app" "hunter 2\"x"` + "\n" + `"auth" "pw2xyz"`, `1700000000.1 [0 10.0.0.1:5000] "AUTH" "app" "xxxxx"` + "\n" + `"auth" "xxxxx"`},
+		// Prose and Redis's own words stay.
+		{"AUTH failed\nauth failed: ERR x\nBASIC AUTH disabled (bearer only)", "AUTH failed\nauth failed: ERR x\nBASIC AUTH disabled (bearer only)"},
+		{"ERR AUTH <password> called without any password configured", "ERR AUTH <password> called without any password configured"},
+		{"NOAUTH Authentication required. SMTP AUTH PLAIN is off", "NOAUTH Authentication required. SMTP AUTH PLAIN is off"},
+		{"error: AUTH required for this command", "error: AUTH required for this command"},
+		{`{"type": "auth", "user": "app"}`, `{"type": "auth", "user": "app"}`},
+	} {
+		got := Pairs(tt.in)
+		if got != tt.want {
+			t.Errorf("Pairs(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if again := Pairs(got); again != got {
+			t.Errorf("Pairs(%q) = %q, then %q", tt.in, got, again)
+		}
+	}
+}
+
 // The word after bearer or basic is hidden in header form whatever it
 // is, elsewhere only when it looks like a credential: prose keeps its
 // words.
