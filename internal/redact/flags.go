@@ -185,7 +185,8 @@ func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 // xxxxx. Any other quote goes with the value: the one that stays must
 // still close. With after, the password is what follows the first after
 // in v, and the quote that closes one before it stays
-// ('admin:xxxxx'); a value without after holds none.
+// ('admin:xxxxx'), unless it holds a quote of its own; a value without
+// after holds none.
 func appendValue(masks [][2]int, v string, start int, open string, after byte) [][2]int {
 	if open != "" {
 		v = strings.TrimSuffix(v, open[:1])
@@ -195,15 +196,32 @@ func appendValue(masks [][2]int, v string, start int, open string, after byte) [
 		if k < 0 {
 			return masks
 		}
-		if q := v[:1]; (q == `'` || q == `"`) && len(v) > k+1 && strings.HasSuffix(v, q) {
-			v = v[:len(v)-1]
+		pw := v[k+1:]
+		if q := openQuote(v[:k]); q != 0 {
+			pw = strings.TrimSuffix(pw, string(q))
 		}
-		v, start = v[k+1:], start+k+1
+		if !strings.ContainsAny(pw, `'"`) {
+			v, start = pw, start+k+1
+		} // else the whole value goes: the quotes left must still close
 	}
 	if v == "" || v == Masked {
 		return masks
 	}
 	return append(masks, [2]int{start, start + len(v)})
+}
+
+// openQuote returns the quote that s leaves open, or 0.
+func openQuote(s string) byte {
+	var q byte
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case q == 0 && (c == '\'' || c == '"'):
+			q = c
+		case c == q:
+			q = 0
+		}
+	}
+	return q
 }
 
 // nextWord returns the next word of a command line in text from i: it
