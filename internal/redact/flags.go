@@ -21,7 +21,75 @@ import (
 // sshpass, 7-Zip, RAR, redis-cli and its forks, curl, OpenLDAP's
 // clients, Samba's), as a word or at the end of a path (/usr/bin/mysql,
 // C:\bin\mysql.exe), with a blank after it.
-var passwordCommand = regexp.MustCompile(`(?i)(?:^|[\s/\\'"(=` + "`" + `])(mysql[a-z]*|mariadb(?:-[a-z]+)?|mongo(?:sh|dump|restore|export|import|stat|top|files)?|sshpass|7z[ar]?|(?:un)?rar|(?:redis|valkey|keydb)-cli|curl|ldap(?:search|add|modify|delete|whoami|passwd|compare|modrdn|exop)|smbclient|rpcclient|smbcacls|smbcquotas|smbget|smbtree)(?:\.exe)?[ \t]`)
+var passwordCommand = regexp.MustCompile(`(?i)(?:^|[\s/\\'"(=` + "`" + `])(` + pwCommands + `)(?:\.exe)?[ \t]`)
+
+// pwCommands are the names of the commands commandFlagsOf knows.
+const pwCommands = `mysql[a-z]*|mariadb(?:-[a-z]+)?|mongo(?:sh|dump|restore|export|import|stat|top|files)?|sshpass|7z[ar]?|(?:un)?rar|(?:redis|valkey|keydb)-cli|curl|ldap(?:search|add|modify|delete|whoami|passwd|compare|modrdn|exop)|smbclient|rpcclient|smbcacls|smbcquotas|smbget|smbtree`
+
+// pwProgram matches an argument that names one of pwCommands, alone or
+// at the end of a path.
+var pwProgram = regexp.MustCompile(`(?i)(?:^|[/\\])(` + pwCommands + `)(?:\.exe)?$`)
+
+// argFlag matches an argument that is a flag alone: --password, -token.
+var argFlag = regexp.MustCompile(`^--?([\w.-]+)$`)
+
+// Args returns argv, a command and its arguments as a list (as a
+// configuration gives sink.exec.command), with what Pairs would hide in
+// it written as one command line hidden: each argument as Pairs hides
+// it, the argument after a flag that names a secret (--password, as
+// flagRE), and the passwords of the flags of a command that an argument
+// names (commandFlagsOf: ["mysql", "-phunter2"], ["curl", "-u",
+// "admin:hunter2"], ["ldapsearch", "-w", "hunter2"]), as in text. An
+// argument that starts with '-' is no value. Applied twice, it changes
+// nothing more.
+func Args(argv []string) []string {
+	if len(argv) == 0 {
+		return argv
+	}
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = Pairs(a)
+	}
+	var cmd *pwCommand // the command whose arguments these are
+	for i := 0; i < len(out); i++ {
+		a := out[i]
+		if m := pwProgram.FindStringSubmatch(a); m != nil {
+			c := commandFlagsOf(strings.ToLower(m[1]))
+			cmd = &c
+			continue
+		}
+		var masks [][2]int
+		if f := argFlag.FindStringSubmatchIndex(a); f != nil && pairName(a, f[2], f[3]) && i+1 < len(out) {
+			masks = appendValue(nil, out[i+1], 0, "", 0)
+		} else if cmd == nil {
+			continue
+		} else if f, v, ok := cmd.flag(a); ok && v >= 0 {
+			out[i] = maskArg(a, appendValue(nil, a[v:], v, "", f.after))
+			continue
+		} else if ok && i+1 < len(out) {
+			masks = appendValue(nil, out[i+1], 0, "", f.after)
+		} else if cmd.optionsFirst && !strings.HasPrefix(a, "-") {
+			cmd = nil
+			continue
+		} else {
+			continue
+		}
+		if !strings.HasPrefix(out[i+1], "-") { // else the next flag: mongosh -p -u root asks
+			i++
+			out[i] = maskArg(out[i], masks)
+		}
+	}
+	return out
+}
+
+// maskArg returns a with what masks says replaced with xxxxx: one
+// range at most, as appendValue returns it.
+func maskArg(a string, masks [][2]int) string {
+	for _, m := range masks {
+		a = a[:m[0]] + Masked + a[m[1]:]
+	}
+	return a
+}
 
 // pwFlag is a flag of a command that takes a password.
 type pwFlag struct {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestSecrets(t *testing.T) {
@@ -348,6 +350,37 @@ func TestPasswordFlags(t *testing.T) {
 	}
 }
 
+// Args hides across a command's arguments given as a list what Pairs
+// hides in a command line: an outside trial saw ["mysql","-phunter2xyz"]
+// and the value after --password in validate's output.
+func TestArgs(t *testing.T) {
+	for _, tt := range []struct{ in, want []string }{
+		{[]string{"mysql", "-phunter2xyz"}, []string{"mysql", "-pxxxxx"}},
+		{[]string{"x", "--password", "hunter2xyz", "--token", "t0k3n", "-v"}, []string{"x", "--password", "xxxxx", "--token", "xxxxx", "-v"}},
+		{[]string{"/usr/bin/curl", "-sf", "-u", "admin:hunter2xyz", "https://h/x"}, []string{"/usr/bin/curl", "-sf", "-u", "admin:xxxxx", "https://h/x"}},
+		{[]string{"ldapsearch", "-x", "-w", "hunter2xyz", "-b", "dc=x"}, []string{"ldapsearch", "-x", "-w", "xxxxx", "-b", "dc=x"}},
+		{[]string{"redis-cli", "-p", "6379", "-a", "hunter 2"}, []string{"redis-cli", "-p", "6379", "-a", "xxxxx"}},
+		{[]string{"smbclient", "//s/x", "-Uadmin%hunter2xyz"}, []string{"smbclient", "//s/x", "-Uadmin%xxxxx"}},
+		{[]string{"sshpass", "-p", "hunter2xyz", "ssh", "-p", "2222", "h"}, []string{"sshpass", "-p", "xxxxx", "ssh", "-p", "2222", "h"}},
+		{[]string{"sh", "-c", "mysql -phunter2xyz db; curl -u admin:pw2xyz h; redis-cli -a pw3xyz"}, []string{"sh", "-c", "mysql -pxxxxx db; curl -u admin:xxxxx h; redis-cli -a xxxxx"}},
+		{[]string{"x", "--password", "--token", "t0k3n"}, []string{"x", "--password", "--token", "xxxxx"}},
+		// Useful text kept.
+		{[]string{"mysqldump", "-u", "root", "-p", "orders_db"}, []string{"mysqldump", "-u", "root", "-p", "orders_db"}},
+		{[]string{"ssh", "-p", "2222", "-u", "admin:x", "h"}, []string{"ssh", "-p", "2222", "-u", "admin:x", "h"}},
+		{[]string{"sync", "--max-tokens", "1024", "--sort-key", "name", "--user", "admin"}, []string{"sync", "--max-tokens", "1024", "--sort-key", "name", "--user", "admin"}},
+		{[]string{"curl", "-u", "admin", "h"}, []string{"curl", "-u", "admin", "h"}},
+		{nil, nil},
+	} {
+		got := Args(tt.in)
+		if diff := cmp.Diff(got, tt.want); diff != "" {
+			t.Errorf("Args(%q) (-got +want):\n%s", tt.in, diff)
+		}
+		if again := Args(got); !cmp.Equal(again, got) {
+			t.Errorf("Args(%q) = %q, then %q", tt.in, got, again)
+		}
+	}
+}
+
 // FuzzCleanTail: no piece of a secret of four bytes or more is left at
 // the start of a cleaned tail, and no whole secret anywhere.
 func FuzzCleanTail(f *testing.F) {
@@ -378,13 +411,14 @@ func FuzzCleanTail(f *testing.F) {
 	})
 }
 
-// FuzzPairs: Pairs and Tail never panic, and Pairs applied twice changes
-// nothing more.
+// FuzzPairs: Pairs, Tail and Args never panic, and Pairs and Args
+// applied twice change nothing more.
 func FuzzPairs(f *testing.F) {
 	for _, s := range []string{`token='a b' password="c" {"key":"d"}`, "--password x -v", "Bearer y", "…z token=1", "pwd: : =",
 		"basic auth failed", "Authorization: Bearer mode", `Bearer realm="api"`,
 		`Authorization: Digest username="u", response="r"`, `"authorization": "Digest a=\"b\", c=d"`,
-		"mysql -uroot -p'a b' -p x; sshpass -p y ssh -p 1"} {
+		"mysql -uroot -p'a b' -p x; sshpass -p y ssh -p 1", "curl -su a:b -U 'c:d' --user=e:f; ldapsearch -xw g -W",
+		"AUTH app pw1x: ERR x\n\"AUTH\" \"u\" \"p\"", "(password: YES) auth=[Bearer x] sort key: k"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
@@ -393,5 +427,9 @@ func FuzzPairs(f *testing.F) {
 			t.Fatalf("Pairs(%q) = %q, then %q", text, out, again)
 		}
 		Tail(text, NewSecrets("abcd"))
+		args := Args(strings.Fields(text))
+		if again := Args(args); !cmp.Equal(again, args) {
+			t.Fatalf("Args(%q) = %q, then %q", strings.Fields(text), args, again)
+		}
 	})
 }

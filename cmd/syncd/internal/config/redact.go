@@ -16,10 +16,17 @@ import (
 // variables and files, never a password; http sink header values are
 // "[redacted]" but for harmless headers (Content-Type, User-Agent, ...),
 // as are exec sink env values whose names suggest a secret (Token, Key,
-// ...); every other value has redactValue's credentials hidden. The
+// ...: redact.SecretName); the commands' arguments have the passwords
+// of their flags hidden across them (redact.Args), and every other value
+// has redactValue's credentials hidden. The
 // output parses back to the same configuration, but for redacted values.
 func (f *File) Redacted() ([]byte, error) {
-	out, err := yamlstrict.Encode(f.effective(), yamlstrict.EncodeOptions{
+	s := f.effective()
+	// A command's password may be an argument of its own, after its flag
+	// (["mysql", "-p..."], ["curl", "-u", "user:pw"]), which redactField,
+	// given one argument at a time, cannot tell.
+	s.Sink.Exec.Command, s.Items.Command = redact.Args(s.Sink.Exec.Command), redact.Args(s.Items.Command)
+	out, err := yamlstrict.Encode(s, yamlstrict.EncodeOptions{
 		Comment: fmt.Sprintf("Effective configuration of %s: defaults filled in, secrets redacted.", f.name),
 		Omit: func(path string) bool { // the other sink types' sub-sections
 			typ, ok := strings.CutPrefix(path, "sink.")

@@ -26,6 +26,26 @@ sink:
 		// outside trial saw TOKEN_TTL=[redacted] and KEYWORD=xxxxx).
 		"TOKEN_TTL=3600", "AUTH_URL=https://xxxxx@h/login?page=2", "PASSWORD_FILE=/run/secrets/pw", "KEYWORD=orders", "DB_PW=[redacted]"},
 	}, {`
+items:
+	command: [sh, -c, "curl -sf -u admin:hunter12 https://h/ids; redis-cli -a hunter13 smembers ids"]
+sink:
+	type: exec
+	exec:
+		command: [mysql, -phunter14, --password, hunter15, --sort-key, name]
+`, []string{"curl -sf -u admin:xxxxx https://h/ids; redis-cli -a xxxxx smembers ids", "- -pxxxxx", "- --password\n", "- xxxxx\n", "- --sort-key\n", "- name\n"},
+	}, {`
+sink:
+	type: exec
+	exec:
+		command: [curl, -u, "admin:hunter16"]
+`, []string{"- admin:xxxxx"},
+	}, {`
+sink:
+	type: exec
+	exec:
+		command: [ldapsearch, -x, -w, hunter17, -b, "dc=x"]
+`, []string{"- -w\n", "- xxxxx\n", "- dc=x\n"},
+	}, {`
 sink:
 	type: http
 	http:
