@@ -200,12 +200,18 @@ func opener(c byte) byte {
 // pairName reports whether text[start:end], the name of a pair or a
 // flag, says that its value is a secret: by its words, as SecretName
 // does (secretWords). A key after a word of dataKeys is a database's
-// key in prose as well: sort key: created_at.
+// key in prose as well: sort key: created_at (but not where that word is
+// a value: pass:sort key:x).
 func pairName(text string, start, end int) bool {
 	words := nameWords(text[start:end])
 	if len(words) == 1 && (words[0] == "key" || words[0] == "keys") {
 		before := strings.TrimRight(text[:start], " \t")
-		if w := before[strings.LastIndexFunc(before, func(r rune) bool { return !unicode.IsLetter(r) })+1:]; len(before) < start && dataKeys[strings.ToLower(w)] {
+		w := before[strings.LastIndexFunc(before, func(r rune) bool { return !unicode.IsLetter(r) })+1:]
+		// The word is not a value itself (pass:sort key:x), which Pairs
+		// may hide: the name would then read differently the next time.
+		rest := strings.TrimRight(before[:len(before)-len(w)], " \t")
+		value := strings.HasSuffix(rest, ":") || strings.HasSuffix(rest, "=")
+		if len(before) < start && dataKeys[strings.ToLower(w)] && !value {
 			return false
 		}
 	}
