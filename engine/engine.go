@@ -86,7 +86,7 @@ type Engine struct {
 	// errorsLost: the shards whose err hash alone the last count found
 	// damaged (noteErrorsLost; the count loop's alone).
 	errorsLost map[int]bool
-	away   *away // shards out of reach (a Cluster master)
+	away       *away // shards out of reach (a Cluster master)
 	// tgt gates claims on the target's limits and breaker; nil over a
 	// fake store.
 	tgt       *target
