@@ -125,3 +125,49 @@ func TestLostLockReplyIsUnlocked(t *testing.T) {
 		}
 	})
 }
+
+// lateSend is a view whose Lock goes out 10ms after the call, whatever
+// the call's ctx does meanwhile, as an auto-pipelined command queued
+// before its caller's ctx ended does.
+type lateSend struct{ *view }
+
+func (v lateSend) Lock(ctx context.Context, name string, rec *store.Record, ttl time.Duration) (store.LockResult, error) {
+	res := make(chan store.LockResult, 1)
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		r, _ := v.view.Lock(context.Background(), name, rec, ttl)
+		res <- r
+	}()
+	select {
+	case r := <-res:
+		return r, nil
+	case <-ctx.Done():
+		return store.LockResult{}, ctx.Err()
+	}
+}
+
+// A TryLock whose ctx ends while its command is on its way waits for the
+// answer and gives back what it got: the name is free after it. Before,
+// it returned at once and its unlock went out before the lock, which
+// then held the name for a TTL (an outside trial, with auto-pipelining:
+// 1 to 14 in 250).
+func TestLockCtxEndedMidCallLeavesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore()
+		cfg := LockerConfig{Config: Config{TTL: ttl, Margin: margin, Heartbeat: beat}}
+		lk, _ := NewLocker(cfg, lateSend{f.view()})
+		defer lk.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
+		defer cancel()
+		if _, err := lk.TryLock(ctx, "n"); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotObtained) {
+			t.Fatalf("TryLock whose ctx ended mid-call = %v; want ErrNotObtained and DeadlineExceeded", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		synctest.Wait()
+		other, _ := NewLocker(cfg, f.view())
+		defer other.Close()
+		if _, err := other.TryLock(t.Context(), "n"); err != nil {
+			t.Errorf("TryLock after it = %v; want the name free", err)
+		}
+	})
+}
