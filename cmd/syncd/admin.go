@@ -5,13 +5,13 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/syncd/syncd/cmd/syncd/internal/config"
@@ -37,20 +37,13 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 	}
 	f := newFlags("items "+verb, stderr)
 	file := f.fs.String("file", "", "read IDs from this file, one per line (# comments); - reads standard input")
-	shard := -1
+	var shard shardFlag
 	if verb == "remove" {
-		f.fs.IntVar(&shard, "shard", -1, "remove the IDs from this shard, whatever shard they are of: an item planted in another shard than its ID's, which claims quarantine")
+		f.fs.Var(&shard, "shard", "remove the IDs from shard `N`, whatever shard they are of: an item planted in another shard than its ID's, which claims quarantine")
 	}
 	ids, err := f.parse(args[1:])
 	if err != nil {
 		return err
-	}
-	set := false
-	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "shard" })
-	if set && shard < 0 {
-		// -1 is the flag's default: taken as unset, it removed the item
-		// from its own shard (an outside trial).
-		return usageErr("items remove: --shard %d: a shard is 0 or more", shard)
 	}
 	if verb == "list" && len(ids) > 0 {
 		return f.unexpected(ids, "no arguments")
@@ -90,12 +83,12 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 			n, count(len(ids), "item"), len(ids)-n)
 		return nil
 	case "remove":
-		if set {
+		if sh, ok := shard.get(); ok {
 			return changeKnown(ctx, st, func(ctx context.Context, ids ...string) (int, error) {
-				return st.RemoveInShard(ctx, shard, ids...)
+				return st.RemoveInShard(ctx, sh, ids...)
 			}, func(ctx context.Context, ids ...string) ([]string, error) {
-				return st.UnknownInShard(ctx, shard, ids...)
-			}, ids, fmt.Sprintf("removed from shard %d", shard), fmt.Sprintf("not in shard %d", shard), stdout)
+				return st.UnknownInShard(ctx, sh, ids...)
+			}, ids, fmt.Sprintf("removed from shard %d", sh), fmt.Sprintf("not in shard %d", sh), stdout)
 		}
 		return changeKnown(ctx, st, st.Remove, st.Unknown, ids, what, "not in the item set", stdout)
 	}
@@ -169,6 +162,33 @@ func removable(id string) error {
 	}
 	return nil
 }
+
+// shardFlag is items remove's --shard: a shard number, 0 or more, or
+// not given. An int flag's default of -1 read as unset, so --shard -1
+// removed the item from its own shard (an outside trial), and -h showed
+// "(default -1)", a value the command refuses.
+type shardFlag struct {
+	n   int
+	set bool
+}
+
+func (f *shardFlag) String() string {
+	if f == nil || !f.set {
+		return ""
+	}
+	return strconv.Itoa(f.n)
+}
+
+func (f *shardFlag) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return errors.New("a shard is a number, 0 or more")
+	}
+	f.n, f.set = n, true
+	return nil
+}
+
+func (f *shardFlag) get() (int, bool) { return f.n, f.set }
 
 // readIDFile reads the IDs of path ("-" is standard input, named "stdin"
 // in errors) by the rules of package idlines, each accepted by check.

@@ -130,6 +130,9 @@ func TestAPITriggers(t *testing.T) {
 		{"one, query name in upper case", one("a") + "?AUTO_ADD=true", "", 400, syncResponse{}, `query: unknown parameter "AUTO_ADD" (the parameters are auto_add, reason`},
 		{"one, reason in body and query", one("a") + "?reason=q", `{"reason": "b"}`, 400, syncResponse{}, "reason: given in the body and in the query"},
 		{"bulk, a query", bulk + "?reason=q", `{"ids": ["k"]}`, 400, syncResponse{}, `query: "reason": this route takes no query parameters`},
+		{"one, a bad escape in the query", one("a") + "?reason=%ZZ", "", 400, syncResponse{}, `query: invalid URL escape "%ZZ"`},
+		{"one, a semicolon in the query", one("a") + "?reason=a;b", "", 400, syncResponse{}, "query: invalid semicolon separator in query"},
+		{"bulk, a bad escape in the query", bulk + "?reason=%ZZ", `{"ids": ["k"]}`, 400, syncResponse{}, `query: invalid URL escape "%ZZ"`},
 		// JSON's words, not Go's (it said "Go value of type api.syncRequest").
 		{"bulk, a list for a body", bulk, `[{"ids": ["a"]}]`, 400, syncResponse{}, "body: expected an object, got a list"},
 		{"bulk, ids a string", bulk, `{"ids": "a"}`, 400, syncResponse{}, "body: ids: expected a list of strings, got a string"},
