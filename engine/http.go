@@ -106,7 +106,8 @@ func Readiness(ready bool, damaged []error) (int, string) {
 	}
 	lines := make([]string, len(damaged))
 	for i, err := range damaged {
-		lines[i] = "degraded: " + printable(err.Error(), 500)
+		// Without the package name, as status and the API say it.
+		lines[i] = "degraded: " + printable(strings.TrimPrefix(err.Error(), "store: "), 500)
 	}
 	return http.StatusServiceUnavailable, strings.Join(lines, "\n")
 }

@@ -232,8 +232,8 @@ func TestReadyzNamesDamagedShards(t *testing.T) {
 		// Without the script's sha and line, which say nothing to an
 		// operator (an outside trial).
 		{true, []error{damage}, http.StatusServiceUnavailable,
-			`degraded: store: shard 3 damaged: p:{s3}:meta is a string, want a hash (WRONGTYPE Operation against a key holding the wrong kind of value)`},
-		{true, []error{odd}, http.StatusServiceUnavailable, `degraded: store: shard 2 damaged: odd\x1b[31m`},
+			`degraded: shard 3 damaged: p:{s3}:meta is a string, want a hash (WRONGTYPE Operation against a key holding the wrong kind of value)`},
+		{true, []error{odd}, http.StatusServiceUnavailable, `degraded: shard 2 damaged: odd\x1b[31m`},
 	}
 	for _, tt := range tests {
 		code, text := engine.Readiness(tt.ready, tt.damaged)

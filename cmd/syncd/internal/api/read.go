@@ -203,7 +203,7 @@ func (a *api) items(w http.ResponseWriter, r *http.Request) {
 		out.Items[i] = ItemOf(it, p.Now)
 	}
 	for _, d := range damaged {
-		out.Damaged = append(out.Damaged, d.Error())
+		out.Damaged = append(out.Damaged, Plain(d, ""))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
