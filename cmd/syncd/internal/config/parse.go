@@ -45,19 +45,27 @@ func Load(path string) (*File, error) {
 // and Failed says which fields have one. Nothing must run on it.
 //
 // A file that users other than its owner can write is refused, first of
-// its problems, with a *ModeError (secretfile.go); it is still parsed, so
-// that LoadPartial reports the others too.
+// its problems, with a *ModeError (secretfile.go), as is one in a
+// directory they can write (a *DirError); it is still parsed, so that
+// LoadPartial reports the others too.
 func LoadPartial(path string) (*File, error) {
 	data, mode, err := readConfig(path)
 	if err != nil {
 		return nil, yamlstrict.One(&FieldError{File: path, Msg: fsReason(err), Err: err})
 	}
 	f, err := ParsePartial(path, data)
-	me := configModeError(path, mode)
-	if me == nil {
+	var first *FieldError
+	if me := configModeError(path, mode); me != nil {
+		first = &FieldError{File: path, Msg: me.state(), Err: me}
+	} else if de := openDir(path, configSecret); de != nil && mode.IsRegular() {
+		// As for a secret file: whoever can write the directory can put
+		// a file of their own in its place (a second outside trial).
+		first = &FieldError{File: path, Msg: de.state(), Err: de}
+	}
+	if first == nil {
 		return f, err
 	}
-	errs := []*FieldError{{File: path, Msg: me.state(), Err: me}}
+	errs := []*FieldError{first}
 	if pe := (*Errors)(nil); errors.As(err, &pe) {
 		errs = append(errs, pe.List...)
 	}

@@ -102,9 +102,13 @@ type DirError struct {
 // directory only its owner can write is the other fix.
 func (e *DirError) Fix() string { return "chmod go-w " + shellQuote(e.Dir) }
 
-func (e *DirError) Error() string {
-	return fmt.Sprintf("%s is in %s, which %s can write (mode %04o, no sticky bit): they could replace the %s; %s, or keep the file in a directory only its owner can write",
-		e.Path, e.Dir, writers(e.Mode), uint32(e.Mode), e.Secret, e.Fix())
+func (e *DirError) Error() string { return e.Path + " is " + e.state() }
+
+// state is Error without the file's name, for a message that starts
+// with it.
+func (e *DirError) state() string {
+	return fmt.Sprintf("in %s, which %s can write (mode %04o, no sticky bit): they could replace the %s; %s, or keep the file in a directory only its owner can write",
+		e.Dir, writers(e.Mode), uint32(e.Mode), e.Secret, e.Fix())
 }
 
 // OwnerError is a secret or trust file owned by a user other than root
@@ -174,6 +178,13 @@ func dirError(field, path string) *DirError {
 	if secret == "" {
 		return nil
 	}
+	return openDir(path, secret)
+}
+
+// openDir returns a *DirError, of a file holding secret, when a
+// directory that holds the file at path (see dirError) lets users other
+// than its owner replace it; else nil.
+func openDir(path, secret string) *DirError {
 	var dirs []string
 	for _, p := range []string{path, evalSymlinks(path)} {
 		if abs, err := filepath.Abs(p); p != "" && err == nil && !slices.Contains(dirs, filepath.Dir(abs)) {

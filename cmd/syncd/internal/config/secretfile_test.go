@@ -295,8 +295,12 @@ func TestConfigFileMode(t *testing.T) {
 
 // A ConfigMap mounted by Kubernetes: the name is a link to ..data/name,
 // ..data a link to a directory of root's, the file in it 0644, the
-// volume's root 0777. The file's mode counts, through the links, and the
-// error names the path as given.
+// volume's root 0777 on a read-only mount (readOnlyFS; a test cannot
+// mount one, so the root here is 0755). The file's mode counts, through
+// the links, and the error names the path as given. The same root
+// writable by others, not read-only, is refused: whoever can write it
+// can put a file of their own in the config's place (a second outside
+// trial had a config in a 0777 directory taken).
 func TestConfigFileModeConfigMap(t *testing.T) {
 	root := t.TempDir()
 	ts := filepath.Join(root, "..2026_11_27_20_26_00.123456789")
@@ -310,16 +314,33 @@ func TestConfigFileModeConfigMap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Chmod(root, 0o777); err != nil {
+	if err := os.Chmod(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if f, err := Load(path); err != nil || f.Engine().Workers != 3 {
 		t.Fatalf("Load of a ConfigMap's file: %v", err)
 	}
-	if err := os.Chmod(file, 0o666); err != nil {
+	if err := os.Chmod(root, 0o777); err != nil {
 		t.Fatal(err)
 	}
 	_, err := Load(path)
+	if want := path + ": in " + root + ", which group and others can write (mode 0777, no sticky bit): they could replace the configuration"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Load from a 0777 directory: %v; want %q...", err, want)
+	}
+	var de *DirError
+	if !errors.As(err, &de) || de.Dir != root {
+		t.Errorf("error unwraps to %+v, want a DirError naming %s", de, root)
+	}
+	if err := os.Chmod(root, os.ModeSticky|0o777); err != nil { // sticky, as /tmp: others cannot replace the file
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err != nil {
+		t.Errorf("Load from a 1777 directory: %v", err)
+	}
+	if err := os.Chmod(file, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(path)
 	if want := path + ": writable by group and others (mode 0666): they could replace the configuration"; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("Load through links to a 0666 file: %v; want %q...", err, want)
 	}
