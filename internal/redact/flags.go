@@ -143,26 +143,19 @@ func commandFlagsOf(name string) pwCommand {
 // xxxxx: mysql -uroot -pxxxxx db, redis-cli -p 6379 -a xxxxx, curl -u
 // admin:xxxxx.
 func commandFlags(text string) string {
-	var out strings.Builder
-	done := 0 // text before it is in out
+	out := splicer{text: text}
+	end := 0 // of the last command
 	for _, m := range passwordCommand.FindAllStringSubmatchIndex(text, -1) {
-		if m[0] < done {
+		if m[0] < end {
 			continue // inside the last command
 		}
-		at := done
 		var masks [][2]int
-		done, masks = flagValues(text, m[1], commandFlagsOf(strings.ToLower(text[m[2]:m[3]])))
+		end, masks = flagValues(text, m[1], commandFlagsOf(strings.ToLower(text[m[2]:m[3]])))
 		for _, v := range masks {
-			out.WriteString(text[at:v[0]])
-			out.WriteString(Masked)
-			at = v[1]
+			out.replace(v[0], v[1], Masked)
 		}
-		out.WriteString(text[at:done])
 	}
-	if done == 0 {
-		return text
-	}
-	return out.String() + text[done:]
+	return out.String()
 }
 
 // flagValues reads the words of a command from i to the end of its line

@@ -109,8 +109,7 @@ func Pairs(text string) string {
 // match whose name is not a secret's is looked at again from its name's
 // end, as its value may hold a pair of its own (note:password=x).
 func replaceValues(text string, re *regexp.Regexp, secret func(text string, start, end int) bool) string {
-	var out strings.Builder
-	done := 0 // text before it is in out
+	out := splicer{text: text}
 	for i := 0; i < len(text); {
 		m := re.FindStringSubmatchIndex(text[i:])
 		if m == nil {
@@ -128,14 +127,33 @@ func replaceValues(text string, re *regexp.Regexp, secret func(text string, star
 		if plainValue(text[m[6]:end]) {
 			continue
 		}
-		out.WriteString(text[done:m[6]])
-		out.WriteString(Masked)
-		done = end
+		out.replace(m[6], end, Masked)
 	}
-	if done == 0 {
-		return text
+	return out.String()
+}
+
+// splicer builds text with spans of it replaced, left to right: the
+// loop each of Pairs' passes runs over its matches.
+type splicer struct {
+	text string
+	out  strings.Builder
+	done int // text before it is in out
+}
+
+// replace puts with in place of text[start:end], which starts at or
+// after the end of the span replaced before it.
+func (s *splicer) replace(start, end int, with string) {
+	s.out.WriteString(s.text[s.done:start])
+	s.out.WriteString(with)
+	s.done = end
+}
+
+// String is the text with its spans replaced; text itself when none was.
+func (s *splicer) String() string {
+	if s.done == 0 {
+		return s.text
 	}
-	return out.String() + text[done:]
+	return s.out.String() + s.text[s.done:]
 }
 
 // plainValue reports whether v, the value of a secret's name, is shown:
@@ -228,8 +246,7 @@ func pairName(text string, start, end int) bool {
 // with xxxxx is left: Pairs hid it before. A word ends at a bracket that
 // closes one before it (closes: map[Authorization:[Bearer x]]).
 func authValues(text string) string {
-	var out strings.Builder
-	done := 0 // text before it is in out
+	out := splicer{text: text}
 	for _, m := range authHeader.FindAllStringSubmatchIndex(text, -1) {
 		name, first, sp, second, end := text[m[2]:m[3]], text[m[4]:m[5]], "", "", m[1]
 		if e := wordEnd(text, m[4], m[5]); e < m[5] {
@@ -238,14 +255,9 @@ func authValues(text string) string {
 			sp, second, end = text[m[6]:m[7]], text[m[8]:m[9]], wordEnd(text, m[8], m[9])
 			second = second[:end-m[8]]
 		}
-		out.WriteString(text[done:m[0]])
-		out.WriteString(authValue(name, first, sp, second))
-		done = end
+		out.replace(m[0], end, authValue(name, first, sp, second))
 	}
-	if done == 0 {
-		return text
-	}
-	return out.String() + text[done:]
+	return out.String()
 }
 
 // wordEnd returns where a word of an Authorization value, text[start:end],
@@ -280,21 +292,14 @@ func authValue(name, first, sp, second string) string {
 // form, up to a bracket that closes one before it (closes), where it
 // looks like a credential (credential).
 func schemeWords(text string) string {
-	var out strings.Builder
-	done := 0 // text before it is in out
+	out := splicer{text: text}
 	for _, m := range schemeWord.FindAllStringSubmatchIndex(text, -1) {
 		end := closes(text, m[4], m[5])
-		if !credential(text[m[4]:end]) {
-			continue
+		if credential(text[m[4]:end]) {
+			out.replace(m[4], end, Masked)
 		}
-		out.WriteString(text[done:m[4]])
-		out.WriteString(Masked)
-		done = end
 	}
-	if done == 0 {
-		return text
-	}
-	return out.String() + text[done:]
+	return out.String()
 }
 
 var (
@@ -319,10 +324,9 @@ var (
 // words: "AUTH failed" has no Redis error after it and no credential,
 // "AUTH disabled (bearer only)" more than two words.
 func redisAuth(text string) string {
-	var out strings.Builder
-	done := 0 // text before it is in out
+	out := splicer{text: text}
 	for _, m := range authCommand.FindAllStringIndex(text, -1) {
-		if m[0] < done {
+		if m[0] < out.done {
 			continue
 		}
 		args := text[m[1]:]
@@ -344,13 +348,9 @@ func redisAuth(text string) string {
 			continue
 		}
 		at := m[1] + strings.LastIndex(args, pw)
-		out.WriteString(text[done:at])
-		out.WriteString(Masked)
-		done = at + len(pw)
+		out.replace(at, at+len(pw), Masked)
 	}
-	if done > 0 {
-		text = out.String() + text[done:]
-	}
+	text = out.String()
 	return authMonitor.ReplaceAllStringFunc(text, func(m string) string {
 		sub := authMonitor.FindStringSubmatchIndex(m)
 		if pw := m[sub[2]:sub[3]]; pw == "" || pw == Masked {
