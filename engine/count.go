@@ -64,13 +64,7 @@ func (e *Engine) countTarget(ctx context.Context) {
 // count loop alone.
 func (e *Engine) noteErrorsLost(err error) {
 	now := map[int]bool{}
-	var list []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		list = j.Unwrap()
-	} else if err != nil {
-		list = []error{err}
-	}
-	for _, err := range list {
+	for _, err := range store.Damages(err) {
 		var d *store.DamageError
 		if errors.As(err, &d) && d.ErrorsLost {
 			now[d.Shard] = true

@@ -61,6 +61,19 @@ func (e *DamageError) Is(target error) bool { return target == ErrDamaged }
 
 func (e *DamageError) Unwrap() error { return e.Err }
 
+// Damages returns the errors joined in err, one *DamageError per shard,
+// when it wraps ErrDamaged (Counts, ListPage), nil when err is nil or
+// anything else (then it is the call's own failure).
+func Damages(err error) []error {
+	if err == nil || !errors.Is(err, ErrDamaged) {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
 // isDamageReply reports whether err is Redis's reply that a command met
 // a key of the wrong type: WRONGTYPE, directly or from inside a script
 // (the embedded store reports a script's error as "ERR Error compiling

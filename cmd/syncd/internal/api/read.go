@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 
@@ -68,7 +67,7 @@ type Summary struct {
 // store.TargetState). A damaged shard is named in Damaged, not an error.
 func ReadSummary(ctx context.Context, st *store.Store) (Summary, error) {
 	c, err := st.Counts(ctx)
-	damaged := damages(err)
+	damaged := store.Damages(err)
 	if err != nil && damaged == nil {
 		return Summary{}, err
 	}
@@ -84,18 +83,6 @@ func ReadSummary(ctx context.Context, st *store.Store) (Summary, error) {
 		s.Damaged = append(s.Damaged, Plain(d, ""))
 	}
 	return s, nil
-}
-
-// damages returns the *store.DamageError errors joined in err, nil when
-// err is nil or is anything else (then it is the call's own failure).
-func damages(err error) []error {
-	if err == nil || !errors.Is(err, store.ErrDamaged) {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 func (a *api) summary(w http.ResponseWriter, r *http.Request) {
@@ -193,7 +180,7 @@ func (a *api) items(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := storeCtx(r)
 	defer cancel()
 	p, err := a.st.ListPage(ctx, lq)
-	damaged := damages(err)
+	damaged := store.Damages(err)
 	if err != nil && damaged == nil {
 		a.storeFailed(w, err)
 		return
