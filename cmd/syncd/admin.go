@@ -379,8 +379,8 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 
 // offlineChecks are what the file's own checks cannot see, each reported
 // (a user fixes them in one round, not one per run of validate): the
-// secrets, items.file, items.command's program, the sink and the API
-// token, read as run reads them, so that validate refuses what run would.
+// secrets, items.file, items.command's program, the sink, the programs
+// others could replace (config.File.ProgramErrors) and the API token, read as run reads them, so that validate refuses what run would.
 // On a File with problems (config.LoadPartial), what reads a field with
 // one is skipped.
 func offlineChecks(cfg *config.File) []error {
@@ -401,6 +401,7 @@ func offlineChecks(cfg *config.File) []error {
 	if err := cfg.CheckSink(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, cfg.ProgramErrors()...)
 	if _, err := cfg.APIToken(nil, nil); err != nil {
 		errs = append(errs, err)
 	}

@@ -283,11 +283,15 @@ func tracedEngine(ctx context.Context, cfg *config.File, st *store.Store, log ze
 	return e, func() { sink.Close(); stopTracing() }, nil
 }
 
-// buildEngine seeds the configured items and builds the sink and the
-// engine over st, tracing to tp (nil: off). The caller closes the sink
+// buildEngine refuses programs others could replace
+// (config.File.ProgramErrors), seeds the configured items and builds the
+// sink and the engine over st, tracing to tp (nil: off). The caller closes the sink
 // after the engine stopped.
 func buildEngine(ctx context.Context, cfg *config.File, st *store.Store, log zerolog.Logger,
 	tp trace.TracerProvider) (*engine.Engine, sinks.Sink, error) {
+	if errs := cfg.ProgramErrors(); len(errs) > 0 {
+		return nil, nil, &exitError{code: exitUsage, err: errors.Join(errs...)}
+	}
 	if err := seed(ctx, cfg, st, log); err != nil {
 		return nil, nil, err
 	}

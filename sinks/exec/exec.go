@@ -386,6 +386,20 @@ func New(cfg Config, logger zerolog.Logger) (*Sink, error) {
 	return s, nil
 }
 
+// Program is the file the sink would run for cfg's command: found
+// through PATH when it has no slash, else relative to cfg.Dir. An error
+// says why there is none, naming the key, as New does.
+func Program(cfg Config) (string, error) {
+	if len(cfg.Command) == 0 {
+		return "", sinks.ConfigErrorf("exec", "command", "must not be empty")
+	}
+	path, err := lookPath(cfg.Command[0], cfg.Dir)
+	if err == nil && !filepath.IsAbs(path) && cfg.Dir != "" {
+		path = filepath.Join(cfg.Dir, path)
+	}
+	return path, err
+}
+
 // lookPath resolves name as the command would be run: through PATH when it
 // has no slash, else relative to dir.
 func lookPath(name, dir string) (string, error) {

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	execsink "github.com/syncd/syncd/sinks/exec"
 )
 
 // The configuration file and its permissions. One that users other
@@ -89,13 +92,15 @@ func writers(mode fs.FileMode) string {
 
 // DirError is a secret or trust file in a directory that users other
 // than its owner can write, without the sticky bit, on a file system
-// mounted writable: they could rename the file away and put their own in
-// its place. It is the Err of such a FieldError: refused.
+// mounted writable, or under one: they could rename the file, or a
+// directory on the way, away and put their own in its place. It is the
+// Err of such a FieldError: refused.
 type DirError struct {
 	Path   string      // the file, as named
 	Dir    string      // the directory, absolute
 	Mode   fs.FileMode // the directory's permission bits
 	Secret string      // what the file holds, as in ModeError
+	Above  bool        // Dir is above the file's own directory
 }
 
 // Fix is a command that fixes the directory; moving the file to a
@@ -107,6 +112,10 @@ func (e *DirError) Error() string { return e.Path + " is " + e.state() }
 // state is Error without the file's name, for a message that starts
 // with it.
 func (e *DirError) state() string {
+	if e.Above {
+		return fmt.Sprintf("under %s, which %s can write (mode %04o, no sticky bit): they could rename the directories below it away and put their own in their place, with their own %s; %s, or keep the file where only its owner can write each directory on the way",
+			e.Dir, writers(e.Mode), uint32(e.Mode), e.Secret, e.Fix())
+	}
 	return fmt.Sprintf("in %s, which %s can write (mode %04o, no sticky bit): they could replace the %s; %s, or keep the file in a directory only its owner can write",
 		e.Dir, writers(e.Mode), uint32(e.Mode), e.Secret, e.Fix())
 }
@@ -165,14 +174,16 @@ func ownerError(secret, path string, fi fs.FileInfo) *OwnerError {
 }
 
 // dirError returns a *DirError when field names a secret or trust file
-// and a directory that holds the file at path lets users other than its
-// owner replace it: writable by group or others, without the sticky bit
-// (as /tmp has), on a file system mounted writable. The directories are
-// path's as named and, through links, the file's. A Kubernetes secret
-// volume links name to ..data/name to ..<time>/name, the first two in a
-// 1777 directory, the file in a 0755 one; a ConfigMap's first directory
-// is 0777, but the volume is mounted read-only. Directories above those
-// are not looked at.
+// and a directory on the way to the file at path lets users other than
+// its owner replace it: writable by group or others, without the sticky
+// bit (as /tmp has), on a file system mounted writable. The directories
+// are those of path as named and, through links, the file's, each up to
+// the root: whoever can write /srv can rename /srv/syncd away and make a
+// /srv/syncd of their own, whatever the modes below it (as ssh's
+// StrictModes looks at every directory up to the home). A Kubernetes
+// secret volume links name to ..data/name to ..<time>/name, the first
+// two in a 1777 directory, the file in a 0755 one; a ConfigMap's first
+// directory is 0777, but the volume is mounted read-only.
 func dirError(field, path string) *DirError {
 	secret := fileSecret(field)
 	if secret == "" {
@@ -182,13 +193,19 @@ func dirError(field, path string) *DirError {
 }
 
 // openDir returns a *DirError, of a file holding secret, when a
-// directory that holds the file at path (see dirError) lets users other
-// than its owner replace it; else nil.
+// directory on the way to the file at path (see dirError) lets users
+// other than its owner replace it; else nil. The nearest such directory
+// is named.
 func openDir(path, secret string) *DirError {
-	var dirs []string
+	var own, dirs []string // the file's own directories; all on the way
 	for _, p := range []string{path, evalSymlinks(path)} {
-		if abs, err := filepath.Abs(p); p != "" && err == nil && !slices.Contains(dirs, filepath.Dir(abs)) {
-			dirs = append(dirs, filepath.Dir(abs))
+		abs, err := filepath.Abs(p)
+		if p == "" || err != nil {
+			continue
+		}
+		own = append(own, filepath.Dir(abs))
+		for dir := filepath.Dir(abs); !slices.Contains(dirs, dir); dir = filepath.Dir(dir) {
+			dirs = append(dirs, dir)
 		}
 	}
 	for _, dir := range dirs {
@@ -196,7 +213,7 @@ func openDir(path, secret string) *DirError {
 		if err != nil || fi.Mode()&modeWritable == 0 || fi.Mode()&fs.ModeSticky != 0 || readOnlyFS(dir) {
 			continue
 		}
-		return &DirError{Path: path, Dir: dir, Mode: fi.Mode().Perm(), Secret: secret}
+		return &DirError{Path: path, Dir: dir, Mode: fi.Mode().Perm(), Secret: secret, Above: !slices.Contains(own, dir)}
 	}
 	return nil
 }
@@ -337,4 +354,52 @@ func (f *File) PasswordField() string {
 		return "redis.username"
 	}
 	return "redis.password_file"
+}
+
+// programSecret is what a program syncd runs (sink.exec.command,
+// items.command) is, as a ModeError or DirError says it.
+const programSecret = "program syncd runs"
+
+// programError returns a *ModeError when users other than its owner can
+// write the program at path, or a *DirError when they can replace it
+// through a directory on the way (openDir): either would run code of
+// theirs as syncd's user, as a writable configuration file would. Nil
+// otherwise, and for a program that is not there (running it says so).
+func programError(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil
+	}
+	if fi.Mode().IsRegular() && fi.Mode()&modeWritable != 0 {
+		return &ModeError{Path: path, Mode: fi.Mode().Perm(), Secret: programSecret, Public: true}
+	}
+	if de := openDir(path, programSecret); de != nil {
+		return de
+	}
+	return nil
+}
+
+// ProgramErrors are the programs syncd runs that users other than their
+// owner can replace (programError): sink.exec.command's, with sink.type
+// exec, and items.command's, each named by its key and line. Run and
+// validate refuse them. A program that is not found is not one of them:
+// validate and the exec sink say so.
+func (f *File) ProgramErrors() []error {
+	var errs []error
+	check := func(field, path string) {
+		if err := programError(path); err != nil {
+			errs = append(errs, f.At(field, err))
+		}
+	}
+	if c := f.Sink(); c.Type == SinkExec && !f.Failed("sink.exec.command") && !f.Failed("sink.exec.dir") {
+		if path, err := execsink.Program(c.Exec); err == nil {
+			check("sink.exec.command", path)
+		}
+	}
+	if argv, _ := f.ItemsCommand(); len(argv) > 0 && !f.Failed("items.command") {
+		if path, err := exec.LookPath(argv[0]); err == nil {
+			check("items.command", path)
+		}
+	}
+	return errs
 }

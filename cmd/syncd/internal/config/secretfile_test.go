@@ -496,3 +496,107 @@ http:
 		t.Errorf("Warnings (-got +want):\n%s", diff)
 	}
 }
+
+// A directory above the file's own counts too: whoever can write /srv
+// can rename /srv/syncd away and make their own, whatever the modes
+// below. The nearest such directory is named; a sticky one (as /tmp) is
+// fine, as it is for the file's own.
+func TestSecretFileDirAbove(t *testing.T) {
+	const rest = ": they could rename the directories below it away and put their own in their place, with their own %s; chmod go-w %s, or keep the file where only its owner can write each directory on the way"
+	for _, tt := range []struct {
+		mode    fs.FileMode
+		refused string
+	}{
+		{0o755, ""},
+		{0o777 | fs.ModeSticky, ""},
+		{0o775, "which group can write (mode 0775, no sticky bit)"},
+		{0o777, "which group and others can write (mode 0777, no sticky bit)"},
+	} {
+		t.Run(tt.mode.String(), func(t *testing.T) {
+			top := privateDir(t)
+			open := filepath.Join(top, "srv")
+			dir := filepath.Join(open, "syncd", "etc")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(open, tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			_, _, _, tok := secretConfig(t, dir, 0o600)
+			f := mustParse(t, "http:\n  api_token_file: "+tok+"\n")
+			_, err := f.APIToken(nil, nil)
+			var want []string
+			if tt.refused != "" {
+				want = []string{"c.yaml:2: http.api_token_file: " + tok + " is under " + open + ", " + tt.refused + fmt.Sprintf(rest, "API token", open)}
+			}
+			if diff := cmp.Diff(errLines(err), want); diff != "" {
+				t.Errorf("APIToken errors (-got +want):\n%s", diff)
+			}
+			// The configuration file is held to the same rule.
+			cfg := writeMode(t, dir, "syncd.yaml", "", 0o644)
+			_, err = Load(cfg)
+			var de *DirError
+			if got := errors.As(err, &de); got != (tt.refused != "") || got && (de.Dir != open || !de.Above) {
+				t.Errorf("Load(%s) = %v; want a *DirError of %s: %v", cfg, err, open, tt.refused != "")
+			}
+		})
+	}
+}
+
+// A program syncd runs (sink.exec.command, items.command) that users
+// other than its owner can write, or replace through a directory on the
+// way, is refused, naming the key: it would run their code as syncd's
+// user. One found through PATH is looked at where it was found; one that
+// is not there is not this check's to report.
+func TestProgramErrors(t *testing.T) {
+	top := privateDir(t)
+	safe := filepath.Join(top, "safe")
+	open := filepath.Join(top, "open")
+	for _, d := range []string{safe, filepath.Join(open, "bin")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	const script = "#!/bin/sh\nexit 0\n"
+	good := writeMode(t, safe, "good", script, 0o755)
+	groupW := writeMode(t, safe, "groupw", script, 0o775)
+	under := writeMode(t, filepath.Join(open, "bin"), "under", script, 0o755)
+	t.Setenv("PATH", safe+string(os.PathListSeparator)+os.Getenv("PATH"))
+	parse := func(exec, items string) *File {
+		return mustParse(t, yamlText(fmt.Sprintf("items:\n\tcommand: [%q]\nsink:\n\ttype: exec\n\texec:\n\t\tcommand: [%q]\n", items, exec)))
+	}
+	writable := func(field, path string) string {
+		return "c.yaml:" + map[string]string{"items.command": "2", "sink.exec.command": "6"}[field] + ": " + field + ": " + path +
+			" is writable by group (mode 0775): they could replace the program syncd runs; chmod go-w " + path
+	}
+	underOpen := func(field, path string) string {
+		return "c.yaml:" + map[string]string{"items.command": "2", "sink.exec.command": "6"}[field] + ": " + field + ": " + path +
+			" is under " + open + ", which group and others can write (mode 0777, no sticky bit): they could rename the directories below it away and put their own in their place, with their own program syncd runs; chmod go-w " +
+			open + ", or keep the file where only its owner can write each directory on the way"
+	}
+	for _, tt := range []struct {
+		name        string
+		exec, items string
+		want        []string
+	}{
+		{"both fine", good, "good", nil},
+		{"missing", "/nonexistent/prog", "/nonexistent/list", nil},
+		{"writable, through PATH", "groupw", good, []string{writable("sink.exec.command", groupW)}},
+		{"writable items program", good, groupW, []string{writable("items.command", groupW)}},
+		{"under an open directory", under, under, []string{underOpen("sink.exec.command", under), underOpen("items.command", under)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := parse(tt.exec, tt.items).ProgramErrors()
+			var got []string
+			for _, err := range errs {
+				got = append(got, errLines(err)...)
+			}
+			if diff := cmp.Diff(got, tt.want); diff != "" {
+				t.Errorf("ProgramErrors (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
