@@ -97,6 +97,7 @@
 package exec
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -443,7 +444,7 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 		return fmt.Errorf("exec: item %q: start: %w", item.ID, err)
 	}
 	expiry := sinks.LeaseExpiry(ctx)
-	stopped, waitErr := r.wait(runCtx, expiry, s.grace)
+	stopped, ended, waitErr := r.wait(runCtx, expiry, s.grace)
 	h := r.finish()
 	if !h.ok {
 		// The supervisor ended before it started the command.
@@ -465,8 +466,11 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 	case stopped != "":
 		return fmt.Errorf("exec: item %q: timeout after %v (%w): %s: %w%s",
 			item.ID, s.timeout, context.DeadlineExceeded, stopped, waitErr, detail)
-	case expiry != nil && killed(waitErr) && !time.Now().Before(expiry()):
-		// The supervisor's watchdog, while this process ran no code.
+	case expiry != nil && killed(waitErr) && !time.Now().Before(ended):
+		// The supervisor's watchdog, while this process ran no code, at
+		// an end it was told: a heartbeat may have moved the lease's end
+		// on since, too late to reach it (the lease test saw that under
+		// load, and the error said only "signal: terminated").
 		return fmt.Errorf("exec: item %q: the lease ended, and the supervisor stopped the command: %w%s", item.ID, waitErr, detail)
 	case waitErr != nil:
 		return fmt.Errorf("exec: item %q: %w", item.ID, s.classify(waitErr, detail))
@@ -574,11 +578,14 @@ func (s *Sink) start(item sinks.Item, traceEnv []string) (*run, error) {
 // supervisor send SIGTERM to the command's group, and SIGKILL grace later,
 // and says so in stopped. Meanwhile it keeps the supervisor told of the
 // lease's end (expiry, when not nil), which the supervisor enforces by
-// itself should this process stop running (see supervisor.go).
-func (r *run) wait(ctx context.Context, expiry func() time.Time, grace time.Duration) (stopped string, waitErr error) {
+// itself should this process stop running (see supervisor.go). It
+// returns the end the supervisor may have stopped the command at: the
+// first end told that passed before a heartbeat's later one was told,
+// else the last told (zero without expiry).
+func (r *run) wait(ctx context.Context, expiry func() time.Time, grace time.Duration) (stopped string, told time.Time, waitErr error) {
 	var poll <-chan time.Time
-	var told time.Time
 	var t *time.Timer
+	var lapsed time.Time // the first end told that passed before a later one was told
 	if expiry != nil {
 		told = expiry()
 		r.tell(told)
@@ -590,11 +597,14 @@ wait:
 	for {
 		select {
 		case waitErr = <-r.waited:
-			return "", waitErr
+			return "", cmp.Or(lapsed, told), waitErr
 		case <-ctx.Done():
 			break wait
 		case <-poll:
 			if e := expiry(); !e.Equal(told) {
+				if lapsed.IsZero() && !time.Now().Before(told) {
+					lapsed = told // the supervisor may have acted on it
+				}
 				told = e
 				r.tell(e)
 			}
@@ -612,7 +622,7 @@ wait:
 		stopped = fmt.Sprintf("sent SIGTERM, then SIGKILL after %v", grace)
 		waitErr = <-r.waited
 	}
-	return stopped, waitErr
+	return stopped, cmp.Or(lapsed, told), waitErr
 }
 
 // send writes a control byte to the supervisor. An error means it has

@@ -794,6 +794,34 @@ func TestSupervisorStopsCommandAtLeaseEnd(t *testing.T) {
 	t.Logf("Sync returned after %v: %v", took, err)
 }
 
+// A heartbeat that moves the lease's end on after the supervisor has
+// acted on the end it knew comes too late: the command is stopping. The
+// error still says the lease ended, where it said only "signal:
+// terminated" when it compared the time with the new end (the test
+// above, under load). The command marks its SIGTERM in a file, which
+// turns the heartbeat on, and dies of it 200 ms later, so the sink
+// passes the new end on before it sees the exit.
+func TestSupervisorStopsCommandHeartbeatTooLate(t *testing.T) {
+	mark := filepath.Join(t.TempDir(), "termed")
+	script := `trap 'touch "$1"; sleep 0.2; trap - TERM; kill -TERM $$' TERM; sleep 30 & wait $!; sleep 30 & wait $!`
+	s := newSink(t, execsink.Config{Command: []string{"sh", "-c", script, "sh", mark}, Grace: 5 * time.Second})
+	first := time.Now().Add(300 * time.Millisecond)
+	ctx := sinks.WithLeaseExpiry(t.Context(), func() time.Time {
+		if _, err := os.Stat(mark); err == nil {
+			return first.Add(10 * time.Second) // the heartbeat, late
+		}
+		return first
+	})
+	start := time.Now()
+	err := s.Sync(ctx, sinks.Item{ID: "a"})
+	if want := `exec: item "a": the lease ended, and the supervisor stopped the command: signal: terminated`; err == nil || !strings.HasPrefix(err.Error(), want) { // the shell may add stderr
+		t.Errorf("Sync = %v, want %q", err, want)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Sync took %v: the supervisor did not stop the command at the first end", took)
+	}
+}
+
 // The stderr an error quotes goes to logs, status, the API and the web
 // page: the values of secret-named Config.Env variables, credentials
 // named as such (token=..., Bearer ...) and a secret cut in two by the
