@@ -27,7 +27,7 @@ func cmdBatch(args []string, stdout, stderr io.Writer) error {
 	if err := f.parseNone(args); err != nil {
 		return err
 	}
-	cfg, err := f.load()
+	cfg, err := f.loadRunner()
 	if err != nil {
 		return err
 	}

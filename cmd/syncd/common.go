@@ -97,6 +97,20 @@ func (f *flags) load() (*config.File, error) {
 	return cfg, nil
 }
 
+// loadRunner is load for run and batch, which run the configured
+// programs: one that users other than its owner could replace
+// (config.File.ProgramErrors) is refused before anything starts.
+func (f *flags) loadRunner() (*config.File, error) {
+	cfg, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	if errs := cfg.ProgramErrors(); len(errs) > 0 {
+		return nil, &exitError{code: exitUsage, err: errors.Join(errs...)}
+	}
+	return cfg, nil
+}
+
 // logConfigWarnings logs what the configuration runs with but should not
 // (config.File.Warnings), with its key, line, path and the fix as fields:
 // a secret file any user can read (and its mode), a secret or trust file
@@ -283,15 +297,11 @@ func tracedEngine(ctx context.Context, cfg *config.File, st *store.Store, log ze
 	return e, func() { sink.Close(); stopTracing() }, nil
 }
 
-// buildEngine refuses programs others could replace
-// (config.File.ProgramErrors), seeds the configured items and builds the
-// sink and the engine over st, tracing to tp (nil: off). The caller closes the sink
+// buildEngine seeds the configured items and builds the sink and the
+// engine over st, tracing to tp (nil: off). The caller closes the sink
 // after the engine stopped.
 func buildEngine(ctx context.Context, cfg *config.File, st *store.Store, log zerolog.Logger,
 	tp trace.TracerProvider) (*engine.Engine, sinks.Sink, error) {
-	if errs := cfg.ProgramErrors(); len(errs) > 0 {
-		return nil, nil, &exitError{code: exitUsage, err: errors.Join(errs...)}
-	}
 	if err := seed(ctx, cfg, st, log); err != nil {
 		return nil, nil, err
 	}

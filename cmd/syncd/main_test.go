@@ -75,12 +75,23 @@ func TestRunMain(t *testing.T) {
 	os.WriteFile(writableTok, []byte("http:\n  api_token_file: "+writable+"\n"), 0o600)
 	noProgs := filepath.Join(dir, "noprogs.yaml") // both reported at once
 	os.WriteFile(noProgs, []byte("items:\n  command: [\"/nonexistent/list\"]\nsink:\n  type: exec\n  exec:\n    command: [\"/nonexistent/prog\"]\n"), 0o600)
+	// A program others can write: run, batch and validate refuse it
+	// before anything starts (run would run their code as syncd's user).
+	prog := filepath.Join(dir, "push")
+	os.WriteFile(prog, []byte("#!/bin/sh\nexit 0\n"), 0o600)
+	os.Chmod(prog, 0o775)
+	openProg := filepath.Join(dir, "openprog.yaml")
+	os.WriteFile(openProg, []byte("sink:\n  type: exec\n  exec:\n    command: [\""+prog+"\"]\n"), 0o600)
+	openProgErr := "openprog.yaml:4: sink.exec.command: " + prog + " is writable by group (mode 0775): they could replace the program syncd runs; chmod go-w " + prog
 	tests := []struct {
 		args       []string
 		code       int
 		out, inErr string
 	}{
 		{nil, exitUsage, "", "usage:"},
+		{[]string{"validate", "-c", openProg}, exitUsage, "", openProgErr},
+		{[]string{"run", "-c", openProg}, exitUsage, "", "syncd run: " + openProg[:len(openProg)-len("openprog.yaml")] + openProgErr},
+		{[]string{"batch", "-c", openProg}, exitUsage, "", "syncd batch: " + openProg[:len(openProg)-len("openprog.yaml")] + openProgErr},
 		{[]string{"help"}, exitOK, "usage:", ""},
 		{[]string{"version"}, exitOK, "syncd ", ""},
 		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus"`},

@@ -25,7 +25,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err := f.parseNone(args); err != nil {
 		return err
 	}
-	cfg, err := f.load()
+	cfg, err := f.loadRunner()
 	if err != nil {
 		return err
 	}
