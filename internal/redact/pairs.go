@@ -3,7 +3,6 @@ package redact
 import (
 	"regexp"
 	"strings"
-	"unicode"
 )
 
 // name matches the name of a pair or a flag, whose words (nameWords)
@@ -218,22 +217,43 @@ func opener(c byte) byte {
 // pairName reports whether text[start:end], the name of a pair or a
 // flag, says that its value is a secret: by its words, as SecretName
 // does (secretWords). A key after a word of dataKeys is a database's
-// key in prose as well: sort key: created_at (but not where that word is
-// a value: pass:sort key:x).
+// key in prose as well: sort key: created_at (dataKeyWord).
 func pairName(text string, start, end int) bool {
 	words := nameWords(text[start:end])
-	if len(words) == 1 && (words[0] == "key" || words[0] == "keys") {
-		before := strings.TrimRight(text[:start], " \t")
-		w := before[strings.LastIndexFunc(before, func(r rune) bool { return !unicode.IsLetter(r) })+1:]
-		// The word is not a value itself (pass:sort key:x), which Pairs
-		// may hide: the name would then read differently the next time.
-		rest := strings.TrimRight(before[:len(before)-len(w)], " \t")
-		value := strings.HasSuffix(rest, ":") || strings.HasSuffix(rest, "=")
-		if len(before) < start && dataKeys[strings.ToLower(w)] && !value {
-			return false
-		}
+	if len(words) == 1 && (words[0] == "key" || words[0] == "keys") && dataKeyWord(text, start) {
+		return false
 	}
 	return secretWords(words)
+}
+
+// blanks are the characters \s matches in pairBare and flagRE: what may
+// stand between a name and its value.
+const blanks = " \t\n\f\r"
+
+// dataKeyWord reports whether the name at start in text, key or keys,
+// follows a word of dataKeys that is a word of prose: alone between
+// blanks on its line (an opening bracket or quote before it maybe:
+// "(sort key: x)"), and not the value of a pair (pass: sort key:x,
+// pass:sort key:x) or of a flag that names a secret (--password sort
+// key:x). Pairs decides on a name before it hides any value, and so
+// must decide the same on what it gives back: a word that any of its
+// passes may hide (0sort in pass0:0sort key:x, which is xxxxx the next
+// time) is no such word, so that hiding it changes nothing.
+func dataKeyWord(text string, start int) bool {
+	before := strings.TrimRight(text[:start], " \t")
+	if len(before) == start {
+		return false // no blank between them: not a word of its own
+	}
+	i := strings.LastIndexAny(before, blanks) + 1
+	if !dataKeys[strings.ToLower(strings.TrimLeft(before[i:], `([{"'`))] {
+		return false
+	}
+	prev := strings.TrimRight(before[:i], blanks)
+	if strings.HasSuffix(prev, ":") || strings.HasSuffix(prev, "=") {
+		return false // the value of a pair
+	}
+	f := argFlag.FindStringSubmatch(prev[strings.LastIndexAny(prev, blanks)+1:])
+	return f == nil || !secretWords(nameWords(f[1])) // else the value of a flag
 }
 
 // authValues hides the credential in each Authorization header's value
