@@ -363,8 +363,10 @@ func redisAuth(text string) string {
 		if len(words) == 0 || len(words) > 2 {
 			continue
 		}
+		// A password with xxxxx in it was hidden by Pairs, whole or as
+		// the value of a pair: AUTH :0 is AUTH's pair, AUTH :xxxxx.
 		pw := words[len(words)-1]
-		if pw == Masked || !strong && !credential(pw) {
+		if strings.Contains(pw, Masked) || !strong && !credential(pw) {
 			continue
 		}
 		at := m[1] + strings.LastIndex(args, pw)

@@ -191,6 +191,7 @@ func TestPairsRedisAuth(t *testing.T) {
 		{"AUTH app secretpass: -ERR x\nnext line", "AUTH app xxxxx: -ERR x\nnext line"},
 		{"127.0.0.1:6379> AUTH hunter2xyz\n(error) WRONGPASS", "127.0.0.1:6379> AUTH xxxxx\n(error) WRONGPASS"},
 		{`send "HELLO 3 AUTH app hunter2xyz"`, `send "HELLO 3 AUTH app xxxxx"`},
+		{"AUTH :0\nAUTH :hunter2xyz", "AUTH :xxxxx\nAUTH xxxxx"}, // AUTH's pair, then a credential
 		{`1700000000.1 [0 10.0.0.1:5000] "AUTH" "app" "hunter 2\"x"` + "\n" + `"auth" "pw2xyz"`, `1700000000.1 [0 10.0.0.1:5000] "AUTH" "app" "xxxxx"` + "\n" + `"auth" "xxxxx"`},
 		// Prose and Redis's own words stay.
 		{"AUTH failed\nauth failed: ERR x\nBASIC AUTH disabled (bearer only)", "AUTH failed\nauth failed: ERR x\nBASIC AUTH disabled (bearer only)"},
