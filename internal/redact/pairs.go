@@ -64,9 +64,11 @@ const maxProseWord = 20
 // word of prose (proseWord) shorter than maxProseWord. So "basic auth
 // failed" and "falling back to bearer mode" keep their words, and
 // "Bearer eyJhbGciOiJIUzI1NiJ9.e30.x", "basic dXNlcjpwdw==", "bearer
-// ghp_16C7e42F292c" and "Basic admin:hunter2" lose theirs.
+// ghp_16C7e42F292c" and "Basic admin:hunter2" lose theirs. A word with
+// xxxxx in it is none: Pairs hid it, whole or as a pair's value
+// (Bearer :0 is Bearer's pair, Bearer :xxxxx).
 func credential(word string) bool {
-	return len(word) >= MinSecret && (len(word) >= maxProseWord || !proseWord.MatchString(word))
+	return len(word) >= MinSecret && (len(word) >= maxProseWord || !proseWord.MatchString(word)) && !strings.Contains(word, Masked)
 }
 
 // Pairs hides the credentials that text names as such: the values of

@@ -223,7 +223,8 @@ func TestPairsSchemes(t *testing.T) {
 		{"BASIC AUTH disabled (bearer only)", "BASIC AUTH disabled (bearer only)"},
 		{"no Bearer Token. Basic re-auth is off", "no Bearer Token. Basic re-auth is off"},
 		{`WWW-Authenticate: Bearer realm="api", error="invalid_token"`, `WWW-Authenticate: Bearer realm="api", error="invalid_token"`},
-		{"bearer x1", "bearer x1"}, // shorter than MinSecret
+		{"bearer x1", "bearer x1"},     // shorter than MinSecret
+		{"Bearer :0", "Bearer :xxxxx"}, // Bearer's pair, hidden as such (FuzzPairs)
 		// Credentials outside the header form: not words of prose.
 		{"Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln-X_y", "Bearer xxxxx"},
 		{"sent basic dXNlcjpwdw== and got 401", "sent basic xxxxx and got 401"},
