@@ -179,14 +179,14 @@ func flagValues(text string, i int, cmd pwCommand) (end int, masks [][2]int) {
 		switch f, v, ok := cmd.flag(w); {
 		case pending != nil:
 			if !strings.HasPrefix(w, "-") {
-				masks = appendValue(masks, word, start, "", pending.after)
+				masks = appendValue(masks, punctEnd(word, pending.after), start, "", pending.after)
 			}
 			pending = nil
 		case ok && v < 0:
 			pending = f
 		case ok:
 			// '-fvalue': the quote that closes the word stays.
-			masks = appendValue(masks, w[v:], start+off+v, word[:off], f.after)
+			masks = appendValue(masks, punctEnd(w[v:], f.after), start+off+v, word[:off], f.after)
 		case cmd.optionsFirst && !strings.HasPrefix(w, "-"):
 			return start, masks
 		}
@@ -194,6 +194,26 @@ func flagValues(text string, i int, cmd pwCommand) (end int, masks [][2]int) {
 			return stop, masks
 		}
 	}
+}
+
+// punctEnd returns v, a flag's value in a command line, without the :
+// , and ; that end it, which mark the text around the command, not the
+// password: smbclient -U alice%secret: NT_STATUS_LOGON_FAILURE shows
+// alice%xxxxx:, as Pairs' other passes keep such marks. What would
+// leave no password keeps them: a value that is only those marks, or
+// one with nothing else after its after (curl -u a:: has ":" for one).
+func punctEnd(v string, after byte) string {
+	keep := 1
+	if after != 0 {
+		if k := strings.IndexByte(v, after); k >= 0 {
+			keep = k + 2
+		}
+	}
+	w := strings.TrimRight(v, ":,;")
+	if len(w) < keep {
+		return v[:min(keep, len(v))]
+	}
+	return w
 }
 
 // flag returns the password flag that w, a word of the command without

@@ -17,8 +17,9 @@ var (
 	pairSQ   = regexp.MustCompile(`(` + name + `["']?\s*[:=]\s*')([^']*)`)
 	pairBare = regexp.MustCompile(`(` + name + `["']?\s*[:=]\s*)([^\s&;,'"\[\]{}<>][^\s&;,'"\]{}<>]*)`)
 	// A flag and its value: --password value, also at the start of the
-	// text.
-	flagRE = regexp.MustCompile(`((?:^|\s)--?` + name + `\s+)([^\s\-'"\[][^\s'"]*)`)
+	// text. The : , or ; that end the value are the text's (--password
+	// hunter2: access denied), but for a value that is only those.
+	flagRE = regexp.MustCompile(`((?:^|\s)--?` + name + `\s+)([^\s\-'"\[](?:[^\s'"]*[^\s'":,;])?)`)
 	// A Bearer or Basic credential in header form, as the value of a name
 	// that says it is one (pairName, or any name with authorization in
 	// it; not WWW-Authenticate, whose Bearer realm="x" is a challenge):

@@ -325,6 +325,11 @@ func TestPasswordFlags(t *testing.T) {
 		{"ldappasswd -x -D cn=a -w pw1xyz -a old2xyz -s new3xyz uid=u", "ldappasswd -x -D cn=a -w xxxxx -a xxxxx -s xxxxx uid=u"},
 		{"smbclient //srv/share -U admin%hunter2xyz -c ls", "smbclient //srv/share -U admin%xxxxx -c ls"},
 		{`smbclient -L srv --user='DOM\admin%hunter2xyz'; rpcclient -Uadmin%pw2xyz srv`, `smbclient -L srv --user='DOM\admin%xxxxx'; rpcclient -Uadmin%xxxxx srv`},
+		// The : , or ; after a password is the text's, and stays; a
+		// password of those marks alone goes.
+		{"smbclient -U alice%secret: NT_STATUS_LOGON_FAILURE", "smbclient -U alice%xxxxx: NT_STATUS_LOGON_FAILURE"},
+		{"ldapsearch -w hunter2xyz, -x; curl -u a:b; mysql '-psecret': denied", "ldapsearch -w xxxxx, -x; curl -u a:xxxxx; mysql '-pxxxxx': denied"},
+		{"--password hunter2: denied; curl -u a:: h", "--password xxxxx: denied; curl -u a:xxxxx h"},
 		// MySQL's, 7-Zip's and RAR's -p alone asks for the password: the
 		// next word is the database or the archive.
 		{"mysqldump -u root -p orders_db > dump.sql", "mysqldump -u root -p orders_db > dump.sql"},
