@@ -14,7 +14,8 @@ import (
 // or of the command (|, ;, &): hiding every -p value would garble
 // those, and hiding only what cannot be a port would show a numeric
 // MySQL password (-p123456). Elsewhere -p's value stays; --password's
-// is hidden anywhere (flagRE).
+// is hidden anywhere (flagRE) but after MySQL's and MariaDB's
+// --password, which asks for one as their -p does (askFlags).
 
 // passwordCommand finds the name of a command one of whose flags takes
 // a password (commandFlagsOf: MySQL's and MariaDB's clients, mongo's,
@@ -59,7 +60,9 @@ func Args(argv []string) []string {
 			continue
 		}
 		var masks [][2]int
-		if f := argFlag.FindStringSubmatchIndex(a); f != nil && pairName(a, f[2], f[3]) && i+1 < len(out) {
+		if cmd != nil && cmd.asks(a) {
+			continue // mysql --password db: db is no password
+		} else if f := argFlag.FindStringSubmatchIndex(a); f != nil && pairName(a, f[2], f[3]) && i+1 < len(out) {
 			masks = appendValue(nil, out[i+1], 0, "", 0)
 		} else if cmd == nil {
 			continue
@@ -93,10 +96,11 @@ func maskArg(a string, masks [][2]int) string {
 
 // pwFlag is a flag of a command that takes a password.
 type pwFlag struct {
-	short byte   // its letter: -p
+	short byte   // its letter, or 0: -p
 	long  string // its long form, or "": --user value, --user=value
-	// attached says that only -pVALUE holds a password: -p alone asks
-	// for one, and the next word is no value (mysql -u root -p orders_db).
+	// attached says that only -pVALUE and --long=VALUE hold a password:
+	// the flag alone asks for one, and the next word is no value (mysql
+	// -u root -p orders_db, mysql --password orders_db).
 	attached bool
 	// after is the character after which the value holds the password
 	// (curl -u user:pw, smbclient -U user%pw): the user stays, and a
@@ -120,8 +124,15 @@ type pwCommand struct {
 // command passwordCommand found, in lower case.
 func commandFlagsOf(name string) pwCommand {
 	switch {
-	case strings.HasPrefix(name, "mysql"), strings.HasPrefix(name, "mariadb"), strings.HasPrefix(name, "7z"), strings.HasSuffix(name, "rar"):
-		return pwCommand{flags: []pwFlag{{short: 'p', attached: true}}} // mysql -p, 7z -p, rar -p ask
+	case strings.HasPrefix(name, "mysql"), strings.HasPrefix(name, "mariadb"):
+		// --password[=X] and -p[X]: the value is optional, and only one
+		// attached is taken (mysql --password db asks, and db is the
+		// database); so for the second to third factors' --password1, 2
+		// and 3 (MySQL 8.0.27 and on).
+		return pwCommand{flags: []pwFlag{{short: 'p', long: "password", attached: true},
+			{long: "password1", attached: true}, {long: "password2", attached: true}, {long: "password3", attached: true}}}
+	case strings.HasPrefix(name, "7z"), strings.HasSuffix(name, "rar"):
+		return pwCommand{flags: []pwFlag{{short: 'p', attached: true}}} // 7z -p, rar -p ask
 	case strings.HasSuffix(name, "-cli"):
 		return pwCommand{flags: []pwFlag{{short: 'a'}}} // -p is the port
 	case name == "sshpass":
@@ -227,6 +238,9 @@ func (c pwCommand) flag(w string) (f *pwFlag, v int, ok bool) {
 				continue
 			}
 			if long == f.long || long == f.long+`'` || long == f.long+`"` {
+				if f.attached {
+					return nil, 0, false // --password alone asks
+				}
 				return f, -1, true
 			}
 			if strings.HasPrefix(long, f.long+"=") {
@@ -240,7 +254,7 @@ func (c pwCommand) flag(w string) (f *pwFlag, v int, ok bool) {
 	}
 	for k := 1; k < len(w); k++ {
 		for i := range c.flags {
-			if f := &c.flags[i]; w[k] == f.short {
+			if f := &c.flags[i]; f.short != 0 && w[k] == f.short {
 				switch {
 				case k+1 < len(w) && !strings.ContainsRune(`'"`, rune(w[k+1])) || k+2 < len(w):
 					return f, k + 1, true // -pVALUE, -p'VALUE'
@@ -255,6 +269,41 @@ func (c pwCommand) flag(w string) (f *pwFlag, v int, ok bool) {
 		}
 	}
 	return nil, 0, false
+}
+
+// asks reports whether w, a word of the command, is a password flag
+// alone that asks for the password and takes no value (attached: mysql
+// -p, mysql --password), so that the next word shows, which flagRE and
+// Args would take for the value of a flag that names a secret.
+func (c pwCommand) asks(w string) bool {
+	for _, f := range c.flags {
+		if f.attached && (f.long != "" && w == "--"+f.long || f.short != 0 && w == "-"+string(f.short)) {
+			return true
+		}
+	}
+	return false
+}
+
+// askFlags returns where, in text, the names of the flags that ask for
+// a password (asks) start, after their "--" or "-": flagRE leaves the
+// word after them.
+func askFlags(text string) map[int]bool {
+	at := map[int]bool{}
+	end := 0 // of the last command
+	for _, m := range passwordCommand.FindAllStringSubmatchIndex(text, -1) {
+		if m[0] < end {
+			continue // inside the last command
+		}
+		cmd := commandFlagsOf(strings.ToLower(text[m[2]:m[3]]))
+		for last := false; !last; {
+			var start int
+			start, end, last = nextWord(text, max(end, m[1]))
+			if w := text[start:end]; cmd.asks(w) {
+				at[start+len(w)-len(strings.TrimLeft(w, "-"))] = true
+			}
+		}
+	}
+	return at
 }
 
 // isLetter reports whether c is an ASCII letter.

@@ -98,10 +98,13 @@ func Pairs(text string) string {
 	text = replaceValues(text, schemeHeader, func(text string, start, end int) bool {
 		return pairName(text, start, end) || strings.Contains(strings.ToLower(text[start:end]), "authorization")
 	})
-	for _, re := range []*regexp.Regexp{pairDQ, pairSQ, pairBare, flagRE} {
+	for _, re := range []*regexp.Regexp{pairDQ, pairSQ, pairBare} {
 		text = replaceValues(text, re, pairName)
 	}
-	return text
+	asks := askFlags(text) // mysql --password db: db is no password
+	return replaceValues(text, flagRE, func(text string, start, end int) bool {
+		return pairName(text, start, end) && !asks[start]
+	})
 }
 
 // replaceValues returns text with the value of each match of re (its

@@ -335,6 +335,10 @@ func TestPasswordFlags(t *testing.T) {
 		{"mysqldump -u root -p orders_db > dump.sql", "mysqldump -u root -p orders_db > dump.sql"},
 		{"mysql -u root -p hunter2", "mysql -u root -p hunter2"},
 		{"7z x -p archive.7z; rar a -p backup.rar dir", "7z x -p archive.7z; rar a -p backup.rar dir"},
+		// So does their --password (and MySQL's --password1 to 3): only
+		// --password=X holds one. Elsewhere --password takes the next word.
+		{"mysql --password orders_db; mysqldump -u root --password1 db2 --password=pw2xyz", "mysql --password orders_db; mysqldump -u root --password1 db2 --password=xxxxx"},
+		{"mariadb-dump --password db | x --password hunter2xyz", "mariadb-dump --password db | x --password xxxxx"},
 		// Stays: a user without a password, a flag of another command.
 		{"curl -u admin https://h/x; curl -H 'X: a:b' -d u=v:w h", "curl -u admin https://h/x; curl -H 'X: a:b' -d u=v:w h"},
 		{"ldapsearch -x -W -D cn=admin -b dc=x; smbclient -U admin //s/x", "ldapsearch -x -W -D cn=admin -b dc=x; smbclient -U admin //s/x"},
@@ -377,6 +381,7 @@ func TestArgs(t *testing.T) {
 		{[]string{"x", "--password", "--token", "t0k3n"}, []string{"x", "--password", "--token", "xxxxx"}},
 		// Useful text kept.
 		{[]string{"mysqldump", "-u", "root", "-p", "orders_db"}, []string{"mysqldump", "-u", "root", "-p", "orders_db"}},
+		{[]string{"mysql", "--password", "orders_db", "--password2=pw2xyz"}, []string{"mysql", "--password", "orders_db", "--password2=xxxxx"}},
 		{[]string{"ssh", "-p", "2222", "-u", "admin:x", "h"}, []string{"ssh", "-p", "2222", "-u", "admin:x", "h"}},
 		{[]string{"sync", "--max-tokens", "1024", "--sort-key", "name", "--user", "admin"}, []string{"sync", "--max-tokens", "1024", "--sort-key", "name", "--user", "admin"}},
 		{[]string{"curl", "-u", "admin", "h"}, []string{"curl", "-u", "admin", "h"}},

@@ -31,8 +31,14 @@ items:
 sink:
 	type: exec
 	exec:
-		command: [mysql, -phunter14, --password, hunter15, --sort-key, name]
-`, []string{"curl -sf -u admin:xxxxx https://h/ids; redis-cli -a xxxxx smembers ids", "- -pxxxxx", "- --password\n", "- xxxxx\n", "- --sort-key\n", "- name\n"},
+		command: [mysql, -phunter14, --password, orders_db, --sort-key, name]
+`, []string{"curl -sf -u admin:xxxxx https://h/ids; redis-cli -a xxxxx smembers ids", "- -pxxxxx", "- --password\n", "- orders_db\n", "- --sort-key\n", "- name\n"},
+	}, {`
+sink:
+	type: exec
+	exec:
+		command: [dbsync, --password, hunter15]
+`, []string{"- --password\n", "- xxxxx\n"},
 	}, {`
 sink:
 	type: exec
