@@ -57,6 +57,10 @@ func Args(argv []string) []string {
 		if m := pwProgram.FindStringSubmatch(a); m != nil {
 			c := commandFlagsOf(strings.ToLower(m[1]))
 			cmd = &c
+			if _, pw := redisAuthArgs(out[i+1:], false); c.redis && pw >= 0 {
+				k := i + 1 + pw // redis-cli AUTH pw
+				out[k] = maskArg(out[k], appendValue(nil, out[k], 0, "", 0))
+			}
 			continue
 		}
 		var masks [][2]int
@@ -118,6 +122,9 @@ type pwCommand struct {
 	// not one: sshpass -p pw ssh -p 2222 host runs ssh, whose -p is its
 	// port.
 	optionsFirst bool
+	// redis says that the words after its options are a Redis command,
+	// whose AUTH's password is hidden too (redisAuthArgs).
+	redis bool
 }
 
 // commandFlagsOf returns what commandFlags knows of the flags of name, a
@@ -134,7 +141,7 @@ func commandFlagsOf(name string) pwCommand {
 	case strings.HasPrefix(name, "7z"), strings.HasSuffix(name, "rar"):
 		return pwCommand{flags: []pwFlag{{short: 'p', attached: true}}} // 7z -p, rar -p ask
 	case strings.HasSuffix(name, "-cli"):
-		return pwCommand{flags: []pwFlag{{short: 'a'}}} // -p is the port
+		return pwCommand{flags: []pwFlag{{short: 'a', long: "pass"}}, redis: true} // -p is the port
 	case name == "sshpass":
 		return pwCommand{flags: []pwFlag{{short: 'p'}}, optionsFirst: true}
 	case name == "curl":
@@ -152,7 +159,8 @@ func commandFlagsOf(name string) pwCommand {
 // commandFlags returns text with the password in the value of each
 // password flag of each command passwordCommand finds replaced with
 // xxxxx: mysql -uroot -pxxxxx db, redis-cli -p 6379 -a xxxxx, curl -u
-// admin:xxxxx.
+// admin:xxxxx; and the password of redis-cli's AUTH command
+// (redisAuthWords: redis-cli -h h AUTH app xxxxx).
 func commandFlags(text string) string {
 	out := splicer{text: text}
 	end := 0 // of the last command
@@ -160,13 +168,101 @@ func commandFlags(text string) string {
 		if m[0] < end {
 			continue // inside the last command
 		}
+		cmd := commandFlagsOf(strings.ToLower(text[m[2]:m[3]]))
 		var masks [][2]int
-		end, masks = flagValues(text, m[1], commandFlagsOf(strings.ToLower(text[m[2]:m[3]])))
+		if cmd.redis {
+			// Its options up to its Redis command, then the command's AUTH.
+			at, stop, auth := redisAuthWords(text, m[1])
+			_, masks = flagValues(text[:at], m[1], cmd)
+			end, masks = stop, append(masks, auth...)
+		} else {
+			end, masks = flagValues(text, m[1], cmd)
+		}
 		for _, v := range masks {
 			out.replace(v[0], v[1], Masked)
 		}
 	}
 	return out.String()
+}
+
+// redisCLIValue are the options of redis-cli that take the next word
+// as their value (redis-cli --help, 7.0): the words after the options
+// are the command, from the first that is neither an option nor such a
+// value. -a and --pass, the password, are among them.
+var redisCLIValue = map[string]bool{
+	"-h": true, "-p": true, "-s": true, "-a": true, "-u": true, "-r": true, "-i": true, "-n": true, "-t": true,
+	"-d": true, "-D": true, "-X": true, "--user": true, "--pass": true, "--sni": true, "--cacert": true,
+	"--cacertdir": true, "--cert": true, "--key": true, "--tls-ciphers": true, "--tls-ciphersuites": true,
+	"--show-pushes": true, "--lru-test": true, "--rdb": true, "--functions-rdb": true, "--pipe-timeout": true,
+	"--memkeys-samples": true, "--pattern": true, "--quoted-pattern": true, "--intrinsic-latency": true, "--count": true,
+}
+
+// redisAuthArgs returns, of words, redis-cli's arguments after its
+// name (quotes and all), where its Redis command starts (len(words) when
+// there is none) and which of its words is an AUTH's password: the only
+// argument of AUTH pw, the second of AUTH user pw, the one after
+// HELLO's AUTH user (HELLO 3 AUTH user pw); -1 for none. With --eval
+// or --cluster there is no command: the words are a script's keys and
+// arguments, or a cluster manager's. With punct, the arguments end at
+// the first that ends with : , or ; (punctEnd), where the text around
+// the command goes on: redis-cli AUTH pw: WRONGPASS.
+func redisAuthArgs(words []string, punct bool) (cmd, pw int) {
+	for cmd = 0; cmd < len(words); cmd++ {
+		switch w := strings.Trim(words[cmd], `'"`); {
+		case w == "--eval" || w == "--cluster":
+			return len(words), -1
+		case redisCLIValue[w]:
+			cmd++
+		case !strings.HasPrefix(w, "-"):
+			args := words[cmd+1:]
+			for i, a := range args {
+				if punct && punctEnd(a, 0) != a {
+					args = args[:i+1]
+					break
+				}
+			}
+			switch strings.ToUpper(strings.Trim(words[cmd], `'"`)) {
+			case "AUTH":
+				if len(args) == 1 {
+					return cmd, cmd + 1
+				} else if len(args) > 1 {
+					return cmd, cmd + 2
+				}
+			case "HELLO":
+				for i, a := range args {
+					if strings.EqualFold(strings.Trim(a, `'"`), "AUTH") && i+2 < len(args) {
+						return cmd, cmd + 1 + i + 2
+					}
+				}
+			}
+			return cmd, -1
+		}
+	}
+	return len(words), -1
+}
+
+// redisAuthWords returns where the Redis command of redis-cli's words
+// in text from i starts (the end of its options: redisAuthArgs) and
+// where they end, and where its AUTH's password is, as flagValues
+// returns a password.
+func redisAuthWords(text string, i int) (cmd, end int, masks [][2]int) {
+	var words []string
+	var starts []int
+	for last := false; !last; {
+		var start int
+		start, i, last = nextWord(text, i)
+		if start < i {
+			words, starts = append(words, text[start:i]), append(starts, start)
+		}
+	}
+	at, pw := redisAuthArgs(words, true)
+	if at == len(words) {
+		return i, i, nil
+	}
+	if pw >= 0 {
+		masks = appendValue(nil, punctEnd(words[pw], 0), starts[pw], "", 0)
+	}
+	return starts[at], i, masks
 }
 
 // flagValues reads the words of a command from i to the end of its line

@@ -310,6 +310,10 @@ func TestPasswordFlags(t *testing.T) {
 		{"sshpass -p hunter2 ssh -p 2222 h", "sshpass -p xxxxx ssh -p 2222 h"},
 		{"7z a -pS3cret x.7z dir", "7z a -pxxxxx x.7z dir"},
 		{"redis-cli -h r -p 6379 -a hunter2 ping", "redis-cli -h r -p 6379 -a xxxxx ping"},
+		// redis-cli's command after its options: AUTH pw, AUTH user pw,
+		// HELLO 3 AUTH user pw, in any case (the user stays).
+		{"redis-cli -h h AUTH pw1; redis-cli -h auth -n 0 auth app pw2: WRONGPASS invalid", "redis-cli -h h AUTH xxxxx; redis-cli -h auth -n 0 auth app xxxxx: WRONGPASS invalid"},
+		{"valkey-cli --user u --pass pw3 HELLO 3 AUTH u 'pw 4' SETNAME x", "valkey-cli --user u --pass xxxxx HELLO 3 AUTH u xxxxx SETNAME x"},
 		{`C:\bin\mysql.exe -phunter2`, `C:\bin\mysql.exe -pxxxxx`},
 		{"cd /x && MYSQL -phunter2; ls -p x", "cd /x && MYSQL -pxxxxx; ls -p x"},
 		{"mysql -p -u root db", "mysql -p -u root db"}, // asks for the password
@@ -345,6 +349,9 @@ func TestPasswordFlags(t *testing.T) {
 		{"ssh -u admin:x h; wget -U agent:1 h", "ssh -u admin:x h; wget -U agent:1 h"},
 		// Stays: -p of other commands, and -p after the command.
 		{"redis-cli -p 6379 ping", "redis-cli -p 6379 ping"},
+		// AUTH as a word of prose, or an argument of another command.
+		{"ran redis-cli and AUTH failed; redis-cli -h h SET AUTH v", "ran redis-cli and AUTH failed; redis-cli -h h SET AUTH v"},
+		{"the AUTH step; AUTH mode off; redis-cli --eval s.lua AUTH , pw", "the AUTH step; AUTH mode off; redis-cli --eval s.lua AUTH , pw"},
 		{"+ mkdir -p /var/lib/syncd", "+ mkdir -p /var/lib/syncd"},
 		{"ssh -p 2222 h; psql -p5433 -h db", "ssh -p 2222 h; psql -p5433 -h db"},
 		{"find . -name '*.go' -print", "find . -name '*.go' -print"},
@@ -375,6 +382,7 @@ func TestArgs(t *testing.T) {
 		{[]string{"/usr/bin/curl", "-sf", "-u", "admin:hunter2xyz", "https://h/x"}, []string{"/usr/bin/curl", "-sf", "-u", "admin:xxxxx", "https://h/x"}},
 		{[]string{"ldapsearch", "-x", "-w", "hunter2xyz", "-b", "dc=x"}, []string{"ldapsearch", "-x", "-w", "xxxxx", "-b", "dc=x"}},
 		{[]string{"redis-cli", "-p", "6379", "-a", "hunter 2"}, []string{"redis-cli", "-p", "6379", "-a", "xxxxx"}},
+		{[]string{"redis-cli", "-h", "h", "AUTH", "app", "hunter 2:"}, []string{"redis-cli", "-h", "h", "AUTH", "app", "xxxxx"}},
 		{[]string{"smbclient", "//s/x", "-Uadmin%hunter2xyz"}, []string{"smbclient", "//s/x", "-Uadmin%xxxxx"}},
 		{[]string{"sshpass", "-p", "hunter2xyz", "ssh", "-p", "2222", "h"}, []string{"sshpass", "-p", "xxxxx", "ssh", "-p", "2222", "h"}},
 		{[]string{"sh", "-c", "mysql -phunter2xyz db; curl -u admin:pw2xyz h; redis-cli -a pw3xyz"}, []string{"sh", "-c", "mysql -pxxxxx db; curl -u admin:xxxxx h; redis-cli -a xxxxx"}},
