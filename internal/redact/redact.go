@@ -142,21 +142,32 @@ func userinfo(auth string, ui Userinfo, h *hidden) string {
 // a port maybe, then the end or one of / ? #). It returns where that
 // "@" and the host end, or -1, -1 when rest has none, or user
 // information url.Parse takes with a host after it (u:pw@h/a@b; not
-// @:pw/@h, which would read differently once its "@" was dropped).
+// @:pw/@h, which would read differently once its "@" was dropped), but
+// for a password that holds an "@" and then a "#" (redis://:p@ss#w0rd@h,
+// which url.Parse reads as the password p, the host ss and the fragment
+// w0rd@h): a fragment straight after such a host that holds an "@" and
+// a host after it.
 func specialUserinfo(rest string) (at, end int) {
 	k := strings.IndexAny(rest, "/?#")
 	if k < 0 {
 		return -1, -1
 	}
 	if a := strings.LastIndexByte(rest[:k], '@'); a >= 0 && hostPort.MatchString(rest[a+1:k]) {
-		return -1, -1 // url.Parse's user information, and a host after it
-	}
-	colon := strings.IndexByte(rest[:k], ':')
-	if colon < 0 {
-		return -1, -1
-	}
-	if port := rest[colon+1 : k]; strings.Trim(port, "0123456789") == "" && (port != "" || rest[k] == '/') {
-		return -1, -1 // host:8080/path?mail=a@b
+		// url.Parse's user information, and a host after it; unless that
+		// is a password's, which holds an @ and then a # (p@ss#w0rd):
+		// a fragment right after the host, with an @ in it and a host
+		// after that, is the rest of the password (redis://:p@ss#w0rd@h).
+		if rest[k] != '#' || !strings.Contains(rest[:a], ":") {
+			return -1, -1
+		}
+	} else {
+		colon := strings.IndexByte(rest[:k], ':')
+		if colon < 0 {
+			return -1, -1
+		}
+		if port := rest[colon+1 : k]; strings.Trim(port, "0123456789") == "" && (port != "" || rest[k] == '/') {
+			return -1, -1 // host:8080/path?mail=a@b
+		}
 	}
 	for i := k; ; {
 		j := strings.IndexByte(rest[i:], '@')

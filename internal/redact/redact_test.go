@@ -61,6 +61,12 @@ func TestURLs(t *testing.T) {
 		{"dial redis://:pa/ss99zz@cache:6379/0: refused", "dial redis://xxxxx@cache:6379/0: refused", "dial redis://cache:6379/0: refused", "dial redis://:xxxxx@cache:6379/0: refused"},
 		{"redis://u:a#s/s@h@[::1]:1#f", "redis://xxxxx@[::1]:1#f", "redis://[::1]:1", "redis://u:xxxxx@[::1]:1#f"},
 		{"q=redis%3A%2F%2F%3Apa%23ss%40cache%3A6379 ok", "q=xxxxx ok", "q=xxxxx ok", "q=xxxxx ok"},
+		// An @ and then a # in the password: url.Parse reads :p@ss for the
+		// user information and w0rd@cache:6379 for the fragment, which
+		// showed; the last @ that a host follows ends the password.
+		{"redis://:p@ss#w0rd@cache:6379", "redis://xxxxx@cache:6379", "redis://cache:6379", "redis://:xxxxx@cache:6379"},
+		{"dial redis://u:p@ss#w0@rd@cache:6379/0: x", "dial redis://xxxxx@cache:6379/0: x", "dial redis://cache:6379/0: x", "dial redis://u:xxxxx@cache:6379/0: x"},
+		{"https://u@h#a@b redis://:p@ss#f", "https://xxxxx@h#a@b redis://xxxxx@ss#f", "https://h redis://ss", "https://u@h#a@b redis://:xxxxx@ss#f"},
 		// Not user information: a port, then an @ in the path or query.
 		{"https://h:8443/mail/a@b.com?to=c@d.org", "https://h:8443/mail/a@b.com?to=c@d.org", "https://h:8443/mail/a@b.com?to=c@d.org", "https://h:8443/mail/a@b.com?to=c@d.org"},
 		{"https://h/x?to=c@d.org#a@b", "https://h/x?to=c@d.org#a@b", "https://h/x?to=c@d.org", "https://h/x?to=c@d.org#a@b"},
@@ -148,6 +154,9 @@ func TestURLSecrets(t *testing.T) {
 	want := []string{"u:p%40w", "hookTok3n", "a%2Fb", "https%3A%2F%2Fx%3Fsig%3Ds", "st1", "u:p@w", "a/b", "https://x?sig=s"}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("URLSecrets (-got +want):\n%s", diff)
+	}
+	if got, want := URLSecrets("redis://:p@ss#w0rd@cache:6379"), []string{":p@ss#w0rd"}; !cmp.Equal(got, want) {
+		t.Errorf("URLSecrets = %q, want %q", got, want)
 	}
 	if got := URLSecrets("https://h/x?page=2&sort=name"); len(got) != 0 {
 		t.Errorf("URLSecrets = %q, want none", got)
