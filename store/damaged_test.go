@@ -118,8 +118,13 @@ func TestAdminAndReadsWithDamagedErrorsKey(t *testing.T) {
 		if err != nil || len(items) != 2 {
 			t.Fatalf("List = %+v, %v; want p and r", items, err)
 		}
-		if _, err := s.Item(ctx, "p"); err != nil {
+		// Item reads the item, and says that its last error is
+		// unknown, not none (it said nothing: the API showed
+		// last_error "" with no hint).
+		d, err := s.Item(ctx, "p")
+		if err != nil {
 			t.Fatalf("Item = %v", err)
 		}
+		lost("Item's ErrorsLost", d.ErrorsLost)
 	})
 }

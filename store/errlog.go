@@ -66,17 +66,26 @@ type ItemDetail struct {
 	LeaseLeft time.Duration
 	// Errors are its last failures, newest first, at most ErrLogMax.
 	Errors []ErrorEntry
+	// ErrorsLost is set when the shard's err hash is damaged (a
+	// *DamageError with ErrorsLost, naming the key): the item's last
+	// error is then unknown, not none, and Error is "".
+	ErrorsLost error
 }
 
 // Item reads one item in one round trip: its due time, meta, last
 // error, claim record and its time to live, and error log. It returns
 // an error wrapping ErrUnknownItem when the item is not in the set, and
-// a *DamageError when a key of its shard is damaged.
+// a *DamageError when a key of its shard is damaged; a damaged err hash
+// alone is no error: ItemDetail.ErrorsLost names it.
 func (s *Store) Item(ctx context.Context, id string) (ItemDetail, error) {
 	if err := removable(id); err != nil {
 		return ItemDetail{}, err
 	}
-	sh := s.keys.Shard(id)
+	return s.item(ctx, s.keys.Shard(id), id)
+}
+
+// item is Item of id in shard sh.
+func (s *Store) item(ctx context.Context, sh int, id string) (ItemDetail, error) {
 	rk := s.keys.Record(sh, id)
 	var (
 		now     *redis.TimeCmd
@@ -110,6 +119,9 @@ func (s *Store) Item(ctx context.Context, id string) (ItemDetail, error) {
 	}
 	d := ItemDetail{ItemState: st, Now: now.Val().UnixMilli()}
 	d.State = st.StateAt(d.Now)
+	if err := reads.lostErrors(); err != nil {
+		d.ErrorsLost = s.errorsLost(ctx, sh, err)
+	}
 	if st.Record != nil || st.RecordErr != nil {
 		d.LeaseLeft = max(pttl.Val(), 0)
 	}

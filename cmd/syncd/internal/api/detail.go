@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/syncd/syncd/store"
 )
@@ -19,6 +20,13 @@ type ItemDetail struct {
 	LeaseLeftMs int64        `json:"lease_left_ms"`
 	Quarantined bool         `json:"quarantined"`
 	Errors      []ErrorEntry `json:"errors"` // newest first
+	// ErrorsLost: the item's last error is unknown, not none (last_error
+	// is ""), since its shard's err hash is damaged; Note names the key
+	// (store.DamageError.ErrorsLost, as the list's damaged does).
+	ErrorsLost bool `json:"errors_lost,omitempty"`
+	// Note says what is wrong with what was read, and the fix; "" when
+	// nothing is.
+	Note string `json:"note,omitempty"`
 }
 
 func (a *api) item(w http.ResponseWriter, r *http.Request) {
@@ -34,6 +42,12 @@ func (a *api) item(w http.ResponseWriter, r *http.Request) {
 	for i, e := range d.Errors {
 		out.Errors[i] = ErrorEntry{AtMs: e.At, Error: ItemError(d.ID, e.Error), Fence: e.Fence}
 	}
+	var notes []string
+	if d.ErrorsLost != nil {
+		out.ErrorsLost = true
+		notes = append(notes, "last error unknown: "+Plain(d.ErrorsLost, ""))
+	}
+	out.Note = strings.Join(notes, "; ")
 	writeJSON(w, http.StatusOK, out)
 }
 

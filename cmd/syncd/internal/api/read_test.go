@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -130,6 +131,25 @@ func TestAPIReads(t *testing.T) {
 	var e errorBody
 	if code := get(t, noTarget.URL+"/api/v1/target", &e); code != 404 || e.Error != "no target configured" {
 		t.Errorf("target without one: %d %q", code, e.Error)
+	}
+}
+
+// An item whose shard's err hash is damaged says its last error is
+// unknown (errors_lost and a note naming the key). Before, it answered
+// last_error "" with no hint.
+func TestAPIItemDamageNotes(t *testing.T) {
+	st := newStore(t)
+	ctx := t.Context()
+	const id = "cust-1"
+	st.Add(ctx, id)
+	sh := st.Keys().Shard(id)
+	st.Client().Set(ctx, st.Keys().Errors(sh), "garbage", 0)
+	srv, _ := apiServer(t, st, "")
+
+	var d ItemDetail
+	if code := get(t, srv.URL+"/api/v1/items/"+id, &d); code != 200 || !d.ErrorsLost || d.LastError != "" ||
+		!strings.Contains(d.Note, "last error unknown: shard "+fmt.Sprint(sh)+": "+st.Keys().Errors(sh)+" is a string, want a hash") {
+		t.Errorf("item %s with its err hash damaged: %d %+v; want errors_lost and a note naming %s", id, code, d, st.Keys().Errors(sh))
 	}
 }
 

@@ -425,6 +425,8 @@
       ['Fence', fmtFence(it.fence), 'item-fence'],
       ['Attempts', fmtNum(it.attempts), 'item-attempts'],
     ];
+    // A last error lost to a damaged key: the API's note names the key.
+    if (it.note) rows.push(['Note', it.note, 'item-note']);
     $('item-record').replaceChildren(...rows.flatMap(([k, v, tid]) => [el('dt', {}, k), el('dd', { 'data-testid': tid }, v)]));
     const errs = (it.errors || []).map((e) => el('tr', { 'data-testid': 'error-row' },
       el('td', { class: 'when' }, fmtTime(e.at_ms)), el('td', { class: 'num fence' }, fmtFence(e.fence)), el('td', { class: 'err', 'data-testid': 'error-text' }, e.error)));
