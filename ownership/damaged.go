@@ -3,7 +3,6 @@ package ownership
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/syncd/syncd/store"
@@ -74,11 +73,9 @@ func (m *Manager) quarantineBadIDs(c *claim, bad []store.ItemClaim) {
 }
 
 // wrongShardError is the error a claim quarantines an item with that it
-// found in shard, where its id is not (its shard is home): short enough
-// to show whole in status's LAST ERROR column, fix included.
-func wrongShardError(shard, home int) string {
-	return fmt.Sprintf("in shard %d, not its own (%d): syncd items remove --shard %d", shard, home, shard)
-}
+// found in shard, where its id is not (its shard is home): fix included,
+// as the API's note on such a copy says it (store.WrongShard).
+func wrongShardError(shard, home int) string { return store.WrongShard(shard, home) }
 
 // damagedFence logs, once, an item that a claim quarantined because its
 // stored fence cannot be raised (store.ClaimDamaged), and counts it.

@@ -85,6 +85,14 @@ func (s *Store) Remove(ctx context.Context, ids ...string) (int, error) {
 	return s.eachShard(ctx, "remove", scriptRemove, ids, removable, s.removeKeys)
 }
 
+// WrongShard says that an item is in shard, where its id is not (its
+// own shard is home), and how to remove it: the error a claim
+// quarantines such a copy with, and the API's note on it. It is short
+// enough to show whole in status's LAST ERROR column.
+func WrongShard(shard, home int) string {
+	return fmt.Sprintf("in shard %d, not its own (%d): syncd items remove --shard %d", shard, home, shard)
+}
+
 // RemoveInShard removes items from shard whatever shard their ids are
 // of, as Remove does, and returns how many were present there: an item
 // planted in another shard than its id's (which claims quarantine) is

@@ -84,6 +84,19 @@ func (s *Store) Item(ctx context.Context, id string) (ItemDetail, error) {
 	return s.item(ctx, s.keys.Shard(id), id)
 }
 
+// ItemInShard is Item for the id in shard, whatever shard it is of (a
+// copy planted in another shard than its id's, which ShardsOf finds and
+// RemoveInShard removes).
+func (s *Store) ItemInShard(ctx context.Context, shard int, id string) (ItemDetail, error) {
+	if err := removable(id); err != nil {
+		return ItemDetail{}, err
+	}
+	if shard < 0 || shard >= s.keys.Shards() {
+		return ItemDetail{}, fmt.Errorf("store: no shard %d (the shards are 0 to %d)", shard, s.keys.Shards()-1)
+	}
+	return s.item(ctx, shard, id)
+}
+
 // item is Item of id in shard sh.
 func (s *Store) item(ctx context.Context, sh int, id string) (ItemDetail, error) {
 	rk := s.keys.Record(sh, id)

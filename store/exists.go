@@ -67,3 +67,31 @@ func (s *Store) unknown(ctx context.Context, shard int, ids []string) ([]string,
 	}
 	return unknown, nil
 }
+
+// ShardsOf returns the shards whose due index holds id, in order, in one
+// round trip: its own shard and any other that a copy was planted in by
+// hand (ownership quarantines such a copy; RemoveInShard removes it). A
+// shard whose due index is damaged is left out, as not holding it.
+func (s *Store) ShardsOf(ctx context.Context, id string) ([]int, error) {
+	if err := removable(id); err != nil {
+		return nil, err
+	}
+	cmds := make([]*redis.FloatCmd, s.keys.Shards())
+	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // each command's error is read below
+		for sh := range cmds {
+			cmds[sh] = p.ZScore(ctx, s.keys.Due(sh), id)
+		}
+		return nil
+	})
+	var out []int
+	for sh, c := range cmds {
+		switch err := c.Err(); {
+		case err == nil:
+			out = append(out, sh)
+		case errors.Is(err, redis.Nil), isDamageReply(err):
+		default:
+			return nil, fmt.Errorf("store: shards of %q: %w", id, err)
+		}
+	}
+	return out, nil
+}

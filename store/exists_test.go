@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -49,6 +50,36 @@ func TestUnknown(t *testing.T) {
 		s.Client().Set(ctx, s.Keys().Due(sh), "garbage", 0)
 		if got, err := s.Unknown(ctx, "x", "a"); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Errorf("Unknown over a damaged shard = %q, %v; want WRONGTYPE", got, err)
+		}
+	})
+}
+
+// ShardsOf finds an item's copy planted in another shard than its id's,
+// which Item does not look in, and ItemInShard reads it there.
+func TestShardsOfAndItemInShard(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		s := open(store.Config{Shards: 4})
+		ctx := context.Background()
+		home := s.Keys().Shard("a")
+		other, damaged := (home+1)%4, (home+2)%4
+		s.Client().ZAdd(ctx, s.Keys().Due(other), redis.Z{Score: 0, Member: "a"})
+		s.Client().Set(ctx, s.Keys().Due(damaged), "garbage", 0)
+		if got, err := s.ShardsOf(ctx, "a"); err != nil || !cmp.Equal(got, []int{other}) {
+			t.Errorf("ShardsOf(a) = %v, %v; want [%d], the damaged shard %d left out", got, err, other, damaged)
+		}
+		if _, err := s.Item(ctx, "a"); !errors.Is(err, store.ErrUnknownItem) {
+			t.Errorf("Item(a) = %v; want ErrUnknownItem, its own shard %d lacks it", err, home)
+		}
+		d, err := s.ItemInShard(ctx, other, "a")
+		if err != nil || d.ID != "a" || d.Shard != other || d.State != store.ItemDue {
+			t.Errorf("ItemInShard(%d, a) = %+v, %v; want a, due, in shard %d", other, d, err, other)
+		}
+		s.Add(ctx, "a")
+		if got, err := s.ShardsOf(ctx, "a"); err != nil || len(got) != 2 {
+			t.Errorf("ShardsOf(a) with its own = %v, %v; want both shards", got, err)
+		}
+		if _, err := s.ItemInShard(ctx, 4, "a"); err == nil || !strings.Contains(err.Error(), "no shard 4") {
+			t.Errorf("ItemInShard(4) = %v; want no shard 4", err)
 		}
 	})
 }

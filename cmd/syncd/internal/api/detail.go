@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -24,6 +26,10 @@ type ItemDetail struct {
 	// is ""), since its shard's err hash is damaged; Note names the key
 	// (store.DamageError.ErrorsLost, as the list's damaged does).
 	ErrorsLost bool `json:"errors_lost,omitempty"`
+	// WrongShard: the item was not in its id's own shard but in Shard, a
+	// copy planted there by hand that a claim quarantines; Note says how
+	// to remove it.
+	WrongShard bool `json:"wrong_shard,omitempty"`
 	// Note says what is wrong with what was read, and the fix; "" when
 	// nothing is.
 	Note string `json:"note,omitempty"`
@@ -32,23 +38,47 @@ type ItemDetail struct {
 func (a *api) item(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := storeCtx(r)
 	defer cancel()
-	d, err := a.st.Item(ctx, r.PathValue("id"))
+	id := r.PathValue("id")
+	d, err := a.st.Item(ctx, id)
+	wrong := errors.Is(err, store.ErrUnknownItem)
+	if wrong {
+		d, err = a.plantedItem(ctx, id, err)
+	}
 	if err != nil {
 		a.storeFailed(w, err)
 		return
 	}
 	out := ItemDetail{Item: ItemOf(d.ItemState, d.Now), LeaseLeftMs: d.LeaseLeft.Milliseconds(),
-		Quarantined: d.Quarantined, Errors: make([]ErrorEntry, len(d.Errors))}
+		Quarantined: d.Quarantined, Errors: make([]ErrorEntry, len(d.Errors)), WrongShard: wrong}
 	for i, e := range d.Errors {
 		out.Errors[i] = ErrorEntry{AtMs: e.At, Error: ItemError(d.ID, e.Error), Fence: e.Fence}
 	}
 	var notes []string
+	if wrong {
+		notes = append(notes, store.WrongShard(d.Shard, a.st.Keys().Shard(id)))
+	}
 	if d.ErrorsLost != nil {
 		out.ErrorsLost = true
 		notes = append(notes, "last error unknown: "+Plain(d.ErrorsLost, ""))
 	}
 	out.Note = strings.Join(notes, "; ")
 	writeJSON(w, http.StatusOK, out)
+}
+
+// plantedItem reads id where it is not in its own shard (unknown, the
+// error Item gave): in the first other shard that holds it, a copy
+// planted there by hand. It gives back unknown when no shard does.
+func (a *api) plantedItem(ctx context.Context, id string, unknown error) (store.ItemDetail, error) {
+	shards, err := a.st.ShardsOf(ctx, id)
+	if err != nil {
+		return store.ItemDetail{}, err
+	}
+	for _, sh := range shards {
+		if sh != a.st.Keys().Shard(id) {
+			return a.st.ItemInShard(ctx, sh, id)
+		}
+	}
+	return store.ItemDetail{}, unknown
 }
 
 // Daemon is one daemon in GET /api/v1/owners.

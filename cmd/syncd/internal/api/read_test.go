@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/testutil"
@@ -135,21 +137,37 @@ func TestAPIReads(t *testing.T) {
 }
 
 // An item whose shard's err hash is damaged says its last error is
-// unknown (errors_lost and a note naming the key). Before, it answered
-// last_error "" with no hint.
+// unknown (errors_lost and a note naming the key), and a copy planted
+// in another shard than its id's is found there, with the fix. Before,
+// the first answered last_error "" with no hint, and the second 404.
 func TestAPIItemDamageNotes(t *testing.T) {
 	st := newStore(t)
 	ctx := t.Context()
-	const id = "cust-1"
+	const id, planted = "cust-1", "cust-2"
 	st.Add(ctx, id)
 	sh := st.Keys().Shard(id)
 	st.Client().Set(ctx, st.Keys().Errors(sh), "garbage", 0)
+	home := st.Keys().Shard(planted)
+	other := (home + 1) % st.Keys().Shards()
+	st.Client().ZAdd(ctx, st.Keys().Due(other), redis.Z{Score: math.Inf(1), Member: planted})
 	srv, _ := apiServer(t, st, "")
 
 	var d ItemDetail
-	if code := get(t, srv.URL+"/api/v1/items/"+id, &d); code != 200 || !d.ErrorsLost || d.LastError != "" ||
+	if code := get(t, srv.URL+"/api/v1/items/"+id, &d); code != 200 || !d.ErrorsLost || d.LastError != "" || d.WrongShard ||
 		!strings.Contains(d.Note, "last error unknown: shard "+fmt.Sprint(sh)+": "+st.Keys().Errors(sh)+" is a string, want a hash") {
 		t.Errorf("item %s with its err hash damaged: %d %+v; want errors_lost and a note naming %s", id, code, d, st.Keys().Errors(sh))
+	}
+	d = ItemDetail{}
+	want := fmt.Sprintf("in shard %d, not its own (%d): syncd items remove --shard %d", other, home, other)
+	if code := get(t, srv.URL+"/api/v1/items/"+planted, &d); code != 200 || d.ID != planted || d.Shard != other ||
+		!d.WrongShard || !d.Quarantined || d.Note != want {
+		t.Errorf("item %s planted in shard %d: %d %+v; want it found there, with note %q", planted, other, code, d, want)
+	}
+	// Its own shard first: the real item, no note.
+	st.Add(ctx, planted)
+	d = ItemDetail{}
+	if code := get(t, srv.URL+"/api/v1/items/"+planted, &d); code != 200 || d.Shard != home || d.WrongShard || d.Note != "" {
+		t.Errorf("item %s in its own shard too: %d %+v; want its own shard %d's, no note", planted, code, d, home)
 	}
 }
 

@@ -425,7 +425,8 @@
       ['Fence', fmtFence(it.fence), 'item-fence'],
       ['Attempts', fmtNum(it.attempts), 'item-attempts'],
     ];
-    // A last error lost to a damaged key: the API's note names the key.
+    // A copy in another shard than its id's, or a last error lost to a
+    // damaged key: the API's note says which, and the fix.
     if (it.note) rows.push(['Note', it.note, 'item-note']);
     $('item-record').replaceChildren(...rows.flatMap(([k, v, tid]) => [el('dt', {}, k), el('dd', { 'data-testid': tid }, v)]));
     const errs = (it.errors || []).map((e) => el('tr', { 'data-testid': 'error-row' },
