@@ -36,7 +36,7 @@ var version = "dev"
 // Exit codes.
 const (
 	exitOK     = 0
-	exitFailed = 1 // some items failed or were quarantined; a command failed; requeue, remove or trigger met unknown IDs
+	exitFailed = 1 // some items failed or were quarantined; a command failed; requeue, remove or trigger met unknown IDs; status or items list could not show a damaged shard's items
 	exitUsage  = 2 // bad config, bad input, unreachable Redis
 )
 
@@ -77,7 +77,8 @@ usage:
   syncd version                                 print the version
 
 exit codes: 0 ok, 1 items failed or quarantined, or unknown IDs (requeue, items remove, trigger),
-            2 bad config or input (nothing changed), unreachable Redis
+            or items not shown (status, items list: a damaged shard's; an err hash alone loses
+            only last errors, exit 0), 2 bad config or input (nothing changed), unreachable Redis
 `
 
 func main() {

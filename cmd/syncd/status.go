@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -194,14 +195,15 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 		if watch.every > 0 {
 			fmt.Fprint(stdout, "\x1b[H\x1b[2J") // home, clear screen
 		}
-		if err := statusOnce(ctx, st, o, stdout); err != nil {
+		unshown, err := statusOnce(ctx, st, o, stdout)
+		if err != nil {
 			if watch.every > 0 && ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
 		if watch.every == 0 {
-			return nil
+			return unshown
 		}
 		select {
 		case <-ctx.Done():
@@ -211,30 +213,57 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-// statusOnce reads and prints status once.
-func statusOnce(ctx context.Context, st *store.Store, o statusOpts, stdout io.Writer) error {
+// statusOnce reads and prints status once. Its first result is the
+// error status exits with once it printed (unshown), nil when every item
+// could be shown: a shard whose keys are damaged leaves its items out,
+// but one whose err hash alone is damaged does not (its items are shown,
+// without their last errors).
+func statusOnce(ctx context.Context, st *store.Store, o statusOpts, stdout io.Writer) (unshown, err error) {
 	as, err := api.ReadSummary(ctx, st)
 	if err != nil {
-		return &exitError{code: exitUsage, err: err}
+		return nil, &exitError{code: exitUsage, err: err}
 	}
 	sum := summaryOf(as, st.Addr())
 	if sum.DataLoss, err = st.LastDataLoss(ctx); err != nil {
-		return &exitError{code: exitUsage, err: err}
+		return nil, &exitError{code: exitUsage, err: err}
 	}
 	rows, err := statusRows(ctx, st, o, &sum)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	unshown = unshownErr(sum.Damaged)
 	if o.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		return unshown, enc.Encode(struct {
 			Summary summary   `json:"summary"`
 			Items   []itemRow `json:"items"`
 		}{sum, rows})
 	}
 	printStatus(stdout, sum, rows, o, as.NowMs)
-	return nil
+	return unshown, nil
+}
+
+// unshownErr is status's exit when damaged shards left items out: 1,
+// as items list's, and a line on stderr after the output naming the
+// shards, nil when every shard's items were shown (an err hash alone
+// damaged loses only last errors). Before, status exited 0 while it
+// printed that a shard's items "are not shown, and wait".
+func unshownErr(damaged []shardDamage) error {
+	var shards []string
+	for _, d := range damaged {
+		if !d.ErrorsLost {
+			shards = append(shards, strconv.Itoa(d.Shard))
+		}
+	}
+	if shards == nil {
+		return nil
+	}
+	noun := "shard " + strings.Join(shards, ", ")
+	if len(shards) > 1 {
+		noun = "shards " + strings.Join(shards, ", ")
+	}
+	return &exitError{code: exitFailed, err: fmt.Errorf("not every item was shown: the items of damaged %s are left out (and wait); fix or delete the key named above", noun)}
 }
 
 // summaryOf is the status summary of what ReadSummary read.
