@@ -44,6 +44,13 @@ type Report struct {
 	SyncMax time.Duration `json:"-"`
 	// QuarantinedIDs lists up to 100 quarantined items.
 	QuarantinedIDs []string `json:"quarantined_ids,omitempty"`
+	// WrongShard lists up to 100 copies of items planted by hand in
+	// another shard than their id's, which claims quarantine
+	// (store.WrongShard): they are not items of the set, so neither
+	// Items nor Quarantined counts them, and the real item of each id,
+	// in its own shard, is counted as any other. syncd items remove
+	// --shard N removes one.
+	WrongShard []store.ShardItem `json:"wrong_shard,omitempty"`
 	// TargetUnavailable is how long this process saw the target's
 	// breaker open during the run (JSON: target_unavailable_ms).
 	TargetUnavailable time.Duration `json:"-"`
@@ -84,8 +91,11 @@ func (r *Report) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// OK reports whether every item synced.
-func (r *Report) OK() bool { return r.Quarantined == 0 && r.Unsynced == 0 && len(r.Damaged) == 0 }
+// OK reports whether every item synced, and no shard's keys or items
+// are damaged (a planted copy waits for an operator to remove it).
+func (r *Report) OK() bool {
+	return r.Quarantined == 0 && r.Unsynced == 0 && len(r.Damaged) == 0 && len(r.WrongShard) == 0
+}
 
 // Progress is a batch run's state, reported after every pass.
 type Progress struct {
@@ -141,7 +151,7 @@ func (b *batchRun) fill(rep *Report, t tally) {
 	rep.Synced = len(b.synced)
 	rep.SyncedElsewhere = max(t.done-rep.Synced, 0)
 	rep.Failed, rep.Lost = b.failed, b.lost
-	rep.Quarantined, rep.QuarantinedIDs = t.quarantined, t.quarantinedIDs
+	rep.Quarantined, rep.QuarantinedIDs, rep.WrongShard = t.quarantined, t.quarantinedIDs, t.wrongShard
 	rep.Unsynced = t.pending
 	for _, err := range t.damaged {
 		rep.Damaged = append(rep.Damaged, err.Error())
@@ -385,12 +395,16 @@ func (s *pendingSource) syncedHere() int {
 type tally struct {
 	total, done, quarantined, pending int
 	quarantinedIDs                    []string
-	damaged                           []error // shards not counted: their keys are damaged
+	wrongShard                        []store.ShardItem // planted copies, in no count
+	damaged                           []error           // shards not counted: their keys are damaged
 }
 
 // tally counts the whole set: done (lastSync after the run started),
 // quarantined and pending. A shard whose keys are damaged is left out
-// of every count and named in t.damaged.
+// of every count and named in t.damaged. A quarantined copy planted in
+// another shard than its id's is in no count but t.wrongShard: listed
+// among the quarantined items, its id read as the real item's, which
+// syncs on in its own shard.
 func (s *pendingSource) tally(ctx context.Context) (tally, error) {
 	var t tally
 	for sh := range len(s.cursor) {
@@ -411,11 +425,17 @@ func (s *pendingSource) tally(ctx context.Context) (tally, error) {
 			off = p.Next
 		}
 	}
-	total, ids, err := s.e.st.Count(ctx, 100)
+	total, _, err := s.e.st.Count(ctx, 0)
 	if err != nil && !errors.Is(err, store.ErrDamaged) {
 		return t, err
 	}
-	t.total, t.quarantinedIDs = t.total+total, ids
+	ids, wrong, err := s.e.st.Quarantined(ctx, 100)
+	if err != nil && !errors.Is(err, store.ErrDamaged) {
+		return t, err
+	}
+	// The copies found are quarantined, and counted so by Pending.
+	t.total, t.quarantinedIDs, t.wrongShard = t.total+total-len(wrong), ids, wrong
+	t.quarantined = max(t.quarantined-len(wrong), 0)
 	t.done = t.total - t.pending - t.quarantined
 	return t, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
@@ -229,6 +230,34 @@ func TestBatchOverDamagedMarker(t *testing.T) {
 			if err != nil || rep.Synced != len(ids) || !rep.OK() || !synced(rec, ids) {
 				t.Errorf("batch over marker %s = %+v, %v; want all %d synced here", mark, rep, err, len(ids))
 			}
+		}
+	})
+}
+
+// A batch run's report lists a copy planted in another shard than its
+// id's apart (WrongShard, with its shard), not among the quarantined
+// items, and counts the real item of that id as synced. Before, the
+// report said "quarantined 1: fine-1" while fine-1 had synced.
+func TestBatchReportsWrongShardApart(t *testing.T) {
+	bothBackends(t, func(t *testing.T, addr string) {
+		ctx := t.Context()
+		st := openStore(t, addr, 2)
+		ids := []string{"fine-1", "fine-2", "fine-3"}
+		st.Add(ctx, ids...)
+		other := 1 - st.Keys().Shard("fine-1")
+		st.Client().ZAdd(ctx, st.Keys().Due(other), redis.Z{Score: 0, Member: "fine-1"})
+		rec := &recorder{}
+		e := newEngine(t, st, rec, engine.Config{Workers: 2, Poll: 5 * time.Millisecond})
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		rep, err := e.RunBatch(rctx, engine.BatchOptions{})
+		if err != nil || rctx.Err() != nil {
+			t.Fatalf("RunBatch = %+v, %v (ctx %v); want it to end by itself", rep, err, rctx.Err())
+		}
+		want := []store.ShardItem{{ID: "fine-1", Shard: other}}
+		if rep.Quarantined != 0 || len(rep.QuarantinedIDs) != 0 || !cmp.Equal(rep.WrongShard, want) ||
+			rep.Items != len(ids) || rep.Synced != len(ids) || rep.Unsynced != 0 || rep.OK() {
+			t.Errorf("report = %+v; want %d items synced, none quarantined, the copy in WrongShard %+v, not OK", rep, len(ids), want)
 		}
 	})
 }

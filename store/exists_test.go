@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,6 +82,34 @@ func TestShardsOfAndItemInShard(t *testing.T) {
 		}
 		if _, err := s.ItemInShard(ctx, 4, "a"); err == nil || !strings.Contains(err.Error(), "no shard 4") {
 			t.Errorf("ItemInShard(4) = %v; want no shard 4", err)
+		}
+	})
+}
+
+// Quarantined tells a copy planted in another shard than its id's from
+// a quarantined item of its own shard, and Count with max 0 reads no
+// ids. Before, a batch report listed the copy's id among the
+// quarantined items while the real item synced, and Count(ctx, 0)
+// brought back every quarantined id (go-redis sends no LIMIT 0 0).
+func TestQuarantinedWrongShard(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		s := open(store.Config{Shards: 4})
+		ctx := context.Background()
+		s.Add(ctx, "a", "q")
+		home := s.Keys().Shard("a")
+		other := (home + 1) % 4
+		inf := math.Inf(1)
+		s.Client().ZAdd(ctx, s.Keys().Due(other), redis.Z{Score: inf, Member: "a"})
+		s.Client().ZAdd(ctx, s.Keys().Due(s.Keys().Shard("q")), redis.Z{Score: inf, Member: "q"})
+		bad := "\x1b[2J" // invalid: quarantined as such, not as a copy
+		s.Client().ZAdd(ctx, s.Keys().Due((s.Keys().Shard(bad)+1)%4), redis.Z{Score: inf, Member: bad})
+		own, wrong, err := s.Quarantined(ctx, 10)
+		slices.Sort(own)
+		if err != nil || !cmp.Equal(own, []string{bad, "q"}) || !cmp.Equal(wrong, []store.ShardItem{{ID: "a", Shard: other}}) {
+			t.Errorf("Quarantined = %q, %+v, %v; want [%q q] and a in shard %d", own, wrong, err, bad, other)
+		}
+		if n, ids, err := s.Count(ctx, 0); err != nil || n != 4 || ids != nil {
+			t.Errorf("Count(0) = %d, %q, %v; want 4 and no ids", n, ids, err)
 		}
 	})
 }

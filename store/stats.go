@@ -97,7 +97,7 @@ func skipSet(n int, skip []int) []bool {
 // Count returns the number of items in the set and up to max
 // quarantined IDs, in one round trip. A shard whose due index is
 // damaged is left out, as in Backlog: the error then wraps ErrDamaged
-// and the counts are the other shards'.
+// and the counts are the other shards'. With max 0 it reads no IDs.
 func (s *Store) Count(ctx context.Context, max int) (int, []string, error) {
 	n := s.keys.Shards()
 	cards := make([]*redis.IntCmd, n)
@@ -105,7 +105,12 @@ func (s *Store) Count(ctx context.Context, max int) (int, []string, error) {
 	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range n {
 			cards[i] = p.ZCard(ctx, s.keys.Due(i))
-			quar[i] = p.ZRangeByScore(ctx, s.keys.Due(i), &redis.ZRangeBy{Min: "+inf", Max: "+inf", Count: int64(max)})
+			quar[i] = redis.NewStringSliceCmd(ctx) // none read: no error, no IDs
+			if max > 0 {
+				// go-redis sends no LIMIT for a Count of 0: every
+				// quarantined ID would come back.
+				quar[i] = p.ZRangeByScore(ctx, s.keys.Due(i), &redis.ZRangeBy{Min: "+inf", Max: "+inf", Count: int64(max)})
+			}
 		}
 		return nil
 	})
@@ -128,6 +133,55 @@ func (s *Store) Count(ctx context.Context, max int) (int, []string, error) {
 		}
 	}
 	return total, ids, errors.Join(damaged...)
+}
+
+// ShardItem is an item's id and the shard it was read from.
+type ShardItem struct {
+	ID    string `json:"id"`
+	Shard int    `json:"shard"`
+}
+
+// Quarantined returns up to max quarantined items in their id's own
+// shard, and up to max quarantined copies planted in another shard than
+// their id's (valid ids whose claims quarantine them, see WrongShard),
+// each with the shard it is in, in one round trip. The two must not be
+// confused: the real item of a copy's id, in its own shard, syncs on. It
+// reads at most max quarantined members of each shard, so a copy past
+// the first max of its shard is not found. A shard whose due index is
+// damaged is left out, as in Count.
+func (s *Store) Quarantined(ctx context.Context, max int) (own []string, wrong []ShardItem, err error) {
+	if max <= 0 {
+		return nil, nil, nil
+	}
+	n := s.keys.Shards()
+	quar := make([]*redis.StringSliceCmd, n)
+	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range n {
+			quar[i] = p.ZRangeByScore(ctx, s.keys.Due(i), &redis.ZRangeBy{Min: "+inf", Max: "+inf", Count: int64(max)})
+		}
+		return nil
+	})
+	var damaged []error
+	for i, c := range quar {
+		if err := c.Err(); err != nil {
+			if !isDamageReply(err) {
+				return nil, nil, fmt.Errorf("store: quarantined: %w", err)
+			}
+			damaged = append(damaged, s.dueDamage(i, err))
+			continue
+		}
+		for _, id := range c.Val() {
+			switch {
+			case ValidateID(id) == nil && s.keys.Shard(id) != i:
+				if len(wrong) < max {
+					wrong = append(wrong, ShardItem{ID: id, Shard: i})
+				}
+			case len(own) < max:
+				own = append(own, id)
+			}
+		}
+	}
+	return own, wrong, errors.Join(damaged...)
 }
 
 // ShardSize returns how many items a shard holds, 0 when its due index
