@@ -39,6 +39,7 @@ func (e *Engine) countOnce() {
 		e.m.items.Store(&c)
 		e.m.RedisUp.Store(1)
 		e.noteErrorsLost(err)
+		e.noteDamaged(err)
 	} else {
 		e.m.RedisUp.Store(0)
 		e.log.Debug().Err(err).Msg("cannot count the items: the syncd_items gauges are stale until redis answers")
@@ -80,4 +81,20 @@ func (e *Engine) noteErrorsLost(err error) {
 		}
 	}
 	e.errorsLost = now
+}
+
+// noteDamaged hands the damage the count found (but the err hash's,
+// noteErrorsLost's) to e.damage, which logs it, counts it in the
+// syncd_shards_damaged gauge and names it in /readyz until a count
+// finds it fixed: on a shard with no items no claim ever meets it (see
+// damage for why a claim's success does not clear it).
+func (e *Engine) noteDamaged(err error) {
+	found := map[int]error{}
+	for _, err := range store.Damages(err) {
+		var d *store.DamageError
+		if errors.As(err, &d) && !d.ErrorsLost {
+			found[d.Shard] = err
+		}
+	}
+	e.damage.counted(found)
 }

@@ -31,7 +31,9 @@
 // type, store.ErrDamaged): logged once, counted in syncd_shards_damaged,
 // named by Engine.Damaged (for /readyz), tried again every few seconds,
 // while every other shard goes on; a batch run ends without them and
-// names them in its report. A claimed item's score becomes its lease
+// names them in its report. The periodic count reports damage too, on a
+// shard with no items as well, and holds what it found until a count
+// finds it fixed (see damage). A claimed item's score becomes its lease
 // expiry, so it leaves the due range and comes back by itself when its
 // owner dies: no reaper is needed for correctness.
 //

@@ -107,7 +107,11 @@ func damagedShard(t *testing.T, addr, key string) {
 	st.Client().Set(ctx, bad, "garbage", 0)
 	rec := &recorder{}
 	var logs testutil.Buffer
-	e := loggedEngine(t, st, rec, engine.Config{Workers: 4, Interval: time.Hour, Poll: 10 * time.Millisecond}, &logs)
+	// The count finds the damage too, and holds it until a count finds
+	// it fixed (see damage): counted often, the shard is reported fixed
+	// soon after its probe.
+	e := loggedEngine(t, st, rec, engine.Config{Workers: 4, Interval: time.Hour, Poll: 10 * time.Millisecond,
+		CountInterval: engine.CountIntervalMin}, &logs)
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -232,6 +236,54 @@ func TestBatchOverDamagedMarker(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A damaged meta key on a shard with no items, which no claim meets, is
+// found by the count: logged once, named by Engine.Damaged (/readyz) and
+// counted in syncd_shards_damaged until a count finds it fixed, logged
+// once again then. With one shard, whose every claim succeeds (it is
+// empty), the damage does not flap. Before, status alone named it.
+func TestCountedDamageOnEmptyShard(t *testing.T) {
+	for _, shards := range []int{1, 2} {
+		t.Run(fmt.Sprint(shards), func(t *testing.T) {
+			bothBackends(t, func(t *testing.T, addr string) {
+				ctx := t.Context()
+				st := openStore(t, addr, shards)
+				empty := shards - 1
+				for _, group := range idsByShard(st, 2)[:empty] {
+					st.Add(ctx, group...)
+				}
+				bad := st.Keys().Meta(empty)
+				st.Client().Set(ctx, bad, "garbage", 0)
+				var logs testutil.Buffer
+				e := loggedEngine(t, st, &recorder{}, engine.Config{Workers: 2, Poll: 5 * time.Millisecond,
+					CountInterval: engine.CountIntervalMin}, &logs)
+				if err := e.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, 3*time.Second, "the empty shard reported", func() bool { return len(e.Damaged()) > 0 })
+				// Several counts and a hundred claim rounds: one finding,
+				// logged once.
+				time.Sleep(6 * engine.CountIntervalMin)
+				var de *store.DamageError
+				if d := e.Damaged(); len(d) != 1 || !errors.As(d[0], &de) || de.Shard != empty || !strings.Contains(d[0].Error(), bad) {
+					t.Fatalf("Damaged() = %v, want shard %d with %s named", d, empty, bad)
+				}
+				if m := scrape(t, engine.Handler(e)); !strings.Contains(m, "\nsyncd_shards_damaged 1\n") {
+					t.Errorf("metrics lack syncd_shards_damaged 1:\n%s", m)
+				}
+				st.Client().Del(ctx, bad)
+				waitFor(t, 3*time.Second, "the shard no longer reported", func() bool { return len(e.Damaged()) == 0 })
+				e.Stop(context.Background())
+				if n := strings.Count(logs.String(), "shard damaged"); n != 1 {
+					t.Errorf("damage logged %d times, want once:\n%s", n, logs.String())
+				}
+				if n := strings.Count(logs.String(), "shard works again"); n != 1 {
+					t.Errorf("recovery logged %d times, want once:\n%s", n, logs.String())
+				}
+			})
+		})
+	}
 }
 
 // A batch run's report lists a copy planted in another shard than its
