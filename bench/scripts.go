@@ -251,14 +251,20 @@ func scriptCostsOnce(ctx context.Context, srv *Server, repoDir string, calls int
 	rec := &store.Record{Version: store.RecordVersion, Token: store.NewToken(), State: store.StateSyncing,
 		Owner: store.Owner{Host: "bench-host", PID: 4242, Run: "benchrun01"}}
 	if err := measure("lock.lua (Store.Lock, free name)", "evalsha", 1, calls, func(i int) error {
-		_, err := st.Lock(ctx, fmt.Sprintf("l%d", i), rec, LockTTL)
-		return err
+		name := fmt.Sprintf("l%d", i)
+		if _, err := st.Lock(ctx, name, rec, LockTTL); err != nil {
+			return fmt.Errorf("lock %q: %w", name, err) // Store.Lock does not name it
+		}
+		return nil
 	}); err != nil {
 		return nil, err
 	}
 	if err := measure("unlock.lua (Store.Unlock)", "evalsha", 1, calls, func(i int) error {
-		_, err := st.Unlock(ctx, fmt.Sprintf("l%d", i), rec.Token)
-		return err
+		name := fmt.Sprintf("l%d", i)
+		if _, err := st.Unlock(ctx, name, rec.Token); err != nil {
+			return fmt.Errorf("unlock %q: %w", name, err) // Store.Unlock does not name it
+		}
+		return nil
 	}); err != nil {
 		return nil, err
 	}

@@ -275,7 +275,7 @@ func (lk *Locker) attempt(ctx context.Context, name string, o lockOptions, try i
 		if try == 1 {
 			n = "1 try"
 		}
-		return nil, false, false, tried, notObtained(name, fmt.Errorf("%s, the last: %w", n, err))
+		return nil, false, false, tried, notObtained(name, fmt.Errorf("%s, the last: %w", n, unnamed(err)))
 	}
 	d := *backoff/2 + rand.N(*backoff/2+1)
 	if wait >= 0 {
@@ -389,13 +389,56 @@ func options(opts []LockOption) lockOptions {
 
 // notObtained wraps ErrNotObtained and why Lock gave up, so that both
 // errors.Is(err, ErrNotObtained) and errors.Is(err, context.DeadlineExceeded)
-// (say) hold.
+// (say) hold. A why that names the lock already (a try's error) is
+// taken without its name (see lockError).
 func notObtained(name string, why error) error {
-	if errors.Is(why, ErrNotObtained) {
-		return fmt.Errorf("ownership: lock %q: %w", name, why)
-	}
-	return fmt.Errorf("%w: %q: %w", ErrNotObtained, name, why)
+	return &lockError{name: name, notObtained: true, err: unnamed(why)}
 }
+
+// lockError is an error of a Locker about the lock name, and the only
+// layer that names it: a store's error, each of a quorum's, and the
+// last try's of a Lock that gave up are said without the name, which
+// came two to four times over (`ownership: lock "x": store: lock "x":
+// dial tcp ...`, and a line `store: lock "x": ...` per server of a
+// quorum). With notObtained it wraps ErrNotObtained too.
+type lockError struct {
+	name        string
+	notObtained bool
+	err         error // why, without the name
+}
+
+func (e *lockError) Error() string {
+	if e.notObtained {
+		return fmt.Sprintf("%v: %q: %v", ErrNotObtained, e.name, e.err)
+	}
+	return fmt.Sprintf("ownership: lock %q: %v", e.name, e.err)
+}
+
+func (e *lockError) Unwrap() []error {
+	if e.notObtained {
+		return []error{ErrNotObtained, e.err}
+	}
+	return []error{e.err}
+}
+
+// unnamed is err without the name of the lock, when err is a
+// lockError: its why, with ErrNotObtained kept in it if it held that.
+func unnamed(err error) error {
+	le, ok := err.(*lockError)
+	switch {
+	case !ok:
+		return err
+	case le.notObtained && !errors.Is(le.err, ErrNotObtained):
+		return notObtainedWhy{le.err}
+	}
+	return le.err
+}
+
+// notObtainedWhy is why a lock was not obtained, without its name, that
+// still matches ErrNotObtained: what unnamed gives of a try's refusal.
+type notObtainedWhy struct{ error }
+
+func (e notObtainedWhy) Unwrap() []error { return []error{ErrNotObtained, e.error} }
 
 // try makes one attempt. The duration it returns is how long the holder
 // has left when someone holds the lock, -1 when that is not known.
@@ -468,7 +511,7 @@ func (lk *Locker) precheck(ctx context.Context, name string, o lockOptions) (*Lo
 		return nil, err
 	}
 	if len(o.metadata) > store.MaxMetadataLen {
-		return nil, fmt.Errorf("ownership: lock %q: metadata of %d bytes, the limit is %d", name, len(o.metadata), store.MaxMetadataLen)
+		return nil, &lockError{name: name, err: fmt.Errorf("metadata of %d bytes, the limit is %d", len(o.metadata), store.MaxMetadataLen)}
 	}
 	lk.mu.Lock()
 	if lk.closed {
@@ -481,7 +524,7 @@ func (lk *Locker) precheck(ctx context.Context, name string, o lockOptions) (*Lo
 		return nil, nil
 	}
 	if !lk.cfg.Reentrant {
-		return nil, fmt.Errorf("%w: %q is held by this locker", ErrNotObtained, name)
+		return nil, notObtained(name, errors.New("held by this locker"))
 	}
 	ok, err := lk.reenter(ctx, cur)
 	if ok && err == nil {
@@ -620,13 +663,13 @@ func (e heldOffError) Unwrap() []error { return []error{e.error, e.hold} }
 // refused is the error of an attempt without a majority (or validity).
 func (lk *Locker) refused(name string, v votes) error {
 	if len(v.errs) > 0 && len(lk.stores) == 1 {
-		return fmt.Errorf("ownership: lock %q: %w", name, v.errs[0])
+		return &lockError{name: name, err: v.errs[0]}
 	}
 	why := ""
 	if v.heldOff {
 		why = ", held off: Redis lost its data, or the deployment is new"
 	}
-	err := fmt.Errorf("%w: %q (%d of %d servers granted it, %d needed%s)", ErrNotObtained, name, v.n, len(lk.stores), lk.quorum, why)
+	err := fmt.Errorf("%d of %d servers granted it, %d needed%s", v.n, len(lk.stores), lk.quorum, why)
 	if v.heldOff {
 		err = heldOffError{err, &HoldError{Shard: lk.stores[0].Keys().Shard(name), For: max(v.wait, 0)}}
 	}
@@ -635,7 +678,7 @@ func (lk *Locker) refused(name string, v votes) error {
 		// no majority.
 		err = fmt.Errorf("%w: %w", err, errors.Join(v.errs...))
 	}
-	return err
+	return notObtained(name, err)
 }
 
 // hold makes the Lock of a granted attempt, arms its lease and starts its
@@ -683,7 +726,7 @@ func (lk *Locker) settle(ctx context.Context, name string, tok store.Token, gran
 	})
 	if ok < lk.quorum {
 		lk.unlockOn(name, tok, granted)
-		return fmt.Errorf("%w: %q lost in the settle window", ErrNotObtained, name)
+		return notObtained(name, errors.New("lost in the settle window"))
 	}
 	return nil
 }
@@ -706,7 +749,7 @@ func (lk *Locker) reenter(ctx context.Context, l *Lock) (bool, error) {
 	case *LeaseLostError:
 		l.lose(err.Reason, err.Err)
 	default:
-		return false, fmt.Errorf("ownership: lock %q: %w", l.name, err)
+		return false, &lockError{name: l.name, err: err}
 	}
 	lk.forget(l)
 	lk.wake(l.name)

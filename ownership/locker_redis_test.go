@@ -3,8 +3,10 @@ package ownership_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -323,5 +325,83 @@ func TestLockHandsOffToWaiter(t *testing.T) {
 	}
 	if len(order) != 21 || order[0] != "waiter" {
 		t.Errorf("turns = %v; want the waiter's first", order)
+	}
+}
+
+// A Locker's error names the lock once, as its outermost layer: it said
+// it two to four times (`ownership: lock "x": store: lock "x": dial tcp
+// ...`, a `store: lock "x"` line per server of a quorum, and a Lock that
+// gave up quoted its last try's error, name and all). What errors.Is
+// and errors.As find stays.
+func TestLockerErrorsNameTheLockOnce(t *testing.T) {
+	t.Parallel()
+	srvs := make([]*redistest.Server, 3)
+	stores := make([]ownership.Store, 3)
+	for i := range srvs {
+		srvs[i] = redistest.Start(t, nil)
+		st := openStore(t, srvs[i].Addr(), "")
+		if i > 0 {
+			markNew(t, st) // the first is held off: a fresh Redis
+		}
+		stores[i] = st
+	}
+	cfg := ownership.LockerConfig{Config: ownership.Config{TTL: 2 * time.Second}, RetryMin: time.Millisecond, RetryMax: time.Millisecond}
+	fresh := newLocker(t, cfg, stores[0])
+	one := newLocker(t, cfg, stores[1])
+	quorum := newLocker(t, cfg, stores[1:]...)
+	ctx := t.Context()
+	check := func(what, name string, err error, targets ...error) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s: no error", what)
+		}
+		if n := strings.Count(err.Error(), strconv.Quote(name)); n != 1 {
+			t.Errorf("%s: the name %d times in %q", what, n, err)
+		}
+		for _, target := range targets {
+			if !errors.Is(err, target) {
+				t.Errorf("%s: %q does not match %v", what, err, target)
+			}
+		}
+	}
+
+	held, err := one.TryLock(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(ctx)
+	_, err = one.Lock(ctx, "held", ownership.LimitTries(2))
+	check("Lock of a name this Locker holds", "held", err, ownership.ErrNotObtained)
+	_, err = quorum.TryLock(ctx, "held")
+	check("quorum TryLock of a held name", "held", err, ownership.ErrNotObtained)
+	_, err = quorum.Lock(ctx, "held", ownership.LimitTries(2))
+	check("quorum Lock of a held name", "held", err, ownership.ErrNotObtained)
+	_, err = fresh.Lock(ctx, "job", ownership.LimitTries(2))
+	check("Lock held off", "job", err, ownership.ErrNotObtained, ownership.ErrHeldOff)
+	if hold := new(ownership.HoldError); !errors.As(err, &hold) {
+		t.Errorf("Lock held off: %q has no *HoldError", err)
+	}
+
+	for _, srv := range srvs {
+		srv.Kill(t)
+	}
+	_, err = one.TryLock(ctx, "gone")
+	check("TryLock, Redis gone", "gone", err, syscall.ECONNREFUSED)
+	if errors.Is(err, ownership.ErrNotObtained) {
+		t.Errorf("TryLock, Redis gone: %q matches ErrNotObtained; want the Redis error as it is", err)
+	}
+	_, err = one.Lock(ctx, "gone", ownership.LimitTries(1))
+	check("Lock, Redis gone", "gone", err, ownership.ErrNotObtained, syscall.ECONNREFUSED)
+	_, err = quorum.TryLock(ctx, "gone")
+	check("quorum TryLock, Redis gone", "gone", err, ownership.ErrNotObtained)
+	_, err = quorum.Lock(ctx, "gone", ownership.LimitTries(2))
+	check("quorum Lock, Redis gone", "gone", err, ownership.ErrNotObtained)
+	if code, err := held.Unlock(ctx); code != store.NotHeld {
+		t.Errorf("Unlock, Redis gone = %v, %v; want NotHeld", code, err)
+	} else {
+		check("Unlock, Redis gone", "held", err)
+	}
+	for _, srv := range srvs {
+		srv.Restart(t) // let go-redis's dial retries end before goleak looks
 	}
 }

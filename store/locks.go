@@ -35,13 +35,17 @@ type LockResult struct {
 // locks and one unlock_batch.lua call for the unlocks, in one round trip
 // (see coalescer and lockOps). Each is still granted or refused on its
 // own.
+//
+// Its errors do not name the lock: the caller does, once (a quorum
+// Locker joins the errors of several stores, and named the lock once
+// per store over again).
 func (s *Store) Lock(ctx context.Context, name string, rec *Record, ttl time.Duration) (LockResult, error) {
 	r, err := s.lockOp(ctx, lockOp{name: name, rec: MarshalRecord(rec), ttl: ttl.Milliseconds()})
 	if err == nil {
 		err = r.err
 	}
 	if err != nil {
-		return LockResult{}, fmt.Errorf("store: lock %q: %w", name, err)
+		return LockResult{}, err
 	}
 	return r.lock, nil
 }
@@ -57,11 +61,12 @@ const lockReleasedKeep = 60 * time.Second
 // Unlock compare-and-deletes a standalone lock. An unlock that go-redis
 // re-sent after a dropped connection reports Released when its first
 // send released the lock (unlock.lua, unlock_batch.lua). Concurrent
-// calls go together as Lock's do.
+// calls go together as Lock's do. Its errors do not name the lock, as
+// Lock's do not.
 func (s *Store) Unlock(ctx context.Context, name string, tok Token) (ReleaseCode, error) {
 	r, err := s.lockOp(ctx, lockOp{unlock: true, name: name, tok: tok})
 	if err != nil {
-		return NotHeld, fmt.Errorf("store: unlock %q: %w", name, err)
+		return NotHeld, err
 	}
 	return r.code, nil
 }
