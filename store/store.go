@@ -187,7 +187,7 @@ func (s *Store) start(ctx context.Context) error {
 		return err
 	}
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("store: connect to %s: %w", s.describe(), err)
+		return &connectError{to: s.describe(), err: err}
 	}
 	if s.mini == nil {
 		infos, err := s.Servers(ctx)
@@ -322,6 +322,29 @@ func versionAtLeast(v string, major int) bool {
 
 // EmbeddedAddr is what Addr returns for the embedded store.
 const EmbeddedAddr = "embedded store"
+
+// connectError is Open's first round trip failed: "store: connect to"
+// the server, and the error, which names the address once. A dial error
+// of Go's net package names it again (store: connect to 127.0.0.1:1:
+// dial tcp 127.0.0.1:1: connect: connection refused); its text here
+// leaves that out (dial tcp: connect: connection refused), as long as it
+// is the address the store was given: one a host name resolved to
+// stays. The error itself, a *net.OpError, is unwrapped as it is.
+type connectError struct {
+	to  string // describe()
+	err error
+}
+
+func (e *connectError) Error() string {
+	msg := e.err.Error()
+	var op *net.OpError
+	if errors.As(e.err, &op) && op.Addr != nil && strings.Contains(e.to, op.Addr.String()) {
+		msg = strings.Replace(msg, " "+op.Addr.String()+": ", ": ", 1)
+	}
+	return "store: connect to " + e.to + ": " + msg
+}
+
+func (e *connectError) Unwrap() error { return e.err }
 
 func (s *Store) describe() string {
 	switch {

@@ -432,8 +432,13 @@ func TestStartupChecks(t *testing.T) {
 		t.Errorf("Open with another shard count: %v", err)
 	}
 	_, err = store.Open(t.Context(), store.Config{Addrs: []string{"127.0.0.1:1"}, DialTimeout: 100 * time.Millisecond})
-	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
-		t.Errorf("Open of an unreachable address: %v, want the address named", err)
+	if err == nil || strings.Count(err.Error(), "127.0.0.1:1") != 1 {
+		// It was named twice: connect to 127.0.0.1:1: dial tcp
+		// 127.0.0.1:1: connect: connection refused.
+		t.Errorf("Open of an unreachable address: %v, want the address named once", err)
+	}
+	if op := new(net.OpError); !errors.As(err, &op) || !store.IsUnavailable(err) {
+		t.Errorf("Open of an unreachable address: %v, want a *net.OpError and IsUnavailable", err)
 	}
 }
 

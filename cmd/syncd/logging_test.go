@@ -247,7 +247,7 @@ func TestAdminCommandsPrintOnlyTheirError(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"status", "-c", down}, "syncd status: " + down + ":2: redis.addrs: connect to " + stopped.Addr() + ": dial tcp "},
+		{[]string{"status", "-c", down}, "syncd status: " + down + ":2: redis.addrs: connect to " + stopped.Addr() + ": dial tcp: connect: connection refused"},
 		{[]string{"items", "list", "-c", down}, "syncd items: " + down + ":2: redis.addrs: connect to "},
 		{[]string{"requeue", "-c", down, "a"}, "syncd requeue: " + down + ":2: redis.addrs: connect to "},
 		// A refused password names the key to fix (before, only Redis's

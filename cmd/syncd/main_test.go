@@ -97,7 +97,7 @@ func TestRunMain(t *testing.T) {
 		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus"`},
 		{[]string{"validate", "-c", bad}, exitUsage, "", "bad.yaml:2: engine.workerz: unknown key"},
 		{[]string{"validate", "-c", filepath.Join(dir, "missing.yaml")}, exitUsage, "", "missing.yaml"},
-		{[]string{"status", "-c", unreach}, exitUsage, "", "unreach.yaml:2: redis.addrs: connect to 127.0.0.1:1"},
+		{[]string{"status", "-c", unreach}, exitUsage, "", "unreach.yaml:2: redis.addrs: connect to 127.0.0.1:1: dial tcp: connect: connection refused"},
 		{[]string{"validate", "-c", noItemsProg}, exitUsage, "", "noitemsprog.yaml:2: items.command: exec: \"/nonexistent/list\""},
 		{[]string{"validate", "-c", noProg}, exitUsage, "", "noprog.yaml:4: sink.exec.command: \"/nonexistent/prog\""},
 		{[]string{"validate", "-c", noTok}, exitUsage, "", "notok.yaml:2: http.api_token_file: /nonexistent/tok"},
