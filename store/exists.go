@@ -51,7 +51,7 @@ func (s *Store) unknown(ctx context.Context, shard int, ids []string) ([]string,
 			return nil
 		})
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("store: unknown: %w", err)
+			return nil, fmt.Errorf("store: look up ids: %w", err)
 		}
 		for i, id := range chunk {
 			switch err := cmds[i].Err(); {
@@ -60,7 +60,7 @@ func (s *Store) unknown(ctx context.Context, shard int, ids []string) ([]string,
 					unknown = append(unknown, id)
 				}
 			case err != nil: // a damaged due index: WRONGTYPE
-				return nil, fmt.Errorf("store: unknown: %w", err)
+				return nil, fmt.Errorf("store: look up ids: %w", err)
 			}
 			seen[id] = true
 		}

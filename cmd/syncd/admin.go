@@ -23,7 +23,7 @@ import (
 var stdin io.Reader = os.Stdin
 
 // cmdItems adds, removes or lists items.
-func cmdItems(args []string, stdout, stderr io.Writer) error {
+func cmdItems(args []string, stdout, stderr io.Writer) (err error) {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return usageErr("say add, remove, list or reconcile")
 	}
@@ -36,6 +36,7 @@ func cmdItems(args []string, stdout, stderr io.Writer) error {
 		return usageErr("unknown action %q (add, remove, list or reconcile)", verb)
 	}
 	f := newFlags("items "+verb, stderr)
+	defer f.explain(&err)
 	file := f.fs.String("file", "", "read IDs from this file, one per line (# comments); - reads standard input")
 	var shard shardFlag
 	if verb == "remove" {
@@ -290,8 +291,9 @@ func idArgs(f *flags, args []string, what string) ([]string, error) {
 }
 
 // cmdRequeue makes items due now and clears their failures.
-func cmdRequeue(args []string, stdout, stderr io.Writer) error {
+func cmdRequeue(args []string, stdout, stderr io.Writer) (err error) {
 	f := newFlags("requeue", stderr)
+	defer f.explain(&err)
 	ids, err := idArgs(f, args, "requeued")
 	if err != nil {
 		return err
@@ -306,8 +308,9 @@ func cmdRequeue(args []string, stdout, stderr io.Writer) error {
 }
 
 // cmdRelease deletes a stuck claim and raises the item's fence.
-func cmdRelease(args []string, stdout, stderr io.Writer) error {
+func cmdRelease(args []string, stdout, stderr io.Writer) (err error) {
 	f := newFlags("release", stderr)
+	defer f.explain(&err)
 	force := f.fs.Bool("force", false, "required: delete the claim whoever holds it")
 	ids, err := f.parse(args)
 	if err != nil {

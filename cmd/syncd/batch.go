@@ -20,8 +20,9 @@ import (
 // cmdBatch syncs every item once and exits: 0 when every item synced, 1
 // when some failed for good or were quarantined, 2 on bad config or an
 // unreachable Redis.
-func cmdBatch(args []string, stdout, stderr io.Writer) error {
+func cmdBatch(args []string, stdout, stderr io.Writer) (err error) {
 	f := newFlags("batch", stderr)
+	defer f.explain(&err)
 	report := f.fs.String("report", "", "write the report as JSON to this file")
 	maxDown := f.fs.Duration("max-unavailable", 10*time.Minute, "end the run when the target stayed unavailable (its breaker open) this long; 0: wait for ever")
 	if err := f.parseNone(args); err != nil {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
@@ -27,6 +28,7 @@ import (
 type flags struct {
 	fs     *flag.FlagSet
 	config string
+	cfg    *config.File // once loaded, for explain
 }
 
 func newFlags(name string, stderr io.Writer) *flags {
@@ -94,6 +96,7 @@ func (f *flags) load() (*config.File, error) {
 	if err != nil {
 		return nil, &exitError{code: exitUsage, err: err}
 	}
+	f.cfg = cfg
 	return cfg, nil
 }
 
@@ -215,18 +218,58 @@ func dialStore(ctx context.Context, cfg *config.File, log zerolog.Logger, readOn
 	sc.NoCreate = readOnly && !sc.Embedded()
 	st, err := store.Open(ctx, sc)
 	if err != nil {
-		switch {
-		case store.IsUnavailable(err) && len(sc.Addrs) > 0:
+		if store.IsUnavailable(err) && len(sc.Addrs) > 0 {
 			// Redis did not answer where the file says it is.
 			err = cfg.At("redis.addrs", err)
-		case strings.Contains(err.Error(), "NOAUTH"):
-			err = cfg.At("redis.addrs", fmt.Errorf("%w (this Redis asks for a password: set redis.password_file or redis.password_env)", err))
-		case strings.Contains(err.Error(), "WRONGPASS"):
-			err = cfg.At(cfg.PasswordField(), fmt.Errorf("%w (Redis refused the password, or redis.username, that this names)", err))
 		}
-		return nil, &exitError{code: exitUsage, err: err}
+		return nil, &exitError{code: exitUsage, err: redisRefusal(cfg, err)}
 	}
 	return st, nil
+}
+
+// redisRefusal is err named at the key of cfg that fixes it, when Redis
+// refused syncd's login (NOAUTH, WRONGPASS) or a command to its user
+// (NOPERM, or a script's command refused); other errors, and one named
+// at a key already, as they are. An admin command's NOPERM read
+// "unknown: NOPERM this user has no permissions to run the 'zscore'
+// command" (syncd requeue), and did not say what to change.
+func redisRefusal(cfg *config.File, err error) error {
+	if fe := (*config.FieldError)(nil); err == nil || errors.As(err, &fe) {
+		return err
+	}
+	switch {
+	case permissionRefused(err):
+		return cfg.At("redis.username", fmt.Errorf("%w (Redis user %q lacks a permission this command needs: "+
+			"grant it the commands the README's least-privilege ACL lists, on the keys under redis.key_prefix)", err, cfg.RedisUser()))
+	case strings.Contains(err.Error(), "NOAUTH"):
+		return cfg.At("redis.addrs", fmt.Errorf("%w (this Redis asks for a password: set redis.password_file or redis.password_env)", err))
+	case strings.Contains(err.Error(), "WRONGPASS"):
+		return cfg.At(cfg.PasswordField(), fmt.Errorf("%w (Redis refused the password, or redis.username, that this names)", err))
+	}
+	return err
+}
+
+// permissionRefused reports an ACL refusal: a command's (NOPERM), or,
+// inside a script, Redis 7.0's "ERR The user executing the script can't
+// run this command or subcommand" (later versions say NOPERM there too).
+func permissionRefused(err error) bool {
+	return redis.IsPermissionError(err) || strings.Contains(err.Error(), "The user executing the script can't run this command")
+}
+
+// explain names, in *err, the key of the loaded configuration that fixes
+// a refusal of Redis's in it (redisRefusal), keeping its exit code; each
+// command that talks to Redis defers it.
+func (f *flags) explain(err *error) {
+	if *err == nil || f.cfg == nil {
+		return
+	}
+	if ee, ok := (*err).(*exitError); ok {
+		if ee.err != nil {
+			*err = &exitError{code: ee.code, err: redisRefusal(f.cfg, ee.err)}
+		}
+		return
+	}
+	*err = redisRefusal(f.cfg, *err)
 }
 
 // noDeployment is the error of a command that reads a deployment Redis

@@ -253,3 +253,47 @@ func TestStatusDataLossUnknownTime(t *testing.T) {
 		t.Errorf("status:\n%s", out)
 	}
 }
+
+// An admin command that Redis's ACL refuses a command says that the
+// Redis user lacks a permission, naming redis.username and the user, as
+// a refused login names its key: syncd requeue said "unknown: NOPERM
+// this user has no permissions to run the 'zscore' command", and a
+// command refused inside a script ("ERR The user executing the script
+// can't run this command") or at Open (evalsha) said no more.
+func TestAdminACLRefusal(t *testing.T) {
+	srv := redistest.Start(t, nil)
+	rdb := srv.Client(t)
+	for user, rules := range map[string][]any{
+		"nozscore":  {"-zscore"},
+		"noevalsha": {"-evalsha"},
+		"noscripts": {"-hset"}, // trigger's and release's scripts write hashes
+	} {
+		args := append([]any{"ACL", "SETUSER", user, "on", ">pw-" + user, "~*", "&*", "+@all"}, rules...)
+		if err := rdb.Do(t.Context(), args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := testutil.WriteFile(t, "admin.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  key_prefix: acl\n", srv.Addr()))
+	if code, _, errb := syncd("items", "add", "a", "-c", admin); code != exitOK {
+		t.Fatalf("items add: exit %d, %s", code, errb)
+	}
+	for _, tt := range []struct {
+		user string
+		args []string
+	}{
+		{"nozscore", []string{"requeue", "a"}},
+		{"nozscore", []string{"items", "remove", "a"}},
+		{"noevalsha", []string{"requeue", "a"}},
+		{"noevalsha", []string{"status"}},
+		{"noscripts", []string{"trigger", "a"}},
+		{"noscripts", []string{"release", "--force", "a"}},
+	} {
+		pw := testutil.WriteFile(t, tt.user+".pw", "pw-"+tt.user+"\n")
+		cfg := testutil.WriteFile(t, tt.user+".yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  key_prefix: acl\n  username: %s\n  password_file: %s\n", srv.Addr(), tt.user, pw))
+		code, _, errb := syncd(append(tt.args, "-c", cfg)...)
+		want := fmt.Sprintf("%s:4: redis.username: ", cfg)
+		if code == exitOK || !strings.Contains(errb, want) || !strings.Contains(errb, fmt.Sprintf("(Redis user %q lacks a permission this command needs", tt.user)) {
+			t.Errorf("syncd %q as %s: exit %d, stderr %q; want %q and the user lacking a permission", tt.args, tt.user, code, errb, want)
+		}
+	}
+}

@@ -98,8 +98,9 @@ func runItemsCommand(ctx context.Context, argv []string, timeout time.Duration) 
 
 // cmdReconcile reconciles the item set with its sources now, as the
 // elected reconciler; with --force, past the guard against mass removal.
-func cmdReconcile(args []string, stdout, stderr io.Writer) error {
+func cmdReconcile(args []string, stdout, stderr io.Writer) (err error) {
 	f := newFlags("items reconcile", stderr)
+	defer f.explain(&err)
 	force := f.fs.Bool("force", false, "remove what the sources no longer hold even past items.max_removal, or when a source failed or gave nothing")
 	if err := f.parseNone(args); err != nil {
 		return err

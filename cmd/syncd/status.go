@@ -168,8 +168,9 @@ type statusOpts struct {
 // Redis only, so it works against a live fleet. It reads what the API
 // serves (api.ReadSummary, store.ListPage), so the two always agree, at
 // a bounded cost whatever the set's size.
-func cmdStatus(args []string, stdout, stderr io.Writer) error {
+func cmdStatus(args []string, stdout, stderr io.Writer) (err error) {
 	f := newFlags("status", stderr)
+	defer f.explain(&err)
 	var o statusOpts
 	var watch watchFlag
 	f.fs.BoolVar(&o.asJSON, "json", false, "print JSON")

@@ -12,8 +12,9 @@ import (
 
 // cmdTrigger makes items due now, ahead of items that have waited less
 // than store.TriggerBoostDefault (see store.Trigger), with a reason.
-func cmdTrigger(args []string, stdout, stderr io.Writer) error {
+func cmdTrigger(args []string, stdout, stderr io.Writer) (err error) {
 	f := newFlags("trigger", stderr)
+	defer f.explain(&err)
 	reason := f.fs.String("reason", "", "why, recorded with the trigger (at most 256 bytes)")
 	add := f.fs.Bool("add", false, "add IDs that are not in the item set instead of failing on them")
 	ids, err := idArgs(f, args, "triggered")

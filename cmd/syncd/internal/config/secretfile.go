@@ -341,6 +341,15 @@ func shellQuote(path string) string {
 	return "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
 }
 
+// RedisUser is the Redis user syncd logs in as: redis.username, or
+// Redis's "default" user when that is not set.
+func (f *File) RedisUser() string {
+	if u := f.s.Redis.Username; u != "" {
+		return u
+	}
+	return "default"
+}
+
 // PasswordField is the key that gives syncd its Redis password:
 // redis.password_env when set, else redis.password_file, else
 // redis.username (a user without a password); "redis.password_file"
