@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Deployment is the marker a deployment is known by in Redis. It is
@@ -80,10 +83,63 @@ func parseDeployment(text string, nowms int64) Deployment {
 	return d
 }
 
-// Deployed reports whether Redis held the deployment (its shard count or
-// its marker) after Open: always, unless Config.NoCreate, with which Open
-// creates nothing.
+// Deployed reports whether Redis held the deployment after Open (see
+// ReadDeployed): always, unless Config.NoCreate, with which Open creates
+// nothing.
 func (s *Store) Deployed() bool { return s.deployed }
+
+// ReadDeployed reports whether Redis holds the deployment now, writing
+// nothing: its marker, or its shard count and items (a deployment from
+// before the marker, or one that lost part of its data). A shard count
+// alone is none: there is nothing of it to show, where a read-only
+// command took it for one (syncd status printed an empty deployment and
+// exited 0). Like Open, it refuses a shard count other than the
+// configured one (ErrShardsMismatch).
+func (s *Store) ReadDeployed(ctx context.Context) (bool, error) {
+	deployed, _, _, err := s.readDeployed(ctx)
+	return deployed, err
+}
+
+// readDeployed is ReadDeployed, and the marker, if ok.
+func (s *Store) readDeployed(ctx context.Context) (deployed bool, d Deployment, ok bool, err error) {
+	v, err := s.rdb.Get(ctx, s.keys.ShardCount()).Int()
+	hasShards := err == nil
+	switch {
+	case errors.Is(err, redis.Nil):
+	case err != nil:
+		return false, d, false, fmt.Errorf("store: read shard count: %w", err)
+	case v != s.keys.Shards():
+		return false, d, false, fmt.Errorf("%w: configured %d, deployment %q has %d", ErrShardsMismatch, s.keys.Shards(), s.keys.Prefix(), v)
+	}
+	if d, ok, err = s.readDeployment(ctx); err != nil || ok || !hasShards {
+		return ok, d, ok, err
+	}
+	deployed, err = s.hasItems(ctx)
+	return deployed, d, false, err
+}
+
+// hasItems reports whether any shard's item set holds an item: one
+// pipeline of ZCARD (in the least-privilege ACL, where EXISTS is not).
+// A damaged item set (WRONGTYPE) counts as one: there is something
+// there, which status shows as damage.
+func (s *Store) hasItems(ctx context.Context) (bool, error) {
+	cmds := make([]*redis.IntCmd, s.keys.Shards())
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for sh := range cmds {
+			cmds[sh] = p.ZCard(ctx, s.keys.Due(sh))
+		}
+		return nil
+	})
+	for _, c := range cmds {
+		if c.Val() > 0 || c.Err() != nil && !IsUnavailable(c.Err()) && !redis.IsPermissionError(c.Err()) {
+			return true, nil
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: count items: %w", err)
+	}
+	return false, nil
+}
 
 // Fresh reports whether Open created the deployment: Redis held no data
 // of it (neither its shard count nor its marker).

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/redistest"
 )
@@ -96,6 +98,22 @@ func TestOpenNoCreate(t *testing.T) {
 	if keys, err := ro.Client().Keys(t.Context(), "*").Result(); err != nil || len(keys) != 0 {
 		t.Errorf("NoCreate wrote %q (%v)", keys, err)
 	}
+	// A shard count alone is no deployment (it was one, and status
+	// showed an empty one); with an item in a shard it is one, from
+	// before the marker or after part of its data was lost.
+	rdb := ro.Client()
+	rdb.Set(t.Context(), ro.Keys().ShardCount(), ro.Keys().Shards(), 0)
+	if ro := open(t, cfg); ro.Deployed() {
+		t.Error("NoCreate on a Redis with only the shard count: Deployed")
+	}
+	rdb.ZAdd(t.Context(), ro.Keys().Due(1), redis.Z{Member: "a"})
+	if ro := open(t, cfg); !ro.Deployed() {
+		t.Error("NoCreate on a shard count and an item: not Deployed")
+	}
+	if ok, err := ro.ReadDeployed(t.Context()); !ok || err != nil {
+		t.Errorf("ReadDeployed on a shard count and an item = %v, %v", ok, err)
+	}
+	rdb.Del(t.Context(), ro.Keys().ShardCount(), ro.Keys().Due(1))
 	cfg.NoCreate = false
 	if rw := open(t, cfg); !rw.Deployed() || !rw.Fresh() {
 		t.Errorf("Open on an empty Redis: Deployed %v, Fresh %v", rw.Deployed(), rw.Fresh())

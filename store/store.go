@@ -251,20 +251,11 @@ func (s *Store) create(ctx context.Context) error {
 // readExisting is create for Config.NoCreate: it checks the shard count
 // when there is one and reads the marker, writing nothing.
 func (s *Store) readExisting(ctx context.Context) error {
-	v, err := s.rdb.Get(ctx, s.keys.ShardCount()).Int()
-	hasShards := err == nil
-	switch {
-	case errors.Is(err, redis.Nil):
-	case err != nil:
-		return fmt.Errorf("store: read shard count: %w", err)
-	case v != s.keys.Shards():
-		return fmt.Errorf("%w: configured %d, deployment %q has %d", ErrShardsMismatch, s.keys.Shards(), s.keys.Prefix(), v)
-	}
-	d, ok, err := s.readDeployment(ctx)
+	deployed, d, ok, err := s.readDeployed(ctx)
 	if err != nil {
 		return err
 	}
-	s.deployed = ok || hasShards
+	s.deployed = deployed
 	s.deployAge = math.MaxInt64
 	if ok && !d.Created.IsZero() {
 		s.deployAge = d.Age

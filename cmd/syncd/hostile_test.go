@@ -226,6 +226,14 @@ func TestReadCommandsCreateNothing(t *testing.T) {
 		if keys, _ := rdb.Keys(t.Context(), "*").Result(); len(keys) > 0 {
 			t.Errorf("syncd %q wrote %q", args, keys)
 		}
+		// A shard count alone is no deployment either (status showed
+		// an empty one, exit 0).
+		rdb.Set(t.Context(), "ro:shards", 4, 0)
+		code, out, errb = syncd(append(args, "-c", cfg)...)
+		if code != exitFailed || out != "" || !strings.Contains(errb, want) {
+			t.Errorf("syncd %q on a redis with only ro:shards: exit %d, stdout %q, stderr %q; want exit 1 and %q", args, code, out, errb, want)
+		}
+		rdb.Del(t.Context(), "ro:shards")
 	}
 	if code, _, errb := syncd("items", "add", "a", "-c", cfg); code != exitOK {
 		t.Fatalf("items add: exit %d, %s", code, errb)
