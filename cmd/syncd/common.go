@@ -276,8 +276,13 @@ func (f *flags) explain(err *error) {
 // does not hold: exit 1, naming where it looked.
 func noDeployment(st *store.Store) error {
 	return &exitError{code: exitFailed, err: fmt.Errorf(
-		"no deployment in redis (%s) under key prefix %q: nothing was added there yet, or redis lost its data; syncd run or syncd items add creates it (check redis.addrs, redis.db and redis.key_prefix)",
-		st.Addr(), st.Keys().Prefix())}
+		"no deployment in %s: nothing was added there yet, or redis lost its data; syncd run or syncd items add creates it (check redis.addrs, redis.db and redis.key_prefix)",
+		deploymentAt(st))}
+}
+
+// deploymentAt is where st looks for its deployment.
+func deploymentAt(st *store.Store) string {
+	return fmt.Sprintf("redis (%s) under key prefix %q", st.Addr(), st.Keys().Prefix())
 }
 
 // openStoreRetry opens the store, retrying with backoff while Redis is
@@ -382,12 +387,7 @@ func adminStore(ctx context.Context, f *flags, stderr io.Writer) (*store.Store, 
 // items list): it writes nothing to Redis (openReadStore), and fails
 // with noDeployment when Redis holds no deployment under the prefix.
 func adminReadStore(ctx context.Context, f *flags, stderr io.Writer) (*store.Store, error) {
-	cfg, err := f.load()
-	if err != nil {
-		return nil, err
-	}
-	printConfigWarnings(cfg, stderr)
-	st, err := openReadStore(ctx, cfg, newAdminLogger(cfg, os.Stderr))
+	st, err := adminOpenRead(ctx, f, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -396,6 +396,17 @@ func adminReadStore(ctx context.Context, f *flags, stderr io.Writer) (*store.Sto
 		return nil, noDeployment(st)
 	}
 	return st, nil
+}
+
+// adminOpenRead is adminReadStore without its check for a deployment
+// (Store.Deployed), for status --watch, which waits for one.
+func adminOpenRead(ctx context.Context, f *flags, stderr io.Writer) (*store.Store, error) {
+	cfg, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	printConfigWarnings(cfg, stderr)
+	return openReadStore(ctx, cfg, newAdminLogger(cfg, os.Stderr))
 }
 
 // printConfigWarnings writes to w, one a line, what the configuration

@@ -187,31 +187,74 @@ func cmdStatus(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, err := adminReadStore(ctx, f, stderr)
+	if watch.every == 0 {
+		st, err := adminReadStore(ctx, f, stderr)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		unshown, err := statusOnce(ctx, st, o, stdout)
+		if err != nil {
+			return err
+		}
+		return unshown
+	}
+	st, err := adminOpenRead(ctx, f, stderr) // no deployment yet: watchStatus waits
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	return watchStatus(ctx, st, o, watch.every, stdout)
+}
+
+// watchStatus redraws status every interval until ctx ends. Until Redis
+// holds the deployment (store.ReadDeployed), it says that it waits for
+// one, where status --watch on an empty Redis (a fleet not started yet)
+// ended at once with "no deployment", as status does without --watch.
+func watchStatus(ctx context.Context, st *store.Store, o statusOpts, every time.Duration, stdout io.Writer) error {
+	deployed := st.Deployed()
 	for {
-		if watch.every > 0 {
-			fmt.Fprint(stdout, "\x1b[H\x1b[2J") // home, clear screen
+		var err error
+		if !deployed {
+			deployed, err = st.ReadDeployed(ctx)
+			if err != nil {
+				err = &exitError{code: exitUsage, err: err}
+			}
 		}
-		unshown, err := statusOnce(ctx, st, o, stdout)
+		if err == nil {
+			fmt.Fprint(stdout, "\x1b[H\x1b[2J") // home, clear screen
+			if deployed {
+				_, err = statusOnce(ctx, st, o, stdout) // a watch goes on past damage
+			} else {
+				err = printWaiting(st, o, every, stdout)
+			}
+		}
 		if err != nil {
-			if watch.every > 0 && ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		if watch.every == 0 {
-			return unshown
-		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(watch.every):
+		case <-time.After(every):
 		}
 	}
+}
+
+// printWaiting says that status --watch waits for the deployment, and
+// where (as noDeployment says it), in text or JSON.
+func printWaiting(st *store.Store, o statusOpts, every time.Duration, stdout io.Writer) error {
+	msg := fmt.Sprintf("waiting for a deployment in %s: syncd run or syncd items add creates it (check redis.addrs, redis.db and redis.key_prefix); looking again every %v",
+		deploymentAt(st), every)
+	if o.asJSON {
+		return json.NewEncoder(stdout).Encode(struct {
+			Waiting string `json:"waiting"`
+		}{msg})
+	}
+	_, err := fmt.Fprintln(stdout, msg)
+	return err
 }
 
 // statusOnce reads and prints status once. Its first result is the
