@@ -129,6 +129,10 @@ func TestAPITriggers(t *testing.T) {
 		{"one, reason twice in the query", one("a") + "?reason=x&reason=y", "", 400, syncResponse{}, "query: reason given 2 times"},
 		{"one, query name in upper case", one("a") + "?AUTO_ADD=true", "", 400, syncResponse{}, `query: unknown parameter "AUTO_ADD" (the parameters are auto_add, reason`},
 		{"one, reason in body and query", one("a") + "?reason=q", `{"reason": "b"}`, 400, syncResponse{}, "reason: given in the body and in the query"},
+		// An empty reason is given all the same (the query's was taken).
+		{"one, empty reason in body and query", one("a") + "?reason=q", `{"reason": ""}`, 400, syncResponse{}, "reason: given in the body and in the query"},
+		{"one, reason a number", one("a"), `{"reason": 5}`, 400, syncResponse{}, "body: reason: expected a string, got a number"},
+		{"one, auto_add in body and query", one("a") + "?auto_add=true", `{"auto_add": false}`, 400, syncResponse{}, "auto_add: given in the body and in the query"},
 		{"bulk, a query", bulk + "?reason=q", `{"ids": ["k"]}`, 400, syncResponse{}, `query: "reason": this route takes no query parameters`},
 		{"one, a bad escape in the query", one("a") + "?reason=%ZZ", "", 400, syncResponse{}, `query: invalid URL escape "%ZZ"`},
 		{"one, a semicolon in the query", one("a") + "?reason=a;b", "", 400, syncResponse{}, "query: invalid semicolon separator in query"},

@@ -140,10 +140,12 @@ func readSync(w http.ResponseWriter, r *http.Request) (syncRequest, bool) {
 }
 
 // syncOneRequest is the optional JSON body of POST
-// /api/v1/items/{id}/sync, which takes its ID from the path.
+// /api/v1/items/{id}/sync, which takes its ID from the path. Its fields
+// are pointers so that a value given, even "" or false, is told from
+// one left out: either may be in the query instead, not in both.
 type syncOneRequest struct {
-	Reason  string `json:"reason"`
-	AutoAdd bool   `json:"auto_add"`
+	Reason  *string `json:"reason"`
+	AutoAdd *bool   `json:"auto_add"`
 }
 
 // syncOne is POST /api/v1/items/{id}/sync: trigger one item. The body
@@ -154,22 +156,32 @@ func (a *api) syncOne(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &one, "auto_add", "reason") {
 		return
 	}
-	req := syncRequest{IDs: []string{r.PathValue("id")}, Reason: one.Reason, AutoAdd: one.AutoAdd}
+	req := syncRequest{IDs: []string{r.PathValue("id")}}
 	q := r.URL.Query()
-	if q.Has("auto_add") {
+	for _, name := range []string{"reason", "auto_add"} {
+		inBody := name == "reason" && one.Reason != nil || name == "auto_add" && one.AutoAdd != nil
+		if q.Has(name) && inBody {
+			// The body's used to win without a word (an outside trial),
+			// and then the query's over a body's "reason": "".
+			writeError(w, http.StatusBadRequest, name+": given in the body and in the query; give it once")
+			return
+		}
+	}
+	switch {
+	case one.AutoAdd != nil:
+		req.AutoAdd = *one.AutoAdd
+	case q.Has("auto_add"):
 		b, err := strconv.ParseBool(q.Get("auto_add"))
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "auto_add: "+Shown(q.Get("auto_add"), 64)+" is not true or false")
 			return
 		}
-		req.AutoAdd = req.AutoAdd || b
+		req.AutoAdd = b
 	}
-	if q.Has("reason") {
-		if req.Reason != "" {
-			// The body's used to win without a word (an outside trial).
-			writeError(w, http.StatusBadRequest, "reason: given in the body and in the query; give it once")
-			return
-		}
+	switch {
+	case one.Reason != nil:
+		req.Reason = *one.Reason
+	case q.Has("reason"):
 		req.Reason = q.Get("reason")
 	}
 	a.trigger(w, r, req)
