@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -240,7 +241,7 @@ func redisRefusal(cfg *config.File, err error) error {
 	switch {
 	case permissionRefused(err):
 		return cfg.At("redis.username", fmt.Errorf("%w (Redis user %q lacks a permission this command needs: "+
-			"grant it the commands the README's least-privilege ACL lists, on the keys under redis.key_prefix)", err, cfg.RedisUser()))
+			"grant it the commands the README's least-privilege ACL lists, on the keys under redis.key_prefix)", scriptFree{err}, cfg.RedisUser()))
 	case strings.Contains(err.Error(), "NOAUTH"):
 		return cfg.At("redis.addrs", fmt.Errorf("%w (this Redis asks for a password: set redis.password_file or redis.password_env)", err))
 	case strings.Contains(err.Error(), "WRONGPASS"):
@@ -248,6 +249,17 @@ func redisRefusal(cfg *config.File, err error) error {
 	}
 	return err
 }
+
+// scriptFree is a refusal without what Redis adds when a script's
+// command was refused (" script: <sha>, on @user_script:38."), which
+// an operator cannot use.
+type scriptFree struct{ err error }
+
+var scriptWhere = regexp.MustCompile(` script: [0-9a-f]{40}, on @user_script:\d+\.`)
+
+func (e scriptFree) Error() string { return scriptWhere.ReplaceAllString(e.err.Error(), "") }
+
+func (e scriptFree) Unwrap() error { return e.err }
 
 // permissionRefused reports an ACL refusal: a command's (NOPERM), or,
 // inside a script, Redis 7.0's "ERR The user executing the script can't

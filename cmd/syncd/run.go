@@ -20,8 +20,9 @@ import (
 
 // cmdRun is the daemon. The first SIGTERM or SIGINT drains and hands
 // claims back; a second one exits at once.
-func cmdRun(args []string, stdout, stderr io.Writer) error {
+func cmdRun(args []string, stdout, stderr io.Writer) (err error) {
 	f := newFlags("run", stderr)
+	defer f.explain(&err)
 	if err := f.parseNone(args); err != nil {
 		return err
 	}
