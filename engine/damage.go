@@ -142,7 +142,14 @@ func (d *damage) undo(shard int, drop func()) bool {
 }
 
 func (d *damage) logFound(shard int, err error, by string) {
-	d.log.Error().Err(err).Int("shard", shard).Str("found_by", by).Int64("retry_every_ms", damageProbe.Milliseconds()).
+	ev := d.log.Error().Err(err).Int("shard", shard).Str("found_by", by)
+	if by == "count" {
+		// Found by the count (a shard no claim meets, such as one with
+		// no items): nothing waits yet.
+		ev.Msg("shard damaged: its items would wait, every other shard goes on; fix or delete the key named")
+		return
+	}
+	ev.Int64("retry_every_ms", damageProbe.Milliseconds()).
 		Msg("shard damaged: its items wait, every other shard goes on; fix or delete the key named")
 }
 

@@ -180,7 +180,7 @@ var families = newFamilies([]family{
 		kind: prometheus.GaugeValue, series: one(at(func(m *Metrics) *atomic.Int64 { return &m.InFlight }))},
 	{name: "syncd_due_backlog", help: "Items due now, fleet-wide.",
 		kind: prometheus.GaugeValue, series: one(at(func(m *Metrics) *atomic.Int64 { return &m.DueBacklog }))},
-	{name: "syncd_shards_damaged", help: "Shards skipped because a key of theirs is damaged (see /readyz).",
+	{name: "syncd_shards_damaged", help: "Shards with a damaged key, whose items wait (see /readyz).",
 		kind: prometheus.GaugeValue, series: one(at(func(m *Metrics) *atomic.Int64 { return &m.ShardsDamaged }))},
 	{name: "syncd_oldest_due_seconds", help: "How long the oldest due item has waited past due, fleet-wide.",
 		kind: prometheus.GaugeValue, series: one(func(m *Metrics) float64 { return float64(m.OldestDueMs.Load()) / 1000 })},
