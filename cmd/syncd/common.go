@@ -101,8 +101,8 @@ func (f *flags) load() (*config.File, error) {
 	return cfg, nil
 }
 
-// loadRunner is load for run and batch, which run the configured
-// programs: one that users other than its owner could replace
+// loadRunner is load for run, batch and items reconcile, which run the
+// configured programs: one that users other than its owner could replace
 // (config.File.ProgramErrors) is refused before anything starts.
 func (f *flags) loadRunner() (*config.File, error) {
 	cfg, err := f.load()

@@ -83,6 +83,9 @@ func TestRunMain(t *testing.T) {
 	openProg := filepath.Join(dir, "openprog.yaml")
 	os.WriteFile(openProg, []byte("sink:\n  type: exec\n  exec:\n    command: [\""+prog+"\"]\n"), 0o600)
 	openProgErr := "openprog.yaml:4: sink.exec.command: " + prog + " is writable by group (mode 0775): they could replace the program syncd runs; chmod go-w " + prog
+	openItemsProg := filepath.Join(dir, "openitemsprog.yaml") // reconcile runs items.command (an outside trial: it ran one run refused)
+	os.WriteFile(openItemsProg, []byte("redis:\n  addrs: [\"127.0.0.1:1\"]\nitems:\n  command: [\""+prog+"\"]\n"), 0o600)
+	openItemsProgErr := "openitemsprog.yaml:4: items.command: " + prog + " is writable by group (mode 0775): they could replace the program syncd runs; chmod go-w " + prog
 	tests := []struct {
 		args       []string
 		code       int
@@ -92,6 +95,7 @@ func TestRunMain(t *testing.T) {
 		{[]string{"validate", "-c", openProg}, exitUsage, "", openProgErr},
 		{[]string{"run", "-c", openProg}, exitUsage, "", "syncd run: " + openProg[:len(openProg)-len("openprog.yaml")] + openProgErr},
 		{[]string{"batch", "-c", openProg}, exitUsage, "", "syncd batch: " + openProg[:len(openProg)-len("openprog.yaml")] + openProgErr},
+		{[]string{"items", "reconcile", "-c", openItemsProg}, exitUsage, "", "syncd items: " + openItemsProg[:len(openItemsProg)-len("openitemsprog.yaml")] + openItemsProgErr},
 		{[]string{"help"}, exitOK, "usage:", ""},
 		{[]string{"version"}, exitOK, "syncd ", ""},
 		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus"`},

@@ -105,7 +105,7 @@ func cmdReconcile(args []string, stdout, stderr io.Writer) (err error) {
 	if err := f.parseNone(args); err != nil {
 		return err
 	}
-	cfg, err := f.load()
+	cfg, err := f.loadRunner() // it runs items.command
 	if err != nil {
 		return err
 	}

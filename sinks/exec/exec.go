@@ -396,9 +396,18 @@ func Program(cfg Config) (string, error) {
 	}
 	path, err := lookPath(cfg.Command[0], cfg.Dir)
 	if err == nil && !filepath.IsAbs(path) && cfg.Dir != "" {
-		path = filepath.Join(cfg.Dir, path)
+		path = inDir(cfg.Dir, path)
 	}
 	return path, err
+}
+
+// inDir is the relative path name as the kernel finds it from dir: not
+// cleaned, as filepath.Join would, since "link/../prog" is the prog
+// beside the link's target, not beside the link (an outside trial ran
+// a program from a 0777 directory that the check, given the cleaned
+// path, never looked at).
+func inDir(dir, name string) string {
+	return strings.TrimSuffix(dir, "/") + "/" + name
 }
 
 // lookPath resolves name as the command would be run: through PATH when it
@@ -406,7 +415,7 @@ func Program(cfg Config) (string, error) {
 func lookPath(name, dir string) (string, error) {
 	check := name
 	if strings.Contains(name, "/") && !filepath.IsAbs(name) && dir != "" {
-		check = filepath.Join(dir, name)
+		check = inDir(dir, name)
 	}
 	found, err := osexec.LookPath(check)
 	if err != nil {

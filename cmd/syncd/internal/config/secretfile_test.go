@@ -577,6 +577,40 @@ func TestProgramErrors(t *testing.T) {
 			" is under " + open + ", which group and others can write (mode 0777, no sticky bit): they could rename the directories below it away and put their own in their place, with their own program syncd runs; chmod go-w " +
 			open + ", or keep the file where only its owner can write each directory on the way"
 	}
+	// A relative command with sink.exec.dir is found as the kernel finds
+	// it: "lnk/../prog" is the prog beside lnk's target, in the open
+	// directory, not the one beside lnk (an outside trial: the check
+	// looked at the cleaned path, and syncd ran the other).
+	t.Run("dot-dot after a link, relative to dir", func(t *testing.T) {
+		dir := filepath.Join(top, "ok")
+		sub := filepath.Join(open, "bad", "sub")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(open, "bad"), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		writeMode(t, dir, "prog", script, 0o755)
+		writeMode(t, filepath.Join(open, "bad"), "prog", script, 0o755)
+		if err := os.Symlink(sub, filepath.Join(dir, "lnk")); err != nil {
+			t.Fatal(err)
+		}
+		f := mustParse(t, yamlText(fmt.Sprintf("sink:\n\ttype: exec\n\texec:\n\t\tcommand: [\"lnk/../prog\"]\n\t\tdir: %s\n", dir)))
+		bad := filepath.Join(open, "bad")
+		want := []string{"c.yaml:4: sink.exec.command: " + dir + "/lnk/../prog is in " + bad +
+			", which group and others can write (mode 0777, no sticky bit): they could replace the program syncd runs; chmod go-w " + bad +
+			", or keep the file in a directory only its owner can write"}
+		var got []string
+		for _, err := range f.ProgramErrors() {
+			got = append(got, errLines(err)...)
+		}
+		if diff := cmp.Diff(got, want); diff != "" {
+			t.Errorf("ProgramErrors (-got +want):\n%s", diff)
+		}
+	})
 	for _, tt := range []struct {
 		name        string
 		exec, items string
