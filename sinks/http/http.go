@@ -219,6 +219,15 @@ func validateURL(raw string) error {
 	if u.Hostname() == "" {
 		return sinks.ConfigErrorf("http", "url", "host must not be empty in %q", redact.URL(raw, redact.Password))
 	}
+	if strings.Contains(raw, "#") {
+		// A request never carries its fragment, so a # in a URL meant
+		// for one is a mistake: most often a password's, which makes
+		// the rest of the password the fragment and a piece of it the
+		// host (an outside trial: "user:p@ss#x@127.0.0.1/hook" was
+		// shown with that host and sent to host "ss", through DNS). The
+		// fragment is not quoted: it may be the password's.
+		return sinks.ConfigErrorf("http", "url", "has a # (a fragment, which requests never carry): write a # in the user's password or the path as %%23")
+	}
 	return nil
 }
 

@@ -392,6 +392,11 @@ func TestValidate(t *testing.T) {
 		{httpsink.Config{URL: "http:///hook"}, "http: url: host must not be empty"},
 		{httpsink.Config{URL: "http://:80/hook"}, "http: url: host must not be empty"},
 		{httpsink.Config{URL: "http://a b/"}, "http: url: "},
+		// A # in the password makes the rest the fragment and a piece of
+		// the password the host (an outside trial: sent to host "ss").
+		{httpsink.Config{URL: "http://user:p@ss#x@127.0.0.1:7484/hook"}, "http: url: has a # (a fragment, which requests never carry): write a # in the user's password or the path as %23"},
+		{httpsink.Config{URL: "http://h/hook#part"}, "http: url: has a #"},
+		{httpsink.Config{URL: "http://user:p%40ss%23x@127.0.0.1:7484/hook"}, ""},
 		{httpsink.Config{URL: "http://h", Headers: map[string]string{"Bad Name": "x"}}, "http: headers: invalid header name"},
 		{httpsink.Config{URL: "http://h", Headers: map[string]string{"": "x"}}, "http: headers: invalid header name"},
 		{httpsink.Config{URL: "http://h", Headers: map[string]string{"X-A": "a\r\nX-B: b"}}, "http: headers: value of X-A"},
