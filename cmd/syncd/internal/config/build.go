@@ -176,7 +176,7 @@ func (r *reader) file(field, path string, max int64) []byte {
 	if errors.As(err, &me) || errors.As(err, &de) {
 		r.bad(err, field, "%v", err)
 	} else if err != nil {
-		r.bad(err, field, "%s: %s", path, fsReason(err))
+		r.bad(err, field, "%s: %s", shownPath(path), fsReason(err))
 	}
 	return b
 }

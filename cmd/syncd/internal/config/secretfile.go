@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	execsink "github.com/syncd/syncd/sinks/exec"
 )
@@ -73,7 +75,7 @@ func (e *ModeError) Fix() string {
 	return "chmod 600 " + shellQuote(e.Path)
 }
 
-func (e *ModeError) Error() string { return e.Path + " is " + e.state() }
+func (e *ModeError) Error() string { return shownPath(e.Path) + " is " + e.state() }
 
 // state is Error without the path: "writable by ... (mode ...): ...; fix".
 func (e *ModeError) state() string {
@@ -107,17 +109,17 @@ type DirError struct {
 // directory only its owner can write is the other fix.
 func (e *DirError) Fix() string { return "chmod go-w " + shellQuote(e.Dir) }
 
-func (e *DirError) Error() string { return e.Path + " is " + e.state() }
+func (e *DirError) Error() string { return shownPath(e.Path) + " is " + e.state() }
 
 // state is Error without the file's name, for a message that starts
 // with it.
 func (e *DirError) state() string {
 	if e.Above {
-		return fmt.Sprintf("under %s, which %s can write (mode %04o, no sticky bit): they could rename the directories below it away and put their own in their place, with their own %s; %s, or keep the file where only its owner can write each directory on the way",
-			e.Dir, writers(e.Mode), uint32(e.Mode), e.Secret, e.Fix())
+		return fmt.Sprintf("under %s, which %s can write (mode %04o, no sticky bit): they could rename the directories below it away and put their own in their place, and so replace the %s; %s, or keep the file where only its owner can write each directory on the way",
+			shownPath(e.Dir), writers(e.Mode), uint32(e.Mode), e.Secret, e.Fix())
 	}
 	return fmt.Sprintf("in %s, which %s can write (mode %04o, no sticky bit): they could replace the %s; %s, or keep the file in a directory only its owner can write",
-		e.Dir, writers(e.Mode), uint32(e.Mode), e.Secret, e.Fix())
+		shownPath(e.Dir), writers(e.Mode), uint32(e.Mode), e.Secret, e.Fix())
 }
 
 // OwnerError is a secret or trust file owned by a user other than root
@@ -142,7 +144,7 @@ func (e *OwnerError) Error() string {
 		runs = "root, the user syncd runs as"
 	}
 	return fmt.Sprintf("%s is owned by %s, not by %s: that user could replace the %s, or let any user read it; %s",
-		e.Path, userText(e.names[0], e.Owner), runs, e.Secret, e.Fix())
+		shownPath(e.Path), userText(e.names[0], e.Owner), runs, e.Secret, e.Fix())
 }
 
 // userText is a user as "name (uid n)", or "uid n" without a name.
@@ -338,7 +340,42 @@ func shellQuote(path string) string {
 	if shellSafe.MatchString(path) {
 		return path
 	}
+	if odd(path) {
+		// bash's $'...', each byte that is no printable character
+		// escaped: a newline in a fix would break the one problem per
+		// line that errors keep (an outside trial).
+		var b strings.Builder
+		b.WriteString("$'")
+		for i := 0; i < len(path); i++ {
+			switch c := path[i]; {
+			case c == '\\' || c == '\'':
+				b.WriteByte('\\')
+				b.WriteByte(c)
+			case c < 0x20 || c == 0x7f || c >= 0x80 && !utf8.FullRuneInString(path[i:]):
+				fmt.Fprintf(&b, "\\x%02x", c)
+			default:
+				b.WriteByte(c)
+			}
+		}
+		b.WriteByte('\'')
+		return b.String()
+	}
 	return "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
+}
+
+// odd reports whether path holds a control character or is not UTF-8:
+// shown as it is, it could break an error's line or forge another.
+func odd(path string) bool {
+	return !utf8.ValidString(path) || strings.ContainsFunc(path, unicode.IsControl)
+}
+
+// shownPath is path as an error shows it: quoted as Go quotes a string
+// when it is odd, else as it is.
+func shownPath(path string) string {
+	if odd(path) {
+		return strconv.Quote(path)
+	}
+	return path
 }
 
 // RedisUser is the Redis user syncd logs in as: redis.username, or

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"slices"
@@ -502,7 +503,7 @@ http:
 // below. The nearest such directory is named; a sticky one (as /tmp) is
 // fine, as it is for the file's own.
 func TestSecretFileDirAbove(t *testing.T) {
-	const rest = ": they could rename the directories below it away and put their own in their place, with their own %s; chmod go-w %s, or keep the file where only its owner can write each directory on the way"
+	const rest = ": they could rename the directories below it away and put their own in their place, and so replace the %s; chmod go-w %s, or keep the file where only its owner can write each directory on the way"
 	for _, tt := range []struct {
 		mode    fs.FileMode
 		refused string
@@ -574,7 +575,7 @@ func TestProgramErrors(t *testing.T) {
 	}
 	underOpen := func(field, path string) string {
 		return "c.yaml:" + map[string]string{"items.command": "2", "sink.exec.command": "6"}[field] + ": " + field + ": " + path +
-			" is under " + open + ", which group and others can write (mode 0777, no sticky bit): they could rename the directories below it away and put their own in their place, with their own program syncd runs; chmod go-w " +
+			" is under " + open + ", which group and others can write (mode 0777, no sticky bit): they could rename the directories below it away and put their own in their place, and so replace the program syncd runs; chmod go-w " +
 			open + ", or keep the file where only its owner can write each directory on the way"
 	}
 	// A relative command with sink.exec.dir is found as the kernel finds
@@ -632,5 +633,37 @@ func TestProgramErrors(t *testing.T) {
 				t.Errorf("ProgramErrors (-got +want):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A path with a newline (or another control character) is quoted where
+// an error shows it, so that one problem stays one line and a path
+// cannot forge another (an outside trial: a program path with a newline
+// spread validate's error over three lines). The fix's chmod is quoted
+// for bash.
+func TestOddPathsQuoted(t *testing.T) {
+	top := privateDir(t)
+	dir := filepath.Join(top, "we ird\n dir")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prog := writeMode(t, dir, "pr'og", "#!/bin/sh\nexit 0\n", 0o775)
+	f := mustParse(t, yamlText(fmt.Sprintf("sink:\n\ttype: exec\n\texec:\n\t\tcommand: [%q]\n", prog)))
+	errs := f.ProgramErrors()
+	if len(errs) != 1 {
+		t.Fatalf("ProgramErrors = %v; want one", errs)
+	}
+	want := "c.yaml:4: sink.exec.command: " + strconv.Quote(prog) + " is writable by group (mode 0775): they could replace the program syncd runs; chmod go-w $'" +
+		strings.ReplaceAll(strings.ReplaceAll(prog, "\n", `\x0a`), "'", `\'`) + "'"
+	if got := errs[0].Error(); got != want {
+		t.Errorf("ProgramErrors = %q;\nwant %q", got, want)
+	}
+	// The quoted fix, run by bash, names the file.
+	if _, err := exec.LookPath("bash"); err == nil {
+		fix := strings.TrimPrefix(want[strings.Index(want, "chmod go-w "):], "chmod go-w ")
+		out, err := exec.Command("bash", "-c", "printf %s "+fix).Output()
+		if err != nil || string(out) != prog {
+			t.Errorf("bash reads %s as %q (%v); want %q", fix, out, err, prog)
+		}
 	}
 }
