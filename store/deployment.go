@@ -102,12 +102,12 @@ func (s *Store) ReadDeployed(ctx context.Context) (bool, error) {
 
 // readDeployed is ReadDeployed, and the marker, if ok.
 func (s *Store) readDeployed(ctx context.Context) (deployed bool, d Deployment, ok bool, err error) {
-	v, err := s.rdb.Get(ctx, s.keys.ShardCount()).Int()
+	v, err := s.shardCount(ctx)
 	hasShards := err == nil
 	switch {
 	case errors.Is(err, redis.Nil):
 	case err != nil:
-		return false, d, false, fmt.Errorf("store: read shard count: %w", err)
+		return false, d, false, err
 	case v != s.keys.Shards():
 		return false, d, false, fmt.Errorf("%w: configured %d, deployment %q has %d", ErrShardsMismatch, s.keys.Shards(), s.keys.Prefix(), v)
 	}

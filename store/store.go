@@ -357,14 +357,40 @@ func (s *Store) checkShards(ctx context.Context) (created bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("store: record shard count: %w", err)
 	}
-	v, err := s.rdb.Get(ctx, key).Int()
+	v, err := s.shardCount(ctx)
 	if err != nil {
-		return false, fmt.Errorf("store: read shard count: %w", err)
+		return false, err
 	}
 	if v != s.keys.Shards() {
 		return false, fmt.Errorf("%w: configured %d, deployment %q has %d", ErrShardsMismatch, s.keys.Shards(), s.keys.Prefix(), v)
 	}
 	return created, nil
+}
+
+// shardCount reads the deployment's shard count (redis.Nil when there
+// is none). A value that is no count names its key and what it holds
+// (an outside trial read only `strconv.Atoi: parsing "banana"`).
+func (s *Store) shardCount(ctx context.Context) (int, error) {
+	key := s.keys.ShardCount()
+	raw, err := s.rdb.Get(ctx, key).Result()
+	if err != nil {
+		if errors.Is(err, redis.Nil) {
+			return 0, err
+		}
+		if strings.Contains(err.Error(), "WRONGTYPE") {
+			return 0, fmt.Errorf("store: %s, the deployment's shard count, is damaged: %s: set it to the deployment's count (redis.shards) with SET", key, wrongType)
+		}
+		return 0, fmt.Errorf("store: read shard count: %w", err)
+	}
+	v, err := strconv.Atoi(raw)
+	if err != nil || v < 1 {
+		shown := raw
+		if len(shown) > 32 {
+			shown = shown[:32] + "..."
+		}
+		return 0, fmt.Errorf("store: %s, the deployment's shard count, holds %q, not a count: set it to the deployment's count (redis.shards)", key, shown)
+	}
+	return v, nil
 }
 
 // Restored writes the deployment's shard count again after Redis lost

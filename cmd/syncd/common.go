@@ -219,9 +219,12 @@ func dialStore(ctx context.Context, cfg *config.File, log zerolog.Logger, readOn
 	sc.NoCreate = readOnly && !sc.Embedded()
 	st, err := store.Open(ctx, sc)
 	if err != nil {
-		if store.IsUnavailable(err) && len(sc.Addrs) > 0 {
+		switch {
+		case store.IsUnavailable(err) && len(sc.Addrs) > 0:
 			// Redis did not answer where the file says it is.
 			err = cfg.At("redis.addrs", err)
+		case errors.Is(err, store.ErrShardsMismatch):
+			err = cfg.At("redis.shards", fmt.Errorf("%w (a deployment keeps its shard count: set redis.shards to its count, or use another redis.key_prefix for a new one)", err))
 		}
 		return nil, &exitError{code: exitUsage, err: redisRefusal(cfg, err)}
 	}

@@ -246,8 +246,17 @@ func TestReadCommandsCreateNothing(t *testing.T) {
 	}
 	// The shard count is still checked.
 	other := testutil.WriteFile(t, "other.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  key_prefix: ro\n  shards: 8\n", srv.Addr()))
-	if code, _, errb := syncd("status", "-c", other); code != exitUsage || !strings.Contains(errb, "shard count differs") {
-		t.Errorf("status with another shard count: exit %d, stderr %q", code, errb)
+	// Named at redis.shards, with the fix (an outside trial: neither
+	// the key nor the line was named).
+	want = other + `:4: redis.shards: shard count differs from the deployment's: configured 8, deployment "ro" has 4 (a deployment keeps its shard count: set redis.shards to its count, or use another redis.key_prefix for a new one)`
+	if code, _, errb := syncd("status", "-c", other); code != exitUsage || !strings.Contains(errb, want) {
+		t.Errorf("status with another shard count: exit %d, stderr %q; want %q", code, errb, want)
+	}
+	// A shard count that is no count names its key.
+	rdb.Set(t.Context(), "ro:shards", "banana", 0)
+	want = `syncd status: ro:shards, the deployment's shard count, holds "banana", not a count: set it to the deployment's count (redis.shards)`
+	if code, _, errb := syncd("status", "-c", cfg); code != exitUsage || !strings.Contains(errb, want) {
+		t.Errorf("status with a shard count of banana: exit %d, stderr %q; want %q", code, errb, want)
 	}
 }
 
