@@ -162,15 +162,36 @@ func (s *Secrets) CleanTail(tail string) string {
 // Tail hides the secrets in the end of a command's stderr that an error
 // quotes: s's values, credentials named as such (Pairs) and URLs'
 // secrets (Clean). A tail that was cut (it starts with "…") also loses
-// its first word, which may be the rest of a credential whose name was
-// cut off.
+// its whole first line, through its newline: the cut may have fallen
+// inside what marks a credential (AUTH, -u, password:, Authorization:
+// Bearer), whose rest no longer says that the words after it are one
+// (redis-cli AUTH bob pw cut to "…H bob pw"). What marks a credential
+// is on its line, but for a pair whose value is on the next line
+// (password:\n  pw, which Pairs hides too): when the line dropped ends
+// with : or =, or the next starts with one, the next line's first value
+// is read as a secret name's (password).
+//
+// A tail with no newline in it, one line longer than the tail, shows
+// nothing but "…": all of it is that cut line, and no rule tells the
+// credential after a keyword cut off from a word of prose.
 func Tail(tail string, s *Secrets) string {
-	if rest, cut := strings.CutPrefix(s.CleanTail(tail), "…"); cut {
-		i := strings.IndexAny(rest, " \t\n\r&;,'\"")
-		if i < 0 {
-			return "…"
-		}
-		return "…" + Pairs(rest[i:])
+	rest, cut := strings.CutPrefix(s.CleanTail(tail), "…")
+	if !cut {
+		return Pairs(s.Clean(tail))
 	}
-	return Pairs(s.Clean(tail))
+	first, rest, ok := strings.Cut(rest, "\n")
+	if !ok {
+		return "…"
+	}
+	name := "" // the first line's end, a secret's name's maybe
+	switch end := strings.TrimRight(first, " \t\r"); {
+	case strings.HasSuffix(end, ":"), strings.HasSuffix(end, "="):
+		name = "password:\n"
+	case strings.HasPrefix(strings.TrimLeft(rest, " \t"), ":"), strings.HasPrefix(strings.TrimLeft(rest, " \t"), "="):
+		name = "password\n"
+	}
+	if out, ok := strings.CutPrefix(Pairs(name+rest), name); ok {
+		return "…\n" + out
+	}
+	return "…" // Pairs changed the name: it never does
 }

@@ -45,16 +45,53 @@ func TestSecrets(t *testing.T) {
 			t.Errorf("Pairs(%q) = %q, then %q", in, got, again)
 		}
 	}
-	// A cut tail loses its first word, which may be the rest of a
-	// credential whose name was cut off.
+	// A cut tail loses its first line, which may hold the rest of a
+	// credential whose name was cut off; one with no newline shows
+	// nothing.
 	for in, want := range map[string]string{
-		"…=CUTSECRETabc rest token=t1":          "… rest token=xxxxx",
-		"…ce:URLCUTpass@h.example/x and more":   "… and more",
-		"…BEARERCUT0987654321":                  "…",
-		"whole text, not cut: password=pw here": "whole text, not cut: password=xxxxx here",
+		"…=CUTSECRETabc rest token=t1":                     "…",
+		"…=CUTSECRETabc rest\nnext token=t1":               "…\nnext token=xxxxx",
+		"…ce:URLCUTpass@h.example/x and more\nmore":        "…\nmore",
+		"…BEARERCUT0987654321":                             "…",
+		"whole text, not cut: password=pw here":            "whole text, not cut: password=xxxxx here",
+		"…ssword:\n  NEXTLINEpw\nrest":                     "…\n  xxxxx\nrest",
+		"…assword\n= NEXTLINEpw rest":                      "…\n= xxxxx rest",
+		"…ine of prose\nerror: exit 1\nTraceback:\n  File": "…\nerror: exit 1\nTraceback:\n  File",
 	} {
 		if got := Tail(in, NewSecrets()); got != want {
 			t.Errorf("Tail(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A tail cut inside what marks a credential (AUTH, -u, password:,
+// Authorization: Bearer) shows no part of the credential after it,
+// wherever the cut falls before it (an outside tester saw
+// "… s3cretQ1" for redis-cli AUTH s3cretQ1 cut inside AUTH), and the
+// lines after the cut one show.
+func TestTailCutKeyword(t *testing.T) {
+	for _, tt := range []struct{ line, secret string }{
+		{"redis-cli AUTH s3cretQ1", "s3cretQ1"},
+		{"AUTH bob s3cretQ8", "s3cretQ8"},
+		{"Authorization: Bearer s3cretQ2", "s3cretQ2"},
+		{"password: s3cretQ5", "s3cretQ5"},
+		{"curl -u carol:s3cretQ3 https://h/", "s3cretQ3"},
+		{"smbclient -U alice%s3cretQ9 //srv/x", "s3cretQ9"},
+		{`{"password": "s3cretQ7"}`, "s3cretQ7"},
+		{"password:\n  s3cretQ6", "s3cretQ6"},
+	} {
+		at := strings.Index(tt.line, tt.secret)
+		for k := 1; k < at; k++ {
+			for _, next := range []string{"", "\nnext line: exit 1"} {
+				tail := "…" + strings.TrimSpace(tt.line[k:]+next)
+				got := Tail(tail, NewSecrets())
+				if strings.Contains(got, tt.secret[1:]) {
+					t.Errorf("Tail(%q) = %q: the secret shows", tail, got)
+				}
+				if !strings.HasSuffix(got, next) {
+					t.Errorf("Tail(%q) = %q: want the line after the cut one whole", tail, got)
+				}
+			}
 		}
 	}
 }

@@ -205,12 +205,28 @@ func TestStderrTail(t *testing.T) {
 	if err == nil {
 		t.Fatal("Sync = nil, want an error")
 	}
-	// The cut first word goes (it may be the rest of a credential whose
-	// name was cut off: redact.Tail); TailBuffer's own test covers the
-	// UTF-8 sequence the cut splits.
-	want := `exec: item "a": exit status 1; stderr: "… THE END"`
+	// The cut line goes whole, and a tail that is all one cut line shows
+	// nothing of it (it may hold the rest of a credential whose name was
+	// cut off: redact.Tail); TailBuffer's own test covers the UTF-8
+	// sequence the cut splits.
+	want := `exec: item "a": exit status 1; stderr: "…"`
 	if err.Error() != want {
 		t.Errorf("Sync = %q, want %q", err, want)
+	}
+}
+
+// A tail cut inside a Redis AUTH shows nothing of its password: an
+// outside tester saw "… s3cretQ1" for redis-cli AUTH s3cretQ1 with the
+// cut inside AUTH. The lines after the cut one show.
+func TestStderrTailCutAuth(t *testing.T) {
+	s := newSink(t, execsink.Config{
+		Command:    []string{"sh", "-c", `echo 'redis-cli AUTH s3cretQ1' >&2; echo 'exit: 1' >&2; exit 1`},
+		StderrTail: len("TH s3cretQ1\nexit: 1\n"),
+	})
+	err := s.Sync(t.Context(), sinks.Item{ID: "a"})
+	want := `exec: item "a": exit status 1; stderr: "…\nexit: 1"`
+	if err == nil || err.Error() != want {
+		t.Errorf("Sync = %v, want %q", err, want)
 	}
 }
 
@@ -847,9 +863,10 @@ func TestStderrSecretsRedacted(t *testing.T) {
 			t.Errorf("error %q lacks %q", msg, kept)
 		}
 	}
-	// A tail that starts inside the secret: no piece of it is left.
+	// A tail that starts inside the secret: no piece of it is left, and
+	// the line after the cut one shows.
 	cut := newSink(t, execsink.Config{
-		Command:    []string{"sh", "-c", `echo "xx $API_TOKEN the end" >&2; exit 3`},
+		Command:    []string{"sh", "-c", `printf 'xx %s\nthe end\n' "$API_TOKEN" >&2; exit 3`},
 		Env:        []string{"API_TOKEN=supersecret-123"},
 		StderrTail: 16,
 	})
