@@ -329,11 +329,13 @@ func schemeWords(text string) string {
 }
 
 var (
-	// authCommand finds a Redis AUTH command, in capitals, where a command
-	// starts: at the start of a line, or after a prompt (>, $, #), a quote,
-	// an opening bracket, a separator (; | & :), as HELLO's option too
+	// authCommand finds a Redis AUTH command where a command starts: at
+	// the start of a line, or after a prompt (>, $, #), a quote, an
+	// opening bracket, a separator (; | & :), as HELLO's option too
 	// (HELLO 3 AUTH user pw). "BASIC AUTH disabled" has none of those.
-	authCommand = regexp.MustCompile("(?m)(?:^|[>$#\"'`(\\[;|&:])[ \t]*(?:HELLO[ \t]+[0-9]+[ \t]+)?AUTH[ \t]+")
+	// Its first group is the character before it, if any; its second,
+	// AUTH in any case (redisAuth takes lower case at fewer places).
+	authCommand = regexp.MustCompile("(?im)(?:^|([>$#\"'`(\\[;|&:]))[ \t]*(?:HELLO[ \t]+[0-9]+[ \t]+)?(AUTH)[ \t]+")
 	// authReply finds the end of the arguments of an echoed AUTH where a
 	// Redis error follows them: AUTH app pw: ERR invalid password.
 	authReply = regexp.MustCompile(`:[ \t]+(?:\(error\)[ \t]+)?-?(?:ERR|WRONGPASS|NOAUTH|NOPERM)\b`)
@@ -344,15 +346,24 @@ var (
 
 // redisAuth hides the password of each Redis AUTH command that text
 // echoes, AUTH pw or AUTH user pw (the user stays): where a Redis error
-// follows it (AUTH app pw: ERR invalid password, WRONGPASS), or where
-// the password looks like one (credential) and ends the line or a
-// quote; and as MONITOR quotes it ("AUTH" "app" "pw"). Prose keeps its
-// words: "AUTH failed" has no Redis error after it and no credential,
-// "AUTH disabled (bearer only)" more than two words.
+// follows it (AUTH app pw: ERR invalid password, WRONGPASS), where the
+// password is quoted (AUTH "pw", AUTH 'pw': an argument, not a word of
+// prose), or where it looks like one (credential) and ends the line or
+// a quote; and as MONITOR quotes it ("AUTH" "app" "pw", "auth" "pw").
+// Prose keeps its words: "AUTH failed" has no Redis error after it and
+// no credential, "AUTH disabled (bearer only)" more than two words.
+//
+// AUTH in lower or mixed case (Redis and redis-cli take auth pw) is a
+// command only where a command is echoed: at the start of a line or
+// after a prompt (127.0.0.1:6379> auth pw); and a Redis error after it
+// does not make its word a password, as "auth failed: ERR x" is prose.
+// After a quote or a colon it is prose ({"type": "auth"}, error: auth
+// required); redis-cli auth pw is commandFlags'.
 func redisAuth(text string) string {
 	out := splicer{text: text}
-	for _, m := range authCommand.FindAllStringIndex(text, -1) {
-		if m[0] < out.done {
+	for _, m := range authCommand.FindAllStringSubmatchIndex(text, -1) {
+		upper := text[m[4]:m[5]] == "AUTH"
+		if m[0] < out.done || !upper && m[2] >= 0 && text[m[2]] != '>' {
 			continue
 		}
 		args := text[m[1]:]
@@ -361,22 +372,20 @@ func redisAuth(text string) string {
 		}
 		strong := false
 		if r := authReply.FindStringIndex(args); r != nil {
-			args, strong = args[:r[0]], true
-		} else if q := strings.IndexAny(args, "\"'`)]"); q >= 0 {
-			args = args[:q]
+			args, strong = args[:r[0]], upper
 		}
-		words := strings.Fields(args)
+		words := authArgs(args)
 		if len(words) == 0 || len(words) > 2 {
 			continue
 		}
 		// A password with xxxxx in it was hidden by Pairs, whole or as
 		// the value of a pair: AUTH :0 is AUTH's pair, AUTH :xxxxx.
 		pw := words[len(words)-1]
-		if strings.Contains(pw, Masked) || !strong && !credential(pw) {
+		v := args[pw.start:pw.end]
+		if v == "" || strings.Contains(v, Masked) || !strong && !pw.quoted && !credential(v) {
 			continue
 		}
-		at := m[1] + strings.LastIndex(args, pw)
-		out.replace(at, at+len(pw), Masked)
+		out.replace(m[1]+pw.start, m[1]+pw.end, Masked)
 	}
 	text = out.String()
 	return authMonitor.ReplaceAllStringFunc(text, func(m string) string {
@@ -386,4 +395,51 @@ func redisAuth(text string) string {
 		}
 		return m[:sub[2]] + Masked + m[sub[3]:]
 	})
+}
+
+// authWord is an argument of an echoed AUTH: where it is in its line,
+// without the quotes around it if it is quoted.
+type authWord struct {
+	start, end int
+	quoted     bool
+}
+
+// authArgs returns the arguments of an echoed AUTH in args, the rest of
+// its line: words between blanks, or quoted ("pw", with \" in it, or
+// 'pw') where a quote starts a word; one left open runs to the end. They
+// end at a quote, a backquote or a bracket inside a bare word, which
+// closes what the command is in (send "AUTH pw", (AUTH pw)).
+func authArgs(args string) []authWord {
+	var words []authWord
+	for i := 0; i < len(args); {
+		if args[i] == ' ' || args[i] == '\t' {
+			i++
+			continue
+		}
+		if q := args[i]; q == '"' || q == '\'' {
+			end := i + 1
+			for end < len(args) && args[end] != q {
+				if q == '"' && args[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			end = min(end, len(args))
+			words = append(words, authWord{i + 1, end, true})
+			i = end + 1
+			continue
+		}
+		end := i
+		for end < len(args) && !strings.ContainsRune(" \t\"'`)]", rune(args[end])) {
+			end++
+		}
+		if end > i {
+			words = append(words, authWord{i, end, false})
+		}
+		if end < len(args) && args[end] != ' ' && args[end] != '\t' {
+			break // the quote or bracket that closes the command's
+		}
+		i = end
+	}
+	return words
 }

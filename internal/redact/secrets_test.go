@@ -230,8 +230,14 @@ func TestPairsRedisAuth(t *testing.T) {
 		{`send "HELLO 3 AUTH app hunter2xyz"`, `send "HELLO 3 AUTH app xxxxx"`},
 		{"AUTH :0\nAUTH :hunter2xyz", "AUTH :xxxxx\nAUTH xxxxx"}, // AUTH's pair, then a credential
 		{`1700000000.1 [0 10.0.0.1:5000] "AUTH" "app" "hunter 2\"x"` + "\n" + `"auth" "pw2xyz"`, `1700000000.1 [0 10.0.0.1:5000] "AUTH" "app" "xxxxx"` + "\n" + `"auth" "xxxxx"`},
+		// Quoted, or in lower case where a command is echoed (an outside
+		// tester saw AUTH "s3cretW4" and auth s3cretW5 whole).
+		{`AUTH "s3cretW4"` + "\nAUTH bob 's3cret W4'\nAUTH \"hunter\": ERR x\n(AUTH \"pw\\\"1\")", `AUTH "xxxxx"` + "\nAUTH bob 'xxxxx'\nAUTH \"xxxxx\": ERR x\n(AUTH \"xxxxx\")"},
+		{"auth s3cretW5\nAuth bob s3cretW5\n127.0.0.1:6379> auth s3cretW5\n  auth \"hunter\"", "auth xxxxx\nAuth bob xxxxx\n127.0.0.1:6379> auth xxxxx\n  auth \"xxxxx\""},
+		{`redis-cli -h h auth "s3cretW5"` + "\n" + `1700000000.1 [0 10.0.0.1:5000] "auth" "s3cretW6"`, `redis-cli -h h auth xxxxx` + "\n" + `1700000000.1 [0 10.0.0.1:5000] "auth" "xxxxx"`},
 		// Prose and Redis's own words stay.
 		{"AUTH failed\nauth failed: ERR x\nBASIC AUTH disabled (bearer only)", "AUTH failed\nauth failed: ERR x\nBASIC AUTH disabled (bearer only)"},
+		{"OAuth token refresh failed\nauth timeout\nerror: auth s3cretW5x required\nnote (auth abc123x)", "OAuth token refresh failed\nauth timeout\nerror: auth s3cretW5x required\nnote (auth abc123x)"},
 		{"ERR AUTH <password> called without any password configured", "ERR AUTH <password> called without any password configured"},
 		{"NOAUTH Authentication required. SMTP AUTH PLAIN is off", "NOAUTH Authentication required. SMTP AUTH PLAIN is off"},
 		{"error: AUTH required for this command", "error: AUTH required for this command"},
