@@ -102,9 +102,48 @@ func Pairs(text string) string {
 		text = replaceValues(text, re, pairName)
 	}
 	asks := askFlags(text) // mysql --password db: db is no password
-	return replaceValues(text, flagRE, func(text string, start, end int) bool {
+	text = replaceValues(text, flagRE, func(text string, start, end int) bool {
 		return pairName(text, start, end) && !asks[start]
 	})
+	return userPasswords(text)
+}
+
+var (
+	// userPassword finds user:password@host without a scheme (a URL's
+	// is URLs'), as a word of its own: alice:pw@db.example:5432, a Go
+	// MySQL DSN's u:pw@tcp(h:3306)/db. The password (the second group)
+	// runs to the last @ that a host follows: a name, an IPv4 or [IPv6]
+	// address, or tcp(...) or unix(...), with a port maybe, then the
+	// word's end, a path, or a punctuation mark. So image:1.25@sha256:ab
+	// (a digest, not a host and a port) and pkg:npm/x@1.2 (a / in it)
+	// are none.
+	userPassword = regexp.MustCompile(`(?:^|[\s'"(=,\[<])([\w.+-]+):([^\s'"/\\]+)@(?:[A-Za-z0-9][A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)*|(?:tcp|unix)\([^)\s]*\)|\[[0-9a-fA-F:.]+\])(?::[0-9]{1,5})?(?:$|[\s/,;)\]'">]|:(?:$|\s))`)
+	// uriSchemes are the schemes of URIs without // whose part after
+	// the scheme is user@host, without a password: mailto:ann@h,
+	// sip:ann@h, xmpp:, acct: (WebFinger).
+	uriSchemes = map[string]bool{"mailto": true, "sip": true, "sips": true, "xmpp": true, "acct": true, "im": true, "pres": true, "tel": true}
+)
+
+// userPasswords hides the password of each user:password@host in text
+// (userPassword), but after a scheme of uriSchemes, or one hidden
+// already: user alice:xxxxx@host failed.
+func userPasswords(text string) string {
+	out := splicer{text: text}
+	for i := 0; i < len(text); {
+		m := userPassword.FindStringSubmatchIndex(text[i:])
+		if m == nil {
+			break
+		}
+		for k := range m {
+			m[k] += i
+		}
+		i = m[5] // the next may start at the end of this one's host
+		if uriSchemes[strings.ToLower(text[m[2]:m[3]])] || strings.Contains(text[m[4]:m[5]], Masked) {
+			continue
+		}
+		out.replace(m[4], m[5], Masked)
+	}
+	return out.String()
 }
 
 // replaceValues returns text with the value of each match of re (its

@@ -96,6 +96,30 @@ func TestTailCutKeyword(t *testing.T) {
 	}
 }
 
+// user:password@host without a scheme shows no password (an outside
+// tester saw "user alice:s3cretW12@host failed" whole); an address, a
+// URI without a password, an image's digest and a package URL stay.
+func TestPairsUserPassword(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"user alice:s3cretW12@host failed", "user alice:xxxxx@host failed"},
+		{"connect alice:pw@10.0.0.1:5432: refused", "connect alice:xxxxx@10.0.0.1:5432: refused"},
+		{"dial u:p@ss@tcp(127.0.0.1:3306)/db x=bob:pw@[::1]:6379", "dial u:xxxxx@tcp(127.0.0.1:3306)/db x=bob:xxxxx@[::1]:6379"},
+		{"'alice:pw@h.example'\nbob:pw2@h2/x", "'alice:xxxxx@h.example'\nbob:xxxxx@h2/x"},
+		// Not a password.
+		{"mailto:ann@example.com sip:ann@h.example acct:ann@h", "mailto:ann@example.com sip:ann@h.example acct:ann@h"},
+		{"nginx:1.25@sha256:0123abcdef pkg:npm/lodash@4.17.21", "nginx:1.25@sha256:0123abcdef pkg:npm/lodash@4.17.21"},
+		{"git@github.com:org/repo.git ann@example.com: mailbox full", "git@github.com:org/repo.git ann@example.com: mailbox full"},
+	} {
+		got := Pairs(tt.in)
+		if got != tt.want {
+			t.Errorf("Pairs(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if again := Pairs(got); again != got {
+			t.Errorf("Pairs(%q) = %q, then %q", tt.in, got, again)
+		}
+	}
+}
+
 // A known secret is hidden in the forms a command or a target prints it
 // in: escaped in JSON (encoding/json's, JSON.stringify's, Python's), in
 // a Go-quoted string, in a URL; an outside trial saw
