@@ -85,8 +85,9 @@ func credential(word string) bool {
 //
 // A Bearer or Basic credential in header form, the value of a name such
 // as Authorization (schemeHeader), is hidden whatever it looks like; so
-// is any other value of a name with authorization in it, scheme and all
-// (authValue: Authorization: xxxxx xxxxx for "token ghp_x"). The
+// is any other value of a name with authorization in it, but a known
+// scheme before it (authValue: Authorization: token xxxxx for "token
+// ghp_x", xxxxx xxxxx for two words of which the first is none). The
 // word after bearer or basic elsewhere is hidden only when it looks like
 // a credential (see credential), so that prose such as "basic auth
 // failed" stays readable.
@@ -168,7 +169,7 @@ func replaceValues(text string, re *regexp.Regexp, secret func(text string, star
 		}
 		end := closes(text, m[6], m[7])
 		i = max(end, m[5])
-		if plainValue(text[m[6]:end]) {
+		if plainValue(text[m[6]:end]) || schemeBefore(text, m[6], end) {
 			continue
 		}
 		out.replace(m[6], end, Masked)
@@ -211,6 +212,13 @@ func plainValue(v string) bool {
 		return true
 	}
 	return false
+}
+
+// schemeBefore reports whether text[start:end], the value of a pair,
+// is an authentication scheme (authSchemes) and a credential hidden
+// follows it: authValues' Authorization: token xxxxx keeps its scheme.
+func schemeBefore(text string, start, end int) bool {
+	return authSchemes[strings.ToLower(text[start:end])] && strings.HasPrefix(strings.TrimLeft(text[end:], " \t"), Masked)
 }
 
 // closes returns where a bare value, text[start:end], ends: at the first
@@ -303,11 +311,12 @@ func dataKeyWord(text string, start int) bool {
 
 // authValues hides the credential in each Authorization header's value
 // in text (authHeader): after Bearer or Basic, the word after the
-// scheme, which stays; after another scheme (GitHub's "token ghp_x",
-// ApiKey, Negotiate, Digest), both words, since a scheme is not told
-// from a credential that is followed by a word; a lone word (a token
-// without a scheme) whole. A list of auth-params counts as one word
-// (Digest username="u", response="r": xxxxx xxxxx). A value that starts
+// scheme, which stays; so after another scheme known as one
+// (authSchemes: GitHub's "token ghp_x", ApiKey, Negotiate, Digest);
+// after a first word not known as a scheme, both words, since it is not
+// told from a credential that is followed by a word; a lone word (a
+// token without a scheme) whole. A list of auth-params counts as one
+// word (Digest username="u", response="r": Digest xxxxx). A value that starts
 // with xxxxx is left: Pairs hid it before. A word ends at a bracket that
 // closes one before it (closes: map[Authorization:[Bearer x]]).
 func authValues(text string) string {
@@ -335,11 +344,21 @@ func wordEnd(text string, start, end int) int {
 	return closes(text, start, end)
 }
 
+// authSchemes are the authentication schemes (lower case) of an
+// Authorization value that stay shown before the credential they name:
+// those IANA registers, GitHub's token, and others in common use
+// (ApiKey, NTLM, AWS's, Okta's SSWS). A scheme is a name, no secret.
+var authSchemes = map[string]bool{
+	"basic": true, "bearer": true, "concealed": true, "digest": true, "dpop": true, "gnap": true, "hoba": true,
+	"mutual": true, "negotiate": true, "oauth": true, "privatetoken": true, "scram-sha-1": true, "scram-sha-256": true,
+	"vapid": true, "token": true, "apikey": true, "ntlm": true, "aws4-hmac-sha256": true, "hawk": true, "ssws": true,
+}
+
 // authValue returns an Authorization header's name and value with the
 // credential hidden, as authValues says, from its name, its first word,
 // and the blanks and the word after it if any.
 func authValue(name, first, sp, second string) string {
-	scheme := strings.EqualFold(first, "bearer") || strings.EqualFold(first, "basic")
+	scheme := authSchemes[strings.ToLower(first)]
 	switch {
 	case strings.HasPrefix(first, Masked), second == "" && scheme:
 		// Hidden already (Pairs applied twice changes nothing more), or

@@ -227,7 +227,7 @@ func TestPairsBrackets(t *testing.T) {
 		{"(password=hunter2) next", "(password=xxxxx) next"},
 		{"[token: t0k3n] [password=p(1)] f(secret=s2)", "[token: xxxxx] [password=xxxxx] f(secret=xxxxx)"},
 		{"(sent Bearer eyJhbGciOiJIUzI1NiJ9.e30.x)", "(sent Bearer xxxxx)"},
-		{"map[Authorization:[Bearer abc] Accept:[*/*]] (Authorization: token ghp_16C7e42F)", "map[Authorization:[Bearer xxxxx] Accept:[*/*]] (Authorization: xxxxx xxxxx)"},
+		{"map[Authorization:[Bearer abc] Accept:[*/*]] (Authorization: token ghp_16C7e42F)", "map[Authorization:[Bearer xxxxx] Accept:[*/*]] (Authorization: token xxxxx)"},
 		// A bracket opened nowhere, or on another line, is the value's.
 		{"password=hunter2) x", "password=xxxxx x"},
 		{"(a\npassword=pa)ss", "(a\npassword=xxxxx"},
@@ -310,24 +310,28 @@ func TestPairsSchemes(t *testing.T) {
 		{"token=Bearer word", "token=Bearer xxxxx"},
 		{"header map[Authorization:[Bearer abc]]", "header map[Authorization:[Bearer xxxxx]]"},
 		// Other schemes in header form: the credential after the scheme
-		// went unhidden (GitHub's "token ghp_..."); the scheme goes too.
-		{"Authorization: token ghp_16C7e42F292c6912E7710c838347Ae178B4a", "Authorization: xxxxx xxxxx"},
-		{"-H 'authorization: ApiKey k-123' x", "-H 'authorization: xxxxx xxxxx' x"},
-		{"HTTP_AUTHORIZATION=Negotiate YIIGhgYGKwYB rest", "HTTP_AUTHORIZATION=xxxxx xxxxx rest"},
+		// went unhidden (GitHub's "token ghp_..."). A known scheme stays,
+		// as Bearer does (an outside tester read "Authorization: xxxxx
+		// xxxxx" for token s3cret); a word not known as one goes too.
+		{"Authorization: token ghp_16C7e42F292c6912E7710c838347Ae178B4a", "Authorization: token xxxxx"},
+		{"-H 'authorization: ApiKey k-123' x", "-H 'authorization: ApiKey xxxxx' x"},
+		{"HTTP_AUTHORIZATION=Negotiate YIIGhgYGKwYB rest", "HTTP_AUTHORIZATION=Negotiate xxxxx rest"},
+		{"Authorization: Tok3nPrefix ghp_16C7e42F", "Authorization: xxxxx xxxxx"},
 		{"Authorization: ghp_16C7e42F292c6912E7710c838347Ae178B4a", "Authorization: xxxxx"},
 		{"HTTP_AUTHORIZATION=ghp_16C7e42F292c6912E7710c838347Ae178B4a", "HTTP_AUTHORIZATION=xxxxx"},
 		{`{"Authorization": "token ghp_16C7e42F292c"}`, `{"Authorization": "xxxxx"}`},
-		// Digest and other schemes of auth-params: the whole list goes,
+		// Digest and other schemes of auth-params: the whole list goes
+		// (the scheme stays),
 		// quoted, escaped, in a shell's quotes or a Go map (an outside
 		// trial saw response= shown).
-		{`Authorization: Digest username="u", realm="r", nonce="n", uri="/", response="6629fae49393a05397450978507c4ef1"`, "Authorization: xxxxx xxxxx"},
-		{`Authorization: Digest username="u", response="6629fae4", cnonce="0a4f113b"` + "\nHost: h", "Authorization: xxxxx xxxxx\nHost: h"},
-		{"Proxy-Authorization: Digest username=u,realm=r,nonce=n,response=6629fae4,algorithm=MD5 next", "Proxy-Authorization: xxxxx xxxxx next"},
-		{`-H 'Authorization: Digest username="u", uri="/a]b", response="6629fae4"' -v`, "-H 'Authorization: xxxxx xxxxx' -v"},
+		{`Authorization: Digest username="u", realm="r", nonce="n", uri="/", response="6629fae49393a05397450978507c4ef1"`, "Authorization: Digest xxxxx"},
+		{`Authorization: Digest username="u", response="6629fae4", cnonce="0a4f113b"` + "\nHost: h", "Authorization: Digest xxxxx\nHost: h"},
+		{"Proxy-Authorization: Digest username=u,realm=r,nonce=n,response=6629fae4,algorithm=MD5 next", "Proxy-Authorization: Digest xxxxx next"},
+		{`-H 'Authorization: Digest username="u", uri="/a]b", response="6629fae4"' -v`, "-H 'Authorization: Digest xxxxx' -v"},
 		{`{"Authorization":"Digest username=\"u\", response=\"6629fae4\"","Host":"h"}`, `{"Authorization":"xxxxx","Host":"h"}`},
-		{`map[Authorization:[Digest username="u", response="6629fae4"] Accept:[*/*]]`, "map[Authorization:[xxxxx xxxxx] Accept:[*/*]]"},
-		{`Authorization: Digest username = "u" , response = "6629fae4"`, "Authorization: xxxxx xxxxx"},
-		{`Authorization: AWS4-HMAC-SHA256 Credential=AKIA/20240101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=5d6f`, "Authorization: xxxxx xxxxx"},
+		{`map[Authorization:[Digest username="u", response="6629fae4"] Accept:[*/*]]`, "map[Authorization:[Digest xxxxx] Accept:[*/*]]"},
+		{`Authorization: Digest username = "u" , response = "6629fae4"`, "Authorization: Digest xxxxx"},
+		{`Authorization: AWS4-HMAC-SHA256 Credential=AKIA/20240101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=5d6f`, "Authorization: AWS4-HMAC-SHA256 xxxxx"},
 		{`Authorization: username="u", response="6629fae4"`, "Authorization: xxxxx"},
 		{`WWW-Authenticate: Digest realm="r", nonce="n", qop="auth"`, `WWW-Authenticate: Digest realm="r", nonce="n", qop="auth"`},
 		{"Authorization: Bearer", "Authorization: Bearer"},
