@@ -367,8 +367,8 @@ func unescape(s string) string {
 }
 
 // plainParams are query parameter names whose values are not secrets
-// anywhere they are commonly used: paging, sorting, searching, formats
-// and time ranges. Any other name's value is hidden: a list of secret
+// anywhere they are commonly used: paging, sorting, searching, formats,
+// time ranges and a database's connection options. Any other name's value is hidden: a list of secret
 // names missed pw=, p= (Subsonic's password), sign= and bearer= (an
 // outside trial), and a missed secret is worse than a hidden page size.
 var plainParams = map[string]bool{
@@ -382,6 +382,10 @@ var plainParams = map[string]bool{
 	"start": true, "end": true, "from": true, "to": true, "since": true, "until": true,
 	"before": true, "after": true, "debug": true, "verbose": true, "pretty": true,
 	"expires_in": true, "token_type": true, "scope": true,
+	// A database URL's connection options (PostgreSQL's libpq, Go's
+	// MySQL driver): how to connect, no credential. sslmode=disable
+	// read as sslmode=xxxxx, and hid what an error was about.
+	"sslmode": true, "connect_timeout": true, "application_name": true, "charset": true, "parsetime": true, "timeout": true,
 }
 
 // secretParam reports whether the value of a URL query parameter named

@@ -104,6 +104,10 @@ func TestURL(t *testing.T) {
 		{"http://user:pw@host/%zz?token=t", Password, "http://user:xxxxx@host/%zz?token=xxxxx"},
 		{"host/x?token=t", Mask, "host/x?token=xxxxx"},
 		{"u:pw@h", Display, "u:pw@h"}, // no scheme: no authority either
+		// A database's connection options show (an outside tester read
+		// sslmode=xxxxx); its password goes.
+		{"postgres://u:pw@h/db?sslmode=disable&connect_timeout=5&password=pw2", Display, "postgres://h/db?sslmode=disable&connect_timeout=5&password=xxxxx"},
+		{"mysql://u:pw@h/db?charset=utf8mb4&parseTime=true&timeout=5s", Password, "mysql://u:xxxxx@h/db?charset=utf8mb4&parseTime=true&timeout=5s"},
 	}
 	for _, tt := range tests {
 		if got := URL(tt.in, tt.ui); got != tt.want {
