@@ -137,7 +137,7 @@ func userinfo(auth string, ui Userinfo, h *hidden) string {
 // person writes (redis://:pa#ss@cache:6379) but which ends the
 // authority for url.Parse and for the rest of URL, so that the password
 // would show, whole or in part, and the host not: a user name without
-// any of / ? # @, ":", a password that is no port (8080/ starts a path),
+// any of / ? # @ [ ], ":", a password that is no port (8080/ starts a path),
 // and the first "@" after it that a host follows (a name or [address],
 // a port maybe, then the end or one of / ? #). It returns where that
 // "@" and the host end, or -1, -1 when rest has none, or user
@@ -162,7 +162,10 @@ func specialUserinfo(rest string) (at, end int) {
 		}
 	} else {
 		colon := strings.IndexByte(rest[:k], ':')
-		if colon < 0 {
+		if colon < 0 || strings.ContainsAny(rest[:colon], "[]") {
+			// No user name holds a bracket unescaped (RFC 3986): [0:0]/0@[0]
+			// is an IPv6 host and a path, which URL left of
+			// A://0@[0:0]/0@[0] (FuzzURLs).
 			return -1, -1
 		}
 		if port := rest[colon+1 : k]; strings.Trim(port, "0123456789") == "" && (port != "" || rest[k] == '/') {
