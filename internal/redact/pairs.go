@@ -48,10 +48,12 @@ var (
 // §11.2): a name, =, and a value that is a token or a quoted string,
 // with its quotes escaped maybe (\"n\" in JSON or a Go string). A bare
 // value ends at a quote or ] as well, where a value quoted in a shell
-// command or a Go map ends. authParams is a list of them, separated by
-// commas.
+// command or a Go map ends; what follows a closing quote up to a blank
+// or comma is the value's too (0=""0 was hidden as xxxxx0, whose 0 a
+// second pass hid: FuzzPairs). authParams is a list of them, separated
+// by commas.
 const (
-	authParam  = `[\w!#$%&*+.^|~-]+[ \t]*=[ \t]*(?:"(?:[^"\\\n]|\\.)*"|\\"(?:[^"\\\n]|\\[^"])*\\"|[^\s,"'\]\\]*)`
+	authParam  = `[\w!#$%&*+.^|~-]+[ \t]*=[ \t]*(?:(?:"(?:[^"\\\n]|\\.)*"|\\"(?:[^"\\\n]|\\[^"])*\\")[^\s,"'\]\\]*|[^\s,"'\]\\]*)`
 	authParams = authParam + `(?:(?:[ \t]*,)+[ \t]*` + authParam + `)*`
 )
 

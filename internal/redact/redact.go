@@ -39,7 +39,23 @@ const (
 // refuses as well, and leaves the rest as it is. Applied twice, it
 // changes nothing more.
 func URL(raw string, ui Userinfo) string {
-	return redactURL(raw, ui, nil)
+	return settled(raw, ui, nil)
+}
+
+// settled is redactURL run again on what it gives until that stays as
+// it is (a few passes, each hiding more): one pass can leave a text that
+// a second reads otherwise, as when masking a user name's "[" made the
+// rest of A://[@!:#@0 a password with a # (FuzzURLs).
+func settled(raw string, ui Userinfo, h *hidden) string {
+	out := redactURL(raw, ui, h)
+	for range 3 {
+		next := redactURL(out, ui, h)
+		if next == out {
+			break
+		}
+		out = next
+	}
+	return out
 }
 
 // URLSecrets returns the parts of raw that URL replaces with xxxxx (with
@@ -49,7 +65,7 @@ func URL(raw string, ui Userinfo) string {
 // values of harmless names (page=2, sort=name) are not among them.
 func URLSecrets(raw string) []string {
 	var h hidden
-	redactURL(raw, Mask, &h)
+	settled(raw, Mask, &h)
 	out := slices.Clone(h)
 	for _, v := range h {
 		for _, unescape := range []func(string) (string, error){url.QueryUnescape, url.PathUnescape} {
@@ -83,7 +99,7 @@ func redactURL(raw string, ui Userinfo, h *hidden) string {
 		}
 	}
 	raw, frag, hasFrag := strings.Cut(raw, "#")
-	raw, query, _ := strings.Cut(raw, "?")
+	raw, query, hasQuery := strings.Cut(raw, "?")
 	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
 		auth, p, hasPath := strings.Cut(rest, "/")
 		raw = scheme + "://" + userinfo(auth, ui, h)
@@ -91,7 +107,10 @@ func redactURL(raw string, ui Userinfo, h *hidden) string {
 			raw += "/" + path(auth[strings.LastIndexByte(auth, '@')+1:], p, h)
 		}
 	}
-	if query != "" {
+	if query != "" || hasQuery && hasFrag && ui != Display {
+		// An empty query before a fragment stays: dropped, "h?#x@y"
+		// came back as "h#x@y", which a second pass read as a password
+		// with a # in it (FuzzURLs).
 		raw += "?" + params(query, true, h)
 	}
 	if hasFrag {
