@@ -175,7 +175,10 @@ func (e *Engine) currentBatch() *batchRun {
 // never sync an item twice without a fault, and finish together. Failed
 // items are retried with backoff up to MaxAttempts and then quarantined.
 // If ctx ends first, the run stops early (in-flight syncs are handed
-// back) and the report counts what is left as Unsynced.
+// back) and the report counts what is left as Unsynced. A claim that
+// Redis refuses to this process's user (store.IsPermission) ends the run
+// with that refusal, a *store.PermissionError, and no report: no retry
+// within the run can pass it.
 func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error) {
 	if err := e.begin(); err != nil {
 		return nil, err
@@ -215,6 +218,9 @@ func (e *Engine) RunBatch(ctx context.Context, opt BatchOptions) (*Report, error
 	gaveUp := e.waitBatch(ctx, opt.MaxUnavailable)
 	e.Stop(context.Background())
 	<-progressDone
+	if err := e.refusals.end(); err != nil {
+		return nil, err // an ACL refusal: no retry within the run can pass it
+	}
 
 	// The final tally, from Redis: what every process of the run did.
 	tctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -280,7 +286,9 @@ type pendingSource struct {
 
 const pendingPage = 256
 
-func (s *pendingSource) finished() bool { return s.done }
+func (s *pendingSource) finished() bool { return s.done || s.e.refusals.end() != nil }
+
+func (s *pendingSource) refusalEnds() bool { return true }
 
 // requests claims the next page of items the run still has to sync (at
 // most n of one shard).

@@ -87,6 +87,7 @@ type Engine struct {
 	// damaged (noteErrorsLost; the count loop's alone).
 	errorsLost map[int]bool
 	away       *away // shards out of reach (a Cluster master)
+	refusals   *refusals
 	// tgt gates claims on the target's limits and breaker; nil over a
 	// fake store.
 	tgt       *target
@@ -181,6 +182,7 @@ func newEngine(idx dueIndex, own claimer, sink sinks.Sink, c Config) *Engine {
 	e.m = newMetrics(own.Stats())
 	e.damage = newDamage(e.log, &e.m.ShardsDamaged)
 	e.away = newAway(e.log)
+	e.refusals = &refusals{log: e.log}
 	e.rel = newReleaser(own, own.Config().Heartbeat)
 	for w := c.Workers - 1; w >= 0; w-- {
 		e.ids = append(e.ids, w)

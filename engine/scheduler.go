@@ -24,8 +24,12 @@ type source interface {
 	// claim makes one of them for the given workers, one per slot.
 	claim(ctx context.Context, req claimReq, workers []int) ([]*ownership.Lease, error)
 	// finished reports whether the scheduler should stop (batch: all
-	// done).
+	// done, or a refusal ended the run).
 	finished() bool
+	// refusalEnds reports whether an ACL refusal ends the loop (see
+	// refusals): a batch run's, which retrying cannot finish; the daemon
+	// retries.
+	refusalEnds() bool
 }
 
 // claimReq is one claim a source asks for: up to n of a shard's due
@@ -145,6 +149,17 @@ func (e *Engine) schedule(src source) {
 		switch {
 		case ctx.Err() != nil:
 			return
+		case store.IsPermission(err):
+			e.ready.Store(false)
+			end := src.refusalEnds()
+			e.refusals.seen(err, end)
+			if end {
+				continue // finished now
+			}
+			if !e.sleep(errWait) {
+				return
+			}
+			errWait = min(2*errWait, 5*time.Second)
 		case err != nil:
 			e.ready.Store(false)
 			e.log.Warn().Err(err).Int64("retry_in_ms", errWait.Milliseconds()).Msg("claim round failed")
@@ -206,7 +221,12 @@ func (e *Engine) round(ctx context.Context, src source, n int, b budget) (int, t
 			if e.ahead != nil && err == nil {
 				e.ahead.found(started, len(reqs) == 1)
 			}
-			if err != nil && ctx.Err() == nil {
+			switch {
+			case err == nil || ctx.Err() != nil:
+			case store.IsPermission(err):
+				e.ready.Store(false)
+				e.refusals.seen(err, src.refusalEnds())
+			default:
 				e.ready.Store(false)
 				e.log.Warn().Err(err).Int("shard", req.shard).Msg("claim failed")
 			}
@@ -245,6 +265,9 @@ func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int,
 	ct := e.startClaim(req, slots)
 	sent := time.Now()
 	leases, err := src.claim(ctx, req, workers)
+	if err == nil {
+		e.refusals.cleared()
+	}
 	if err == nil && len(leases) > 0 {
 		e.ahead.observeLag(time.Since(sent))
 	}
@@ -313,6 +336,8 @@ func (e *Engine) dueSource() *dueSource {
 }
 
 func (s *dueSource) finished() bool { return false }
+
+func (s *dueSource) refusalEnds() bool { return false }
 
 // requests returns a pick claim for each shard with due items, the one
 // with the longest-waiting item first.

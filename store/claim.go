@@ -212,7 +212,8 @@ type replicaWait struct {
 // claim runs one claim script call, followed by WAIT when w asks for
 // replicas, and turns the replies that refuse the whole shard into
 // errors: ErrEpochMissing and *HoldError (see claim_gate in prelude.lua),
-// and a *DamageError when a key of the shard is damaged.
+// a *DamageError when a key of the shard is damaged, and a
+// *PermissionError when Redis refused a command to syncd's user.
 func (s *Store) claim(ctx context.Context, sc *redis.Script, shard int, keys []string, args []any, w replicaWait) (any, int, error) {
 	if w.min > 0 && s.mini != nil {
 		return nil, 0, ErrNoReplicas
@@ -229,7 +230,7 @@ func (s *Store) claim(ctx context.Context, sc *redis.Script, shard int, keys []s
 		if err := s.shardErr(ctx, shard, err); errors.Is(err, ErrDamaged) {
 			return nil, 0, err
 		}
-		return nil, 0, fmt.Errorf("store: claim shard %d: %w", shard, err)
+		return nil, 0, Permission(fmt.Errorf("store: claim shard %d: %w", shard, err))
 	}
 	if err := gateError(reply, shard); err != nil {
 		return nil, 0, err

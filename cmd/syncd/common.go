@@ -8,13 +8,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
@@ -242,33 +240,15 @@ func redisRefusal(cfg *config.File, err error) error {
 		return err
 	}
 	switch {
-	case permissionRefused(err):
+	case store.IsPermission(err):
 		return cfg.At("redis.username", fmt.Errorf("%w (Redis user %q lacks a permission this command needs: "+
-			"grant it the commands the README's least-privilege ACL lists, on the keys under redis.key_prefix)", scriptFree{err}, cfg.RedisUser()))
+			"grant it the commands the README's least-privilege ACL lists, on the keys under redis.key_prefix)", store.Permission(err), cfg.RedisUser()))
 	case strings.Contains(err.Error(), "NOAUTH"):
 		return cfg.At("redis.addrs", fmt.Errorf("%w (this Redis asks for a password: set redis.password_file or redis.password_env)", err))
 	case strings.Contains(err.Error(), "WRONGPASS"):
 		return cfg.At(cfg.PasswordField(), fmt.Errorf("%w (Redis refused the password, or redis.username, that this names)", err))
 	}
 	return err
-}
-
-// scriptFree is a refusal without what Redis adds when a script's
-// command was refused (" script: <sha>, on @user_script:38."), which
-// an operator cannot use.
-type scriptFree struct{ err error }
-
-var scriptWhere = regexp.MustCompile(` script: [0-9a-f]{40}, on @user_script:\d+\.`)
-
-func (e scriptFree) Error() string { return scriptWhere.ReplaceAllString(e.err.Error(), "") }
-
-func (e scriptFree) Unwrap() error { return e.err }
-
-// permissionRefused reports an ACL refusal: a command's (NOPERM), or,
-// inside a script, Redis 7.0's "ERR The user executing the script can't
-// run this command or subcommand" (later versions say NOPERM there too).
-func permissionRefused(err error) bool {
-	return redis.IsPermissionError(err) || strings.Contains(err.Error(), "The user executing the script can't run this command")
 }
 
 // explain names, in *err, the key of the loaded configuration that fixes

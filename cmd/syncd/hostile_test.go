@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -312,5 +314,41 @@ func TestAdminACLRefusal(t *testing.T) {
 		if code == exitOK || !strings.Contains(errb, want) || !strings.Contains(errb, fmt.Sprintf("(Redis user %q lacks a permission this command needs", tt.user)) {
 			t.Errorf("syncd %q as %s: exit %d, stderr %q; want %q and the user lacking a permission", tt.args, tt.user, code, errb, want)
 		}
+	}
+}
+
+// A batch run whose claims Redis's ACL refuses (a user without zscore,
+// which the batch claim script calls; the daemon's does not) ends at
+// once, exit 2, naming redis.username as the admin commands do, where it
+// logged "claim round failed" every 250ms and never ended.
+func TestBatchACLRefusal(t *testing.T) {
+	srv := redistest.Start(t, nil)
+	rdb := srv.Client(t)
+	if err := rdb.Do(t.Context(), "ACL", "SETUSER", "u", "on", ">pw12345", "~*", "&*", "+@all", "-zscore").Err(); err != nil {
+		t.Fatal(err)
+	}
+	pw := testutil.WriteFile(t, "u.pw", "pw12345\n")
+	cfg := testutil.WriteFile(t, "u.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  key_prefix: aclb\n  username: u\n  password_file: %s\n"+
+		"ownership:\n  ttl: 1s\nitems:\n  ids: [x1]\n", srv.Addr(), pw))
+	type result struct {
+		code        int
+		out, stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errb := syncd("batch", "-c", cfg)
+		done <- result{code, out, errb}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("syncd batch did not end on the ACL refusal within 30s")
+	}
+	want := regexp.MustCompile(regexp.QuoteMeta(cfg+":4: redis.username: claim shard ") + `\d+` +
+		regexp.QuoteMeta(`: ERR The user executing the script can't run this command or subcommand (Redis user "u" lacks a permission this command needs: `+
+			"grant it the commands the README's least-privilege ACL lists, on the keys under redis.key_prefix)\n"))
+	if r.code != exitUsage || !want.MatchString(r.stderr) || strings.Contains(r.stderr, "user_script") {
+		t.Errorf("syncd batch as u: exit %d, stderr %q; want exit %d and %q", r.code, r.stderr, exitUsage, want)
 	}
 }

@@ -1,0 +1,104 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/redistest"
+	"github.com/syncd/syncd/tests/testutil"
+)
+
+// refusedStore opens, as a new ACL user of srv's allowed every command
+// but the denied ones, a store over a deployment of 2 shards holding
+// ids, made by the default user.
+func refusedStore(t *testing.T, srv *redistest.Server, user string, deny []string, ids ...string) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	admin := openStore(t, srv.Addr(), 2)
+	if _, err := admin.Add(ctx, ids...); err != nil {
+		t.Fatal(err)
+	}
+	args := []any{"ACL", "SETUSER", user, "on", ">pw-" + user, "~*", "&*", "+@all"}
+	for _, c := range deny {
+		args = append(args, "-"+c)
+	}
+	if err := admin.Client().Do(ctx, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, store.Config{Addrs: []string{srv.Addr()}, Username: user, Password: "pw-" + user,
+		KeyPrefix: admin.Keys().Prefix(), Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// A batch run whose claims Redis refuses (a user without zscore, which
+// the batch claim script calls) ends with the refusal, where it logged
+// "claim round failed" every poll and never ended.
+func TestBatchEndsOnRefusal(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := refusedStore(t, srv, "nozscore", []string{"zscore"}, "x1")
+	e := newEngine(t, st, &recorder{}, engine.Config{Workers: 2, Poll: 10 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	rep, err := e.RunBatch(ctx, engine.BatchOptions{})
+	if ctx.Err() != nil {
+		t.Fatalf("the batch run did not end on the refusal: ran %v", time.Since(start).Round(time.Millisecond))
+	}
+	if !store.IsPermission(err) || !errors.Is(err, store.ErrPermission) || rep != nil {
+		t.Fatalf("RunBatch: %v, %v; want a store.ErrPermission and no report", rep, err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "user_script") || !strings.Contains(msg, "can't run this command") {
+		t.Errorf("RunBatch's error %q: want Redis's refusal without the script's sha and line", msg)
+	}
+}
+
+// The daemon retries claims that Redis refuses (an operator may grant
+// what is missing while it runs) and logs the refusal once, at error,
+// with what to grant, not "claim round failed" at warn every poll; once
+// it is granted, the items sync and that is logged once too.
+func TestDaemonRefusalLoggedOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	// ZRANGEBYSCORE is what the daemon's claim script picks due items with.
+	st := refusedStore(t, srv, "nopick", []string{"zrangebyscore"}, "x1", "x2")
+	logs := &testutil.Buffer{}
+	rec := &recorder{}
+	e, err := engine.New(st, rec, engine.Config{Workers: 2, Poll: 10 * time.Millisecond, Interval: time.Hour,
+		Ownership: ownership.Config{TTL: 5 * time.Second}, Logger: zerolog.New(logs).Level(zerolog.InfoLevel)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Stop(context.Background()) })
+	e.Start(context.Background())
+	const hint = "grant it the commands the README's least-privilege ACL lists"
+	waitFor(t, 10*time.Second, "the refusal logged", func() bool { return strings.Contains(logs.String(), hint) })
+	time.Sleep(time.Second) // rounds retried at 10ms, doubling: about 7 more
+	out := logs.String()
+	if n := strings.Count(out, hint); n != 1 || strings.Contains(out, "claim round failed") || strings.Contains(out, "user_script") {
+		t.Errorf("logged the refusal %d times (want 1), at warn as a failed round, or with the script's place:\n%s", n, out)
+	}
+	if !strings.Contains(out, `"level":"error"`) || !strings.Contains(out, "can't run this command") {
+		t.Errorf("the refusal is not logged at error with Redis's reply:\n%s", out)
+	}
+	admin := srv.Client(t)
+	if err := admin.Do(context.Background(), "ACL", "SETUSER", "nopick", "+zrangebyscore").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "both items synced after the grant", func() bool { return len(rec.snapshot()) >= 2 })
+	waitFor(t, 5*time.Second, "the grant logged", func() bool {
+		return strings.Count(logs.String(), "redis accepts the claims again") == 1
+	})
+}
