@@ -333,7 +333,9 @@ func cmdRelease(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	defer st.Close()
 	held, fence, err := st.ForceRelease(ctx, ids[0])
-	if errors.Is(err, store.ErrUnknownItem) || errors.Is(err, store.ErrInvalidID) {
+	if errors.Is(err, store.ErrUnknownItem) || errors.Is(err, store.ErrInvalidID) || store.IsPermission(err) {
+		// An ACL refusal is the configuration's, as the other admin
+		// commands and a refused login say (exit 2).
 		return &exitError{code: exitUsage, err: err}
 	}
 	if err != nil {

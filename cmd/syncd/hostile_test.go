@@ -278,7 +278,9 @@ func TestStatusDataLossUnknownTime(t *testing.T) {
 // a refused login names its key: syncd requeue said "unknown: NOPERM
 // this user has no permissions to run the 'zscore' command", and a
 // command refused inside a script ("ERR The user executing the script
-// can't run this command") or at Open (evalsha) said no more.
+// can't run this command") or at Open (evalsha) said no more. Each
+// exits 2, as for a refused login (release --force exited 1), and prints
+// no count of what it did (trigger printed "0 of 1 item triggered").
 func TestAdminACLRefusal(t *testing.T) {
 	srv := redistest.Start(t, nil)
 	rdb := srv.Client(t)
@@ -306,13 +308,18 @@ func TestAdminACLRefusal(t *testing.T) {
 		{"noevalsha", []string{"status"}},
 		{"noscripts", []string{"trigger", "a"}},
 		{"noscripts", []string{"release", "--force", "a"}},
+		{"nozscore", []string{"trigger", "a"}},
+		{"nozscore", []string{"release", "--force", "a"}},
 	} {
 		pw := testutil.WriteFile(t, tt.user+".pw", "pw-"+tt.user+"\n")
 		cfg := testutil.WriteFile(t, tt.user+".yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  key_prefix: acl\n  username: %s\n  password_file: %s\n", srv.Addr(), tt.user, pw))
-		code, _, errb := syncd(append(tt.args, "-c", cfg)...)
+		code, out, errb := syncd(append(tt.args, "-c", cfg)...)
 		want := fmt.Sprintf("%s:4: redis.username: ", cfg)
-		if code == exitOK || !strings.Contains(errb, want) || !strings.Contains(errb, fmt.Sprintf("(Redis user %q lacks a permission this command needs", tt.user)) {
-			t.Errorf("syncd %q as %s: exit %d, stderr %q; want %q and the user lacking a permission", tt.args, tt.user, code, errb, want)
+		if code != exitUsage || !strings.Contains(errb, want) || !strings.Contains(errb, fmt.Sprintf("(Redis user %q lacks a permission this command needs", tt.user)) {
+			t.Errorf("syncd %q as %s: exit %d, stderr %q; want exit %d, %q and the user lacking a permission", tt.args, tt.user, code, errb, exitUsage, want)
+		}
+		if out != "" {
+			t.Errorf("syncd %q as %s: refused, but printed %q", tt.args, tt.user, out)
 		}
 	}
 }

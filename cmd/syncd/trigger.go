@@ -39,7 +39,11 @@ func cmdTrigger(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	defer st.Close()
 	res, err := st.Trigger(ctx, p)
-	printTriggered(stdout, res, len(ids))
+	if err == nil || res.Triggered() > 0 || len(res.Added) > 0 {
+		// A call that failed part way says what it did; one refused
+		// whole (an ACL refusal) printed "0 of 1 item triggered".
+		printTriggered(stdout, res, len(ids))
+	}
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
