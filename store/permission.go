@@ -17,13 +17,22 @@ var ErrPermission = errors.New("store: redis user lacks a permission")
 // PermissionError is an ACL refusal: Err is Redis's reply, as wrapped
 // by the call that got it. Its text is Err's without what Redis adds
 // when a script's command was refused (" script: <sha>, on
-// @user_script:38."), which nobody can act on.
+// @user_script:38."), which nobody can act on, and in its place where to
+// find the command: Redis 7.0 names none there, where a command's own
+// NOPERM does; its ACL LOG does (context lua, object zscore), but
+// reading it takes the acl command, which syncd's user should not have.
 type PermissionError struct{ Err error }
 
 // scriptWhere is the place Redis names in a refusal inside a script.
 var scriptWhere = regexp.MustCompile(` script: [0-9a-f]{40}, on @user_script:\d+\.`)
 
-func (e *PermissionError) Error() string { return scriptWhere.ReplaceAllString(e.Err.Error(), "") }
+func (e *PermissionError) Error() string {
+	s := e.Err.Error()
+	if t := scriptWhere.ReplaceAllString(s, ""); t != s {
+		return t + " (a command its script calls: Redis's ACL LOG names it)"
+	}
+	return s
+}
 
 func (e *PermissionError) Unwrap() error { return e.Err }
 

@@ -58,7 +58,7 @@ func TestPermission(t *testing.T) {
 		t.Fatalf("Redis's in-script refusal %q no longer names the script's place: the case below tests nothing", inScript)
 	}
 	got := store.Permission(inScript).Error()
-	if want := "ERR The user executing the script can't run this command or subcommand"; got != want {
+	if want := "ERR The user executing the script can't run this command or subcommand (a command its script calls: Redis's ACL LOG names it)"; got != want {
 		t.Errorf("Permission(%q) reads %q, want %q", inScript, got, want)
 	}
 	if got, want := store.Permission(direct).Error(), direct.Error(); got != want {

@@ -38,14 +38,15 @@ type exerciseOpts struct {
 // requeue, force release, remove), claims acknowledged by replicas, the
 // standalone Locker (with its watchdog and blocking Lock), and the
 // fallbacks after Redis lost its script cache. It returns the first
-// error, naming the step, with any warning the engine logged.
+// error, naming the step, with the first error or warning the engine
+// logged (an ACL refusal of a claim is logged at error).
 func exercise(ctx context.Context, cfg store.Config, opt exerciseOpts) (err error) {
 	var logs logBuffer
 	cfg.Logger = logs.logger(zerolog.WarnLevel)
 	defer func() {
 		if err != nil {
-			if w := logs.lines(`"level":"warn"`); len(w) > 0 {
-				err = fmt.Errorf("%w\nfirst warning: %s", err, w[0])
+			if w := append(logs.lines(`"level":"error"`), logs.lines(`"level":"warn"`)...); len(w) > 0 {
+				err = fmt.Errorf("%w\nfirst error or warning: %s", err, w[0])
 			}
 		}
 	}()
