@@ -44,12 +44,20 @@ func refusedStore(t *testing.T, srv *redistest.Server, user string, deny []strin
 
 // A batch run whose claims Redis refuses (a user without zscore, which
 // the batch claim script calls) ends with the refusal, where it logged
-// "claim round failed" every poll and never ended.
+// "claim round failed" every poll and never ended; with a settle delay
+// too, whose claims run in goroutines of their own.
 func TestBatchEndsOnRefusal(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, nil)
+	for _, settle := range []time.Duration{0, 100 * time.Millisecond} {
+		t.Run(settle.String(), func(t *testing.T) { batchEndsOnRefusal(t, srv, settle) })
+	}
+}
+
+func batchEndsOnRefusal(t *testing.T, srv *redistest.Server, settle time.Duration) {
 	st := refusedStore(t, srv, "nozscore", []string{"zscore"}, "x1")
-	e := newEngine(t, st, &recorder{}, engine.Config{Workers: 2, Poll: 10 * time.Millisecond})
+	e := newEngine(t, st, &recorder{}, engine.Config{Workers: 2, Poll: 10 * time.Millisecond,
+		Ownership: ownership.Config{TTL: 5 * time.Second, Settle: settle}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	start := time.Now()
