@@ -178,10 +178,11 @@ func ownerError(secret, path string, fi fs.FileInfo) *OwnerError {
 // dirError returns a *DirError when field names a secret or trust file
 // and a directory on the way to the file at path lets users other than
 // its owner replace it: writable by group or others, without the sticky
-// bit (as /tmp has), on a file system mounted writable. The directories
-// are those of path as named and, through links, the file's, each up to
-// the root: whoever can write /srv can rename /srv/syncd away and make a
-// /srv/syncd of their own, whatever the modes below it (as ssh's
+// bit (as /tmp has), on a file system mounted writable. On the way is
+// every directory the kernel looks in to find the file (onTheWay): those
+// above it, up to the root, and each link's own, whoever can write /srv
+// can rename /srv/syncd away and make a /srv/syncd of their own, or
+// point a link in it elsewhere, whatever the modes below (as ssh's
 // StrictModes looks at every directory up to the home). A Kubernetes
 // secret volume links name to ..data/name to ..<time>/name, the first
 // two in a 1777 directory, the file in a 0755 one; a ConfigMap's first
@@ -195,22 +196,12 @@ func dirError(field, path string) *DirError {
 }
 
 // openDir returns a *DirError, of a file holding secret, when a
-// directory on the way to the file at path (see dirError) lets users
-// other than its owner replace it; else nil. The nearest such directory
-// is named.
+// directory on the way to the file at path (see dirError and onTheWay)
+// lets users other than its owner replace it; else nil. The one nearest
+// the file is named.
 func openDir(path, secret string) *DirError {
-	var own, dirs []string // the file's own directories; all on the way
-	for _, p := range []string{path, evalSymlinks(path)} {
-		abs, err := filepath.Abs(p)
-		if p == "" || err != nil {
-			continue
-		}
-		own = append(own, filepath.Dir(abs))
-		for dir := filepath.Dir(abs); !slices.Contains(dirs, dir); dir = filepath.Dir(dir) {
-			dirs = append(dirs, dir)
-		}
-	}
-	for _, dir := range dirs {
+	dirs, own := onTheWay(path)
+	for _, dir := range slices.Backward(dirs) {
 		fi, err := os.Stat(dir)
 		if err != nil || fi.Mode()&modeWritable == 0 || fi.Mode()&fs.ModeSticky != 0 || readOnlyFS(dir) {
 			continue
@@ -220,10 +211,68 @@ func openDir(path, secret string) *DirError {
 	return nil
 }
 
-// evalSymlinks is filepath.EvalSymlinks, "" on error.
-func evalSymlinks(path string) string {
-	p, _ := filepath.EvalSymlinks(path)
-	return p
+// maxLinks is how many links onTheWay follows, as Linux's ELOOP limit.
+const maxLinks = 40
+
+// onTheWay returns the directories the kernel looks in to find the file
+// at path, in that order, following links as it does: each directory a
+// name of the path, or of a link's target, is looked up in. That takes
+// in every directory above the file, and each link's own directory,
+// where whoever can write it can point the link elsewhere (an outside
+// trial: /safe2/l2 linked to /w/lnkS, a link in a 0777 directory to
+// /safe, and a user of /w swapped lnkS for a link to their own program,
+// which syncd then ran; the path's own directories and the file's were
+// all 0755). own are the directories its last name was looked up in:
+// the file's own, and that of each link to it. A name that is not there
+// ends the walk: nothing past it is read.
+func onTheWay(path string) (dirs, own []string) {
+	if path == "" {
+		return nil, nil
+	}
+	if !filepath.IsAbs(path) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, nil
+		}
+		path = wd + "/" + path
+	}
+	names := strings.Split(path, "/")
+	cur, links := "/", 0
+	for len(names) > 0 {
+		name := names[0]
+		names = names[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur) // cur holds no link: this is the kernel's ..
+			continue
+		}
+		if !slices.Contains(dirs, cur) {
+			dirs = append(dirs, cur)
+		}
+		if !slices.ContainsFunc(names, func(n string) bool { return n != "" && n != "." }) && !slices.Contains(own, cur) {
+			own = append(own, cur)
+		}
+		next := filepath.Join(cur, name)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			break
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		target, err := os.Readlink(next)
+		if links++; err != nil || links > maxLinks {
+			break
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		names = append(strings.Split(target, "/"), names...)
+	}
+	return dirs, own
 }
 
 // fileSecret is what the file field names holds, "" when it is neither

@@ -667,3 +667,70 @@ func TestOddPathsQuoted(t *testing.T) {
 		}
 	}
 }
+
+// A link's own directory is on the way too: a link in a 0777 directory
+// that a 0755 path goes through can be pointed elsewhere by any user (an
+// outside trial: safe2/l2 -> w/lnkS -> safe; a user of w swapped lnkS,
+// and syncd ran their program as root). Programs, secret files and the
+// configuration file are held to it alike; a relative path and .. after
+// a link are walked as the kernel walks them.
+func TestLinkInOpenDirectory(t *testing.T) {
+	top := privateDir(t)
+	safe, safe2, w := filepath.Join(top, "safe"), filepath.Join(top, "safe2"), filepath.Join(top, "w")
+	for _, d := range []string{filepath.Join(safe, "sub"), safe2, w} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(w, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	writeMode(t, safe, "prog", "#!/bin/sh\nexit 0\n", 0o755)
+	tok := writeMode(t, safe, "tok", "s3cret-API-token-never-shown\n", 0o600)
+	cfg := writeMode(t, safe, "c.yaml", "", 0o644)
+	if err := os.Symlink(safe, filepath.Join(w, "lnkS")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(w, "lnkS"), filepath.Join(safe2, "l2")); err != nil {
+		t.Fatal(err)
+	}
+	under := ", which group and others can write (mode 0777, no sticky bit): they could rename the directories below it away and put their own in their place, and so replace the "
+	for _, tt := range []struct{ exec, dir string }{
+		{filepath.Join(safe2, "l2", "prog"), ""},
+		{"l2/prog", safe2},
+		{"l2/sub/../prog", safe2},
+	} {
+		src := fmt.Sprintf("sink:\n\ttype: exec\n\texec:\n\t\tcommand: [%q]\n", tt.exec)
+		path := tt.exec
+		if tt.dir != "" {
+			src += fmt.Sprintf("\t\tdir: %s\n", tt.dir)
+			path = tt.dir + "/" + tt.exec
+		}
+		var got []string
+		for _, err := range mustParse(t, yamlText(src)).ProgramErrors() {
+			got = append(got, errLines(err)...)
+		}
+		want := []string{"c.yaml:4: sink.exec.command: " + path + " is under " + w + under + "program syncd runs; chmod go-w " + w +
+			", or keep the file where only its owner can write each directory on the way"}
+		if diff := cmp.Diff(got, want); diff != "" {
+			t.Errorf("%s (dir %q): ProgramErrors (-got +want):\n%s", tt.exec, tt.dir, diff)
+		}
+	}
+	// A secret file and the configuration file through the same link.
+	linked := filepath.Join(safe2, "l2", filepath.Base(tok))
+	_, err := mustParse(t, "http:\n  api_token_file: "+linked+"\n").APIToken(nil, nil)
+	if want := linked + " is under " + w + under + "API token"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("APIToken through a link in %s: %v; want %q", w, err, want)
+	}
+	var de *DirError
+	if _, err := Load(filepath.Join(safe2, "l2", filepath.Base(cfg))); !errors.As(err, &de) || de.Dir != w {
+		t.Errorf("Load through a link in %s: %v; want its *DirError", w, err)
+	}
+	// The same chain with w 0755 is fine.
+	if err := os.Chmod(w, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if errs := mustParse(t, yamlText(fmt.Sprintf("sink:\n\ttype: exec\n\texec:\n\t\tcommand: [%q]\n", filepath.Join(safe2, "l2", "prog")))).ProgramErrors(); len(errs) != 0 {
+		t.Errorf("ProgramErrors with every directory 0755: %v", errs)
+	}
+}
