@@ -204,12 +204,28 @@ func validateURL(raw string) error {
 	if raw == "" {
 		return sinks.ConfigErrorf("http", "url", "must not be empty")
 	}
+	if strings.Contains(raw, "#") {
+		// A request never carries its fragment, so a # in a URL meant
+		// for one is a mistake: most often a password's, which makes
+		// the rest of the password the fragment and a piece of it the
+		// host (an outside trial: "user:p@ss#x@127.0.0.1/hook" was
+		// shown with that host and sent to host "ss", through DNS). Told
+		// before parsing, whose errors quote what came before the #
+		// (invalid port ":Zq9Secr3t"), and without quoting the URL.
+		return sinks.ConfigErrorf("http", "url", "has a # (a fragment, which requests never carry): write a # in the user's password or the path as %%23")
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		// url.Parse quotes the whole URL, password and all.
+		// url.Parse quotes the whole URL, password and all, and a port
+		// it refuses, which is a password's start when the password
+		// holds a / or ? (user:pa?ss@h reads as host user, port pa).
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			err = &url.Error{Op: ue.Op, URL: redact.URL(raw, redact.Password), Err: ue.Err}
+			inner := ue.Err
+			if strings.Contains(inner.Error(), "invalid port") {
+				inner = errors.New("invalid port after the host (a password that holds / or ? must write them %2F and %3F)")
+			}
+			err = &url.Error{Op: ue.Op, URL: redact.URL(raw, redact.Password), Err: inner}
 		}
 		return sinks.ConfigErrorf("http", "url", "%w", err)
 	}
@@ -218,15 +234,6 @@ func validateURL(raw string) error {
 	}
 	if u.Hostname() == "" {
 		return sinks.ConfigErrorf("http", "url", "host must not be empty in %q", redact.URL(raw, redact.Password))
-	}
-	if strings.Contains(raw, "#") {
-		// A request never carries its fragment, so a # in a URL meant
-		// for one is a mistake: most often a password's, which makes
-		// the rest of the password the fragment and a piece of it the
-		// host (an outside trial: "user:p@ss#x@127.0.0.1/hook" was
-		// shown with that host and sent to host "ss", through DNS). The
-		// fragment is not quoted: it may be the password's.
-		return sinks.ConfigErrorf("http", "url", "has a # (a fragment, which requests never carry): write a # in the user's password or the path as %%23")
 	}
 	return nil
 }

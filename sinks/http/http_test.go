@@ -396,6 +396,10 @@ func TestValidate(t *testing.T) {
 		// the password the host (an outside trial: sent to host "ss").
 		{httpsink.Config{URL: "http://user:p@ss#x@127.0.0.1:7484/hook"}, "http: url: has a # (a fragment, which requests never carry): write a # in the user's password or the path as %23"},
 		{httpsink.Config{URL: "http://h/hook#part"}, "http: url: has a #"},
+		// Before parsing, whose error quoted the password's start as a
+		// port (a second outside trial: invalid port ":Zq9Secr3t").
+		{httpsink.Config{URL: "http://alice:Zq9Secr3t#@127.0.0.1:7594/x"}, "http: url: has a #"},
+		{httpsink.Config{URL: "http://alice:pa?ss@127.0.0.1:7594/x"}, `http: url: parse "http://alice:xxxxx@127.0.0.1:7594/x": invalid port after the host (a password that holds / or ? must write them %2F and %3F)`},
 		{httpsink.Config{URL: "http://user:p%40ss%23x@127.0.0.1:7484/hook"}, ""},
 		{httpsink.Config{URL: "http://h", Headers: map[string]string{"Bad Name": "x"}}, "http: headers: invalid header name"},
 		{httpsink.Config{URL: "http://h", Headers: map[string]string{"": "x"}}, "http: headers: invalid header name"},
