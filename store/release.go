@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // ReleaseKind says what a release records.
@@ -84,10 +85,7 @@ func (s *Store) Release(ctx context.Context, shard int, reqs []ReleaseRequest) (
 	args = append(args, receiptKeep.Milliseconds())
 	for i, r := range reqs {
 		keys[5+i] = k.Record(shard, r.ID)
-		msg := r.Error
-		if len(msg) > 1024 {
-			msg = msg[:1024]
-		}
+		msg := clipError(r.Error)
 		val := r.Delay.Milliseconds()
 		if r.Kind == ReleaseHandBack {
 			val = r.DueAt
@@ -110,4 +108,28 @@ func (s *Store) Release(ctx context.Context, shard int, reqs []ReleaseRequest) (
 		out[i] = ReleaseResult{Code: ReleaseCode(v[2*i]), At: fromMs(v[2*i+1])}
 	}
 	return out, nil
+}
+
+// maxErrorText is the longest last error Release records, in bytes.
+const maxErrorText = 1024
+
+// clipError is msg cut to maxErrorText bytes, keeping its start, which
+// says what failed, and its end, where a command's stderr ends (the
+// error of the exec sink quotes the end of it): a second outside trial
+// saw status and the API lose a failed command's last lines, as only
+// the first 1024 bytes were kept. Cuts fall between runes.
+func clipError(msg string) string {
+	if len(msg) <= maxErrorText {
+		return msg
+	}
+	const mark = " … "
+	head := 256
+	for head > 0 && !utf8.RuneStart(msg[head]) {
+		head--
+	}
+	tail := len(msg) - (maxErrorText - 256 - len(mark))
+	for tail < len(msg) && !utf8.RuneStart(msg[tail]) {
+		tail++
+	}
+	return msg[:head] + mark + msg[tail:]
 }

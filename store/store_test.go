@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
@@ -884,4 +885,27 @@ func TestIsUnreachable(t *testing.T) {
 			t.Errorf("IsUnavailable(%v) = %v, want %v", c.err, got, c.unavailable)
 		}
 	}
+}
+
+// A long last error keeps its start and its end, where a failed
+// command's stderr ends, not only its first 1024 bytes (a second outside
+// trial: status and the API lost the command's last lines). The cut
+// falls between runes.
+func TestReleaseKeepsErrorsEnd(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		s.Add(ctx, "p")
+		r := record("w")
+		claim(t, s, r, time.Minute, "p")
+		msg := `exec: item "p": exit status 3; stderr: "` + strings.Repeat("filler line é\n", 200) + `LAST LINE: giving up"`
+		if _, err := s.Release(ctx, 0, []store.ReleaseRequest{{ID: "p", Token: r.Token, Kind: store.ReleaseFailed, Error: msg}}); err != nil {
+			t.Fatal(err)
+		}
+		got := s.Client().HGet(ctx, s.Keys().Errors(0), "p").Val()
+		if len(got) > 1024 || !strings.HasPrefix(got, `exec: item "p": exit status 3; stderr: "filler`) ||
+			!strings.HasSuffix(got, `LAST LINE: giving up"`) || !strings.Contains(got, " … ") || !utf8.ValidString(got) {
+			t.Errorf("last error kept (%d bytes): %q", len(got), got)
+		}
+	})
 }
