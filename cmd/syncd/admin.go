@@ -368,8 +368,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 		for _, w := range cfg.Warnings() {
 			fmt.Fprintln(stderr, "warning:", w)
 		}
-		errs = append(errs, byLine(offlineChecks(cfg))...)
+		errs = append(errs, offlineChecks(cfg)...)
 	}
+	errs = byLine(errs)
 	if len(errs) > 0 {
 		// One problem a line, each naming its file, line and field.
 		fmt.Fprintln(stderr, errors.Join(errs...))
@@ -384,9 +385,10 @@ func cmdValidate(args []string, stdout, stderr io.Writer) error {
 }
 
 // byLine is errs with each *config.Errors taken apart, in the file's
-// line order (stable; an error without a line last): the checks ran in
-// their own order, and validate printed lines 4, 13, 6, 9 (an outside
-// trial).
+// line order (stable; one about the whole file first, one that names no
+// line of it last): the file's own checks and the offline ones each ran
+// in their own order, and validate printed lines 4, 13, 6, 9, then the
+// second lot from line 3 again (outside trials).
 func byLine(errs []error) []error {
 	var flat []error
 	for _, err := range errs {
@@ -399,8 +401,8 @@ func byLine(errs []error) []error {
 		flat = append(flat, err)
 	}
 	line := func(err error) int {
-		if fe := (*config.FieldError)(nil); errors.As(err, &fe) && fe.Line > 0 {
-			return fe.Line
+		if fe := (*config.FieldError)(nil); errors.As(err, &fe) {
+			return fe.Line // 0, first: the file's own (its mode, say)
 		}
 		return math.MaxInt
 	}

@@ -76,7 +76,7 @@ func TestRunMain(t *testing.T) {
 	// validate's problems come in the file's line order, whichever check
 	// found them (an outside trial: lines 4, 13, 6, 9).
 	ordered := filepath.Join(dir, "ordered.yaml")
-	os.WriteFile(ordered, []byte("http:\n  api_token_file: /nonexistent/tok\nitems:\n  command: [\"/nonexistent/list\"]\nsink:\n  type: exec\n  exec:\n    command: [\"/nonexistent/prog\"]\n"), 0o600)
+	os.WriteFile(ordered, []byte("http:\n  api_token_file: /nonexistent/tok\nitems:\n  command: [\"/nonexistent/list\"]\nengine:\n  workerz: 3\nsink:\n  type: exec\n  exec:\n    command: [\"/nonexistent/prog\"]\n"), 0o600)
 	noProgs := filepath.Join(dir, "noprogs.yaml") // both reported at once
 	os.WriteFile(noProgs, []byte("items:\n  command: [\"/nonexistent/list\"]\nsink:\n  type: exec\n  exec:\n    command: [\"/nonexistent/prog\"]\n"), 0o600)
 	// A program others can write: run, batch and validate refuse it
@@ -117,7 +117,8 @@ func TestRunMain(t *testing.T) {
 		{[]string{"validate", "-c", noDir}, exitUsage, "", `nodir.yaml:4: sink.file.path: parent directory of "/nonexistent/dir/x.jsonl"`},
 		{[]string{"validate", "-c", noProgs}, exitUsage, "", "no such file or directory\n" + noProgs + ":6: sink.exec.command"},
 		{[]string{"validate", "-c", ordered}, exitUsage, "", ordered + ":2: http.api_token_file: /nonexistent/tok: no such file or directory\n" +
-			ordered + ":4: items.command: exec: \"/nonexistent/list\": stat /nonexistent/list: no such file or directory\n" + ordered + ":8: sink.exec.command"},
+			ordered + ":4: items.command: exec: \"/nonexistent/list\": stat /nonexistent/list: no such file or directory\n" +
+			ordered + ":6: engine.workerz: unknown key (did you mean workers?)\n" + ordered + ":10: sink.exec.command"},
 		{[]string{"validate", "-c", loadAndTok}, exitUsage, "", loadAndTok + ":2: engine.workerz: unknown key (did you mean workers?)\n" +
 			loadAndTok + ":4: http.api_token_file: /nonexistent/tok: no such file or directory\n"},
 		{[]string{"validate", "-c", readableTok}, exitOK, "api_token_file: " + readable, "warning: " + readableTok + ":2: http.api_token_file: " +

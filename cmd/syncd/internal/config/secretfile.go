@@ -386,6 +386,10 @@ var shellSafe = regexp.MustCompile(`^[A-Za-z0-9@%+=:,./_-]+$`)
 
 // shellQuote quotes path for a shell command line, when it needs it.
 func shellQuote(path string) string {
+	if strings.HasPrefix(path, "-") {
+		// chmod 600 -pw reads -pw as options (a second outside trial).
+		path = "./" + path
+	}
 	if shellSafe.MatchString(path) {
 		return path
 	}

@@ -734,3 +734,11 @@ func TestLinkInOpenDirectory(t *testing.T) {
 		t.Errorf("ProgramErrors with every directory 0755: %v", errs)
 	}
 }
+
+// A fix's path that starts with - is not read as chmod's options (a
+// second outside trial: chmod 600 -pw failed with "invalid option").
+func TestFixOfDashPath(t *testing.T) {
+	if got := (&ModeError{Path: "-pw", Mode: 0o644}).Fix(); got != "chmod 600 ./-pw" {
+		t.Errorf("Fix = %q, want chmod 600 ./-pw", got)
+	}
+}

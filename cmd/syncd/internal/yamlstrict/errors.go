@@ -22,6 +22,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
+	"unicode"
 )
 
 // FieldError is one problem in a configuration file, or in a file it
@@ -44,7 +46,28 @@ func (e *FieldError) Error() string {
 	if e.Field != "" {
 		s += ": " + e.Field
 	}
-	return s + ": " + e.Msg
+	return s + ": " + oneLine(e.Msg)
+}
+
+// oneLine is msg with its control characters escaped as Go escapes them
+// in a string (\n, \x1b): an error is one problem a line, and a path or
+// value that holds a newline (sink.exec.dir "/tmp/no\ndir" in a stat
+// error: a second outside trial) must not break it, or forge a line of
+// its own.
+func oneLine(msg string) string {
+	if !strings.ContainsFunc(msg, unicode.IsControl) {
+		return msg
+	}
+	var b strings.Builder
+	for _, r := range msg {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func (e *FieldError) Unwrap() error { return e.Err }

@@ -232,3 +232,18 @@ func TestBoolsAreTrueOrFalse(t *testing.T) {
 		}
 	}
 }
+
+// A problem is one line: a message that quotes a path or value with a
+// newline or another control character in it has them escaped, so that
+// it neither breaks the line nor forges one of its own (a second outside
+// trial: a stat error of sink.exec.dir "/tmp/no\ndir" spread over two
+// lines, the second without file:line).
+func TestFieldErrorOneLine(t *testing.T) {
+	e := &FieldError{File: "c.yaml", Line: 4, Field: "sink.exec.dir", Msg: "stat /tmp/no\ndir\x1b[31m: no such file or directory"}
+	if got, want := e.Error(), `c.yaml:4: sink.exec.dir: stat /tmp/no\ndir\x1b[31m: no such file or directory`; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if e := (&FieldError{File: "c.yaml", Msg: "plain é"}); e.Error() != "c.yaml: plain é" {
+		t.Errorf("Error() = %q", e.Error())
+	}
+}
