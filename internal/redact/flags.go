@@ -234,6 +234,20 @@ func redisAuthArgs(words []string, punct bool) (cmd, pw int) {
 						return cmd, cmd + 1 + i + 2
 					}
 				}
+			case "MIGRATE":
+				// MIGRATE host port key db timeout [COPY] [REPLACE] [AUTH
+				// pw | AUTH2 user pw] [KEYS ...] (a second outside trial).
+				for i, a := range args {
+					if i < 5 {
+						continue // host port key db timeout: a key may be called auth
+					}
+					switch w := strings.ToUpper(strings.Trim(a, `'"`)); {
+					case w == "AUTH" && i+1 < len(args):
+						return cmd, cmd + 1 + i + 1
+					case w == "AUTH2" && i+2 < len(args):
+						return cmd, cmd + 1 + i + 2
+					}
+				}
 			}
 			return cmd, -1
 		}

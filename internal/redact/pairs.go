@@ -362,9 +362,10 @@ var authSchemes = map[string]bool{
 func authValue(name, first, sp, second string) string {
 	scheme := authSchemes[strings.ToLower(first)]
 	switch {
-	case strings.HasPrefix(first, Masked), second == "" && scheme:
-		// Hidden already (Pairs applied twice changes nothing more), or
-		// a scheme alone.
+	case strings.HasPrefix(first, Masked), scheme && strings.HasPrefix(second, Masked), second == "" && scheme:
+		// Hidden already (Pairs applied twice changes nothing more: a
+		// bare auth-param's value ends at ], so Digest 0=] gave Digest
+		// xxxxx], FuzzPairs), or a scheme alone.
 		return name + first + sp + second
 	case second == "":
 		return name + Masked

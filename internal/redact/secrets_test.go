@@ -385,6 +385,11 @@ func TestPasswordFlags(t *testing.T) {
 		// HELLO 3 AUTH user pw, in any case (the user stays).
 		{"redis-cli -h h AUTH pw1; redis-cli -h auth -n 0 auth app pw2: WRONGPASS invalid", "redis-cli -h h AUTH xxxxx; redis-cli -h auth -n 0 auth app xxxxx: WRONGPASS invalid"},
 		{"valkey-cli --user u --pass pw3 HELLO 3 AUTH u 'pw 4' SETNAME x", "valkey-cli --user u --pass xxxxx HELLO 3 AUTH u xxxxx SETNAME x"},
+		// MIGRATE's AUTH pw and AUTH2 user pw (a second outside trial);
+		// its KEYS after them stay.
+		{"redis-cli -h h MIGRATE t 6379 k 0 5000 AUTH Zq9Secr3t", "redis-cli -h h MIGRATE t 6379 k 0 5000 AUTH xxxxx"},
+		{"redis-cli MIGRATE t 6379 \"\" 0 5000 COPY AUTH2 alice Zq9Secr3t KEYS a b", "redis-cli MIGRATE t 6379 \"\" 0 5000 COPY AUTH2 alice xxxxx KEYS a b"},
+		{"redis-cli MIGRATE t 6379 auth 0 5000", "redis-cli MIGRATE t 6379 auth 0 5000"},
 		{`C:\bin\mysql.exe -phunter2`, `C:\bin\mysql.exe -pxxxxx`},
 		{"cd /x && MYSQL -phunter2; ls -p x", "cd /x && MYSQL -pxxxxx; ls -p x"},
 		{"mysql -p -u root db", "mysql -p -u root db"}, // asks for the password
