@@ -413,9 +413,10 @@ func byLine(errs []error) []error {
 // offlineChecks are what the file's own checks cannot see, each reported
 // (a user fixes them in one round, not one per run of validate): the
 // secrets, items.file, items.command's program, the sink, the programs
-// others could replace (config.File.ProgramErrors) and the API token, read as run reads them, so that validate refuses what run would.
-// On a File with problems (config.LoadPartial), what reads a field with
-// one is skipped.
+// others could replace (config.File.ProgramErrors) and the API token,
+// read as run reads them, so that validate refuses what run would. On a
+// File with problems (config.LoadPartial), what reads a field with one
+// is skipped.
 func offlineChecks(cfg *config.File) []error {
 	var errs []error
 	if _, err := cfg.Store(nil, nil); err != nil {

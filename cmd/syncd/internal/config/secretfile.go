@@ -180,7 +180,7 @@ func ownerError(secret, path string, fi fs.FileInfo) *OwnerError {
 // its owner replace it: writable by group or others, without the sticky
 // bit (as /tmp has), on a file system mounted writable. On the way is
 // every directory the kernel looks in to find the file (onTheWay): those
-// above it, up to the root, and each link's own, whoever can write /srv
+// above it, up to the root, and each link's own. Whoever can write /srv
 // can rename /srv/syncd away and make a /srv/syncd of their own, or
 // point a link in it elsewhere, whatever the modes below (as ssh's
 // StrictModes looks at every directory up to the home). A Kubernetes
