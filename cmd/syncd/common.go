@@ -222,7 +222,14 @@ func dialStore(ctx context.Context, cfg *config.File, log zerolog.Logger, readOn
 			// Redis did not answer where the file says it is.
 			err = cfg.At("redis.addrs", err)
 		case errors.Is(err, store.ErrShardsMismatch):
-			err = cfg.At("redis.shards", fmt.Errorf("%w (a deployment keeps its shard count: set redis.shards to its count, or use another redis.key_prefix for a new one)", err))
+			// Unset, the count is the default, and the error points at
+			// redis: (where the key goes): say so, or "configured 16"
+			// names a setting the file does not hold.
+			dflt := ""
+			if !cfg.IsSet("redis.shards") {
+				dflt = fmt.Sprintf("%d is the default: redis.shards is not set; ", store.ShardsDefault)
+			}
+			err = cfg.At("redis.shards", fmt.Errorf("%w (%sa deployment keeps its shard count: set redis.shards to its count, or use another redis.key_prefix for a new one)", err, dflt))
 		}
 		return nil, &exitError{code: exitUsage, err: redisRefusal(cfg, err)}
 	}

@@ -254,6 +254,14 @@ func TestReadCommandsCreateNothing(t *testing.T) {
 	if code, _, errb := syncd("status", "-c", other); code != exitUsage || !strings.Contains(errb, want) {
 		t.Errorf("status with another shard count: exit %d, stderr %q; want %q", code, errb, want)
 	}
+	// With redis.shards unset, the count is the default: said, as the
+	// line is redis:'s (an outside trial read "configured 16" as a
+	// setting it could not find).
+	unset := testutil.WriteFile(t, "unset.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  key_prefix: ro\n", srv.Addr()))
+	want = unset + `:1: redis.shards: shard count differs from the deployment's: configured 16, deployment "ro" has 4 (16 is the default: redis.shards is not set; a deployment keeps its shard count`
+	if code, _, errb := syncd("status", "-c", unset); code != exitUsage || !strings.Contains(errb, want) {
+		t.Errorf("status with redis.shards unset: exit %d, stderr %q; want %q", code, errb, want)
+	}
 	// A shard count that is no count names its key.
 	rdb.Set(t.Context(), "ro:shards", "banana", 0)
 	want = `syncd status: ro:shards, the deployment's shard count, holds "banana", not a count: set it to the deployment's count (redis.shards)`

@@ -94,6 +94,10 @@ func (f *File) At(field string, err error) error {
 	return f.errorAt(err, field, nil, err.Error())
 }
 
+// IsSet reports whether the file sets field to a non-null value, not
+// left to its default.
+func (f *File) IsSet(field string) bool { return f.isSet(field) }
+
 // isSet reports whether field is set to a non-null value.
 func (f *File) isSet(field string) bool {
 	_, ok := f.keys[field]
