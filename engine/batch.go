@@ -437,13 +437,14 @@ func (s *pendingSource) tally(ctx context.Context) (tally, error) {
 	if err != nil && !errors.Is(err, store.ErrDamaged) {
 		return t, err
 	}
-	ids, wrong, err := s.e.st.Quarantined(ctx, 100)
+	q, err := s.e.st.Quarantined(ctx, 100)
 	if err != nil && !errors.Is(err, store.ErrDamaged) {
 		return t, err
 	}
-	// The copies found are quarantined, and counted so by Pending.
-	t.total, t.quarantinedIDs, t.wrongShard = t.total+total-len(wrong), ids, wrong
-	t.quarantined = max(t.quarantined-len(wrong), 0)
+	// The copies are quarantined, and counted so by Pending: all of
+	// them come off the counts, not only the 100 listed.
+	t.total, t.quarantinedIDs, t.wrongShard = t.total+total-q.WrongN, q.Own, q.Wrong
+	t.quarantined = max(t.quarantined-q.WrongN, 0)
 	t.done = t.total - t.pending - t.quarantined
 	return t, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -310,6 +311,41 @@ func TestBatchReportsWrongShardApart(t *testing.T) {
 		if rep.Quarantined != 0 || len(rep.QuarantinedIDs) != 0 || !cmp.Equal(rep.WrongShard, want) ||
 			rep.Items != len(ids) || rep.Synced != len(ids) || rep.Unsynced != 0 || rep.OK() {
 			t.Errorf("report = %+v; want %d items synced, none quarantined, the copy in WrongShard %+v, not OK", rep, len(ids), want)
+		}
+	})
+}
+
+// The copy is apart however many items of its shard are quarantined
+// before it. Before, the report read only the first 100 quarantined
+// members of each shard, and a copy behind them counted as a
+// quarantined item of the set (151 quarantined of 154 items here).
+func TestBatchWrongShardBehindQuarantined(t *testing.T) {
+	bothBackends(t, func(t *testing.T, addr string) {
+		ctx := t.Context()
+		st := openStore(t, addr, 2)
+		ids := []string{"fine-1", "fine-2", "fine-3"}
+		st.Add(ctx, ids...)
+		other := 1 - st.Keys().Shard("fine-1")
+		// 150 quarantined items of that shard, sorting before the copy.
+		var quar []redis.Z
+		for i := 0; len(quar) < 150; i++ {
+			if id := fmt.Sprintf("a-%04d", i); st.Keys().Shard(id) == other {
+				quar = append(quar, redis.Z{Score: math.Inf(1), Member: id})
+			}
+		}
+		st.Client().ZAdd(ctx, st.Keys().Due(other), append(quar, redis.Z{Score: 0, Member: "fine-1"})...)
+		rec := &recorder{}
+		e := newEngine(t, st, rec, engine.Config{Workers: 2, Poll: 5 * time.Millisecond})
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		rep, err := e.RunBatch(rctx, engine.BatchOptions{})
+		if err != nil || rctx.Err() != nil {
+			t.Fatalf("RunBatch = %+v, %v (ctx %v); want it to end by itself", rep, err, rctx.Err())
+		}
+		want := []store.ShardItem{{ID: "fine-1", Shard: other}}
+		if rep.Quarantined != len(quar) || rep.Items != len(ids)+len(quar) || rep.Synced != len(ids) || !cmp.Equal(rep.WrongShard, want) {
+			t.Errorf("report: %d items, %d synced, %d quarantined, copies %+v; want %d, %d, %d and %+v",
+				rep.Items, rep.Synced, rep.Quarantined, rep.WrongShard, len(ids)+len(quar), len(ids), len(quar), want)
 		}
 	})
 }

@@ -103,13 +103,49 @@ func TestQuarantinedWrongShard(t *testing.T) {
 		s.Client().ZAdd(ctx, s.Keys().Due(s.Keys().Shard("q")), redis.Z{Score: inf, Member: "q"})
 		bad := "\x1b[2J" // invalid: quarantined as such, not as a copy
 		s.Client().ZAdd(ctx, s.Keys().Due((s.Keys().Shard(bad)+1)%4), redis.Z{Score: inf, Member: bad})
-		own, wrong, err := s.Quarantined(ctx, 10)
-		slices.Sort(own)
-		if err != nil || !cmp.Equal(own, []string{bad, "q"}) || !cmp.Equal(wrong, []store.ShardItem{{ID: "a", Shard: other}}) {
-			t.Errorf("Quarantined = %q, %+v, %v; want [%q q] and a in shard %d", own, wrong, err, bad, other)
+		q, err := s.Quarantined(ctx, 10)
+		slices.Sort(q.Own)
+		if err != nil || !cmp.Equal(q.Own, []string{bad, "q"}) || !cmp.Equal(q.Wrong, []store.ShardItem{{ID: "a", Shard: other}}) || q.WrongN != 1 {
+			t.Errorf("Quarantined = %+v, %v; want [%q q] and a in shard %d", q, err, bad, other)
 		}
 		if n, ids, err := s.Count(ctx, 0); err != nil || n != 4 || ids != nil {
 			t.Errorf("Count(0) = %d, %q, %v; want 4 and no ids", n, ids, err)
+		}
+	})
+}
+
+// Quarantined counts every planted copy, past the first page of a shard
+// and past max: a batch report subtracts them from its counts, and it
+// read only the first 100 quarantined members of each shard, so a copy
+// behind 100 quarantined items of its shard counted as a quarantined
+// item of the set.
+func TestQuarantinedCountsEveryCopy(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		s := open(store.Config{Shards: 2})
+		ctx := context.Background()
+		inf := math.Inf(1)
+		// 1200 quarantined items of shard 0, then copies planted there
+		// of ids of shard 1 that sort after them (equal scores sort by
+		// member).
+		var own []redis.Z
+		for i := 0; len(own) < 1200; i++ {
+			if id := fmt.Sprintf("item-%05d", i); s.Keys().Shard(id) == 0 {
+				own = append(own, redis.Z{Score: inf, Member: id})
+			}
+		}
+		var copies []redis.Z
+		for i := 0; len(copies) < 3; i++ {
+			if id := fmt.Sprintf("zz-copy-%d", i); s.Keys().Shard(id) == 1 {
+				copies = append(copies, redis.Z{Score: inf, Member: id})
+			}
+		}
+		s.Client().ZAdd(ctx, s.Keys().Due(0), append(own, copies...)...)
+		q, err := s.Quarantined(ctx, 2)
+		if err != nil || len(q.Own) != 2 || len(q.Wrong) != 2 || q.WrongN != 3 {
+			t.Fatalf("Quarantined(2) = %d own, %+v, %d copies, %v; want 2 own, 2 listed and 3 copies counted", len(q.Own), q.Wrong, q.WrongN, err)
+		}
+		if q.Wrong[0].Shard != 0 {
+			t.Errorf("copy %+v: want shard 0, where it was planted", q.Wrong[0])
 		}
 	})
 }

@@ -141,47 +141,71 @@ type ShardItem struct {
 	Shard int    `json:"shard"`
 }
 
-// Quarantined returns up to max quarantined items in their id's own
-// shard, and up to max quarantined copies planted in another shard than
-// their id's (valid ids whose claims quarantine them, see WrongShard),
-// each with the shard it is in, in one round trip. The two must not be
-// confused: the real item of a copy's id, in its own shard, syncs on. It
-// reads at most max quarantined members of each shard, so a copy past
-// the first max of its shard is not found. A shard whose due index is
-// damaged is left out, as in Count.
-func (s *Store) Quarantined(ctx context.Context, max int) (own []string, wrong []ShardItem, err error) {
-	if max <= 0 {
-		return nil, nil, nil
-	}
+// QuarantineList is what Quarantined found.
+type QuarantineList struct {
+	// Own lists up to max quarantined items in their id's own shard.
+	Own []string
+	// Wrong lists up to max quarantined copies planted in another shard
+	// than their id's (valid ids whose claims quarantine them, see
+	// WrongShard), each with the shard it is in; WrongN counts them all.
+	Wrong  []ShardItem
+	WrongN int
+}
+
+// quarantinePage is how many quarantined members of a shard one read of
+// Quarantined takes.
+const quarantinePage = 1000
+
+// Quarantined lists quarantined items in their id's own shard and
+// copies planted in another shard than their id's, up to max of each,
+// and counts every copy. The two must not be confused: the real item of
+// a copy's id, in its own shard, syncs on. It reads every quarantined
+// member of each shard (the first page of every shard in one round trip,
+// then a round trip per further page), so a copy past the first max of
+// its shard is still counted. A shard whose due index is damaged is left
+// out, as in Count.
+func (s *Store) Quarantined(ctx context.Context, max int) (QuarantineList, error) {
+	var q QuarantineList
 	n := s.keys.Shards()
-	quar := make([]*redis.StringSliceCmd, n)
+	page := func(p redis.Cmdable, shard, off int) *redis.StringSliceCmd {
+		return p.ZRangeByScore(ctx, s.keys.Due(shard), &redis.ZRangeBy{Min: "+inf", Max: "+inf", Offset: int64(off), Count: quarantinePage})
+	}
+	first := make([]*redis.StringSliceCmd, n)
 	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range n {
-			quar[i] = p.ZRangeByScore(ctx, s.keys.Due(i), &redis.ZRangeBy{Min: "+inf", Max: "+inf", Count: int64(max)})
+			first[i] = page(p, i, 0)
 		}
 		return nil
 	})
 	var damaged []error
-	for i, c := range quar {
-		if err := c.Err(); err != nil {
-			if !isDamageReply(err) {
-				return nil, nil, fmt.Errorf("store: quarantined: %w", err)
-			}
-			damaged = append(damaged, s.dueDamage(i, err))
-			continue
-		}
-		for _, id := range c.Val() {
-			switch {
-			case ValidateID(id) == nil && s.keys.Shard(id) != i:
-				if len(wrong) < max {
-					wrong = append(wrong, ShardItem{ID: id, Shard: i})
+	for i, c := range first {
+		for off := 0; ; {
+			if err := c.Err(); err != nil {
+				if !isDamageReply(err) {
+					return q, fmt.Errorf("store: quarantined: %w", err)
 				}
-			case len(own) < max:
-				own = append(own, id)
+				damaged = append(damaged, s.dueDamage(i, err))
+				break
 			}
+			for _, id := range c.Val() {
+				switch {
+				case ValidateID(id) == nil && s.keys.Shard(id) != i:
+					q.WrongN++
+					if len(q.Wrong) < max {
+						q.Wrong = append(q.Wrong, ShardItem{ID: id, Shard: i})
+					}
+				case len(q.Own) < max:
+					q.Own = append(q.Own, id)
+				}
+			}
+			if len(c.Val()) < quarantinePage {
+				break
+			}
+			off += quarantinePage
+			c = page(s.rdb, i, off)
 		}
 	}
-	return own, wrong, errors.Join(damaged...)
+	return q, errors.Join(damaged...)
 }
 
 // ShardSize returns how many items a shard holds, 0 when its due index
