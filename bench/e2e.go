@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -242,7 +243,15 @@ func RunE2E(ctx context.Context, srv *Server, reps, enginePool, settlePool, asyn
 		res.Rows = append(res.Rows, &E2ERow{System: "asynq", Workers: w})
 	}
 	for rep := range reps {
-		for _, row := range res.Rows {
+		// Every other repetition runs the rows in reverse (ABBA), so
+		// that drift over the run (a machine warming up, a neighbour's
+		// load) falls on syncd and asynq alike rather than on the rows
+		// run last.
+		order := slices.Clone(res.Rows)
+		if rep%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, row := range order {
 			var r E2ERun
 			var err error
 			if row.System == "asynq" {

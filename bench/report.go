@@ -194,7 +194,7 @@ func Report(r *Results) string {
 		b.p("> **Quick smoke run** (`-quick`): one repetition, short windows, no 1M schedule. Use the full run for numbers.")
 		b.nl()
 	}
-	b.p("Each figure is the median of %d runs, with the range (min–max) in brackets. Ratios are taken within a repetition and then summarised: the lock implementations are measured in %d interleaved short windows each per repetition (the order rotates every window), the other comparisons run back to back. Every run talks to a redis-server that `benchall` started on a free loopback port (no persistence, `maxmemory-policy noeviction`); the benchmark process and Redis share the machine's %d cores, so client CPU and Redis CPU compete, as they would on a small host.", set.reps, LockRounds, r.Env.NumCPU)
+	b.p("Each figure is the median of %d runs, with the range (min–max) in brackets. Ratios are taken within a repetition and then summarised: the lock implementations are measured in %d interleaved short windows each per repetition (the order rotates every window), the other comparisons run back to back, the end-to-end rows in reverse order every other repetition (ABBA), so that drift over the run falls on syncd and asynq alike. Every run talks to a redis-server that `benchall` started on a free loopback port (no persistence, `maxmemory-policy noeviction`); the benchmark process and Redis share the machine's %d cores, so client CPU and Redis CPU compete, as they would on a small host.", set.reps, LockRounds, r.Env.NumCPU)
 	b.nl()
 
 	b.p("## Targets")
