@@ -81,15 +81,19 @@ func (h *heartbeater) run() {
 
 // beat extends every live lease once. The call is bounded by the
 // interval, so a hung Redis cannot stall the cadence; leases whose window
-// closes meanwhile are lost by their own timers.
+// closes meanwhile are lost by their own timers. A lease whose window
+// closed already is not extended, in Redis either, though its timer has
+// not run yet (a process resumed after a pause runs both at once): its
+// timer ends it (see extended).
 func (h *heartbeater) beat() {
 	leases := h.snapshot()
 	live := leases[:0]
 	for _, l := range leases {
-		if l.ctx.Err() == nil {
-			live = append(live, l)
-		} else {
+		switch {
+		case l.ctx.Err() != nil:
 			h.remove(l)
+		case l.trusted():
+			live = append(live, l)
 		}
 	}
 	if len(live) == 0 {

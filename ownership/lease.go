@@ -134,11 +134,17 @@ func (l *Lease) Expiry() time.Time {
 
 // extended moves the window to sent + TTL - Margin, never backwards and
 // never past what the send time allows: a late reply to an early
-// heartbeat buys only what its send time covers.
+// heartbeat buys only what its send time covers. A window already
+// closed stays closed, though its timer has not run yet: the exec sink's
+// supervisor stops the command at the end it was told and nothing brings
+// that back, and a paused process whose heartbeat won the race with the
+// timer on resume went on with a lease whose command had been stopped
+// (an outside trial: the stopped command then counted as the item's
+// failure). expire ends it.
 func (l *Lease) extended(sent time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ended {
+	if l.ended || !time.Now().Before(l.until) {
 		return
 	}
 	l.lastErr = nil

@@ -408,13 +408,15 @@ func TestForeignRecordLoggedOnce(t *testing.T) {
 
 // TestObserveHeartbeat: each heartbeat that extends a lease reports how
 // long its trust window still had to run, which is positive and at most
-// TTL - Margin.
+// TTL - Margin. The TTL leaves a loaded machine room: a heartbeat that
+// fails (each is bounded by the interval, a third of it) and the window
+// closes, and no later one reopens it.
 func TestObserveHeartbeat(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, nil)
 	st := openStore(t, srv.Addr(), "")
 	lefts := make(chan time.Duration, 100)
-	const ttl = 300 * time.Millisecond
+	const ttl = 1500 * time.Millisecond
 	m, err := ownership.New(st, ownership.Config{TTL: ttl, Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
 		ObserveHeartbeat: func(left time.Duration) {
 			select {

@@ -508,3 +508,38 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// A lease whose trust window closed stays closed, though its timer has
+// not run yet: a process resumed after a pause (SIGSTOP) runs its
+// heartbeat and the lease's timer at once, and when the heartbeat won,
+// the lease went on while the exec sink's supervisor had stopped its
+// command at the end it was told (an outside trial: the stopped command
+// then counted as the item's failure). The heartbeat leaves it out, in
+// Redis too, and a reply that comes after the window closed does not
+// reopen it, whenever it was sent.
+func TestClosedWindowStaysClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		l := newLease(context.Background(), "a", 0, "k", store.Token{}, store.Owner{}, 1, ttl, margin, start)
+		l.timer = time.AfterFunc(time.Hour, l.expire) // the timer, late
+		defer l.timer.Stop()
+		time.Sleep(ttl) // past the window (ttl - margin)
+		var sent [][]*Lease
+		h := &heartbeater{every: beat, leases: map[*Lease]struct{}{l: {}}, log: zerolog.Nop(),
+			extend: func(_ context.Context, leases []*Lease) []error {
+				sent = append(sent, leases)
+				return make([]error, len(leases))
+			}}
+		h.beat()
+		if len(sent) != 0 {
+			t.Errorf("heartbeat extended %d leases whose window closed", len(sent[0]))
+		}
+		l.extended(start.Add(beat)) // a reply to a beat sent in the window
+		if got, want := l.Expiry(), start.Add(ttl-margin); !got.Equal(want) {
+			t.Errorf("window reopened: trusted until +%v, want +%v", got.Sub(start), want.Sub(start))
+		}
+		if l.trusted() {
+			t.Error("lease trusted after its window closed")
+		}
+	})
+}
