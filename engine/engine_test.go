@@ -465,3 +465,42 @@ func TestSettleDoesNotSerialiseClaims(t *testing.T) {
 	}
 	e.Stop(ctx)
 }
+
+// A sink that stopped at the lease's end (sinks.ErrLeaseEnded: the exec
+// sink's supervisor, by itself) has the item handed back, not counted
+// against it, though the engine's lease lives on. It counted as the
+// item's failure (an outside trial: a paused syncd whose heartbeat won
+// the race with the lease's timer), and with max_attempts 1 this
+// quarantined a healthy item.
+func TestSinkLeaseEndedHandsBack(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 1)
+	ctx := context.Background()
+	st.Add(ctx, "a")
+	var calls atomic.Int64
+	var attempts []int
+	var mu sync.Mutex
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		mu.Lock()
+		attempts = append(attempts, it.Attempt)
+		mu.Unlock()
+		if calls.Add(1) == 1 {
+			return fmt.Errorf("exec: item %q: %w, and the supervisor stopped the command: exit status 143", it.ID, sinks.ErrLeaseEnded)
+		}
+		return nil
+	}}
+	e := newEngine(t, st, rec, engine.Config{Workers: 1, Poll: 10 * time.Millisecond, MaxAttempts: 1, Interval: time.Hour})
+	e.Start(ctx)
+	waitFor(t, 5*time.Second, "the second sync", func() bool { return e.Metrics().SyncsOK.Load() == 1 })
+	e.Stop(ctx)
+	m := e.Metrics()
+	if m.SyncsLost.Load() != 1 || m.SyncsFailed.Load() != 0 || m.Quarantined.Load() != 0 {
+		t.Errorf("metrics: %d lost, %d failed, %d quarantined; want 1, 0, 0", m.SyncsLost.Load(), m.SyncsFailed.Load(), m.Quarantined.Load())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(attempts, []int{1, 1}) {
+		t.Errorf("attempts %v, want [1 1]: the stopped sync is not counted", attempts)
+	}
+}

@@ -132,7 +132,11 @@ func (e *Engine) account(ctx context.Context, l *ownership.Lease, what outcomeKi
 		e.sleep(e.cfg.BackoffMin)
 	case outcomeLost:
 		e.m.SyncsLost.Add(1)
-		log.Warn().Err(context.Cause(ctx)).Msg("lease lost during sync: cancelled, not recorded")
+		if cause := context.Cause(ctx); cause != nil {
+			log.Warn().Err(cause).Msg("lease lost during sync: cancelled, not recorded")
+			break
+		}
+		log.Warn().Err(err).Msg("the sink stopped at the lease's end: handed back, not counted against the item")
 	case outcomeStale:
 		e.m.StaleFences.Add(1)
 		if !recorded {
@@ -187,6 +191,13 @@ func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error, pro
 		case errors.Is(cause, ownership.ErrLeaseLost):
 			return handBack, outcomeLost
 		}
+	}
+	if errors.Is(err, sinks.ErrLeaseEnded) {
+		// The sink stopped at the lease's end (the exec sink's
+		// supervisor, by itself), though this process's lease may live
+		// on: a heartbeat moved the end too late to reach it. The item
+		// did not fail; hand it back uncounted, as a lost lease.
+		return handBack, outcomeLost
 	}
 	class, after := sinks.Classify(err)
 	switch {

@@ -2,8 +2,17 @@ package sinks
 
 import (
 	"context"
+	"errors"
 	"time"
 )
+
+// ErrLeaseEnded reports that a sink stopped its work because the lease's
+// end (LeaseExpiry) passed, as the exec sink's supervisor does by itself.
+// The engine hands such an item back, not counted against it, as it does
+// when it saw the lease end itself: the item did not fail, its time ran
+// out. Its lease may still be held all the same, when a heartbeat moved
+// the end on too late to reach the work.
+var ErrLeaseEnded = errors.New("sinks: the lease ended")
 
 // leaseKey is the context key of WithLeaseExpiry.
 type leaseKey struct{}

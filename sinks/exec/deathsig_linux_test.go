@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"bufio"
 	"os"
 	osexec "os/exec"
 	"syscall"
@@ -41,7 +42,7 @@ func TestCommandDiesWithItsSupervisor(t *testing.T) {
 	}
 	ctlR.Close()
 	outW.Close()
-	h := readHello(outR)
+	h := readHello(bufio.NewReader(outR))
 	if !h.ok || h.err != nil {
 		sup.Process.Kill()
 		sup.Wait()

@@ -97,6 +97,7 @@
 package exec
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"errors"
@@ -465,37 +466,29 @@ func (s *Sink) Sync(ctx context.Context, item sinks.Item) error {
 	s.logger.Debug().Str(fieldID, item.ID).Int(fieldPID, h.pid).Str(fieldExit, exitText(waitErr)).
 		Dur(fieldTook, time.Since(start)).Msg("command exited")
 
-	if stopped != "" && waitErr == nil {
+	if (stopped != "" || h.expired) && waitErr == nil {
 		waitErr = errExitZero // the command exited 0 on SIGTERM; the sync was still cut short
 	}
 	detail := r.detail()
 	switch {
 	case stopped != "" && ctx.Err() != nil:
 		return fmt.Errorf("exec: item %q: %w: %s: %w%s", item.ID, context.Cause(ctx), stopped, waitErr, detail)
+	case h.expired:
+		// The supervisor's watchdog, at an end it was told: while this
+		// process ran no code (paused), or before a heartbeat's later
+		// end reached it (the lease test saw that under load, and the
+		// error said only "signal: terminated"). It says so, so the
+		// command's exit does not decide: one that traps SIGTERM and
+		// exits 143 counted as the item's failure (an outside trial).
+		return fmt.Errorf("exec: item %q: %w at %s, and the supervisor stopped the command: %w%s",
+			item.ID, sinks.ErrLeaseEnded, ended.Format("2006-01-02T15:04:05.000Z07:00"), waitErr, detail)
 	case stopped != "":
 		return fmt.Errorf("exec: item %q: timeout after %v (%w): %s: %w%s",
 			item.ID, s.timeout, context.DeadlineExceeded, stopped, waitErr, detail)
-	case expiry != nil && killed(waitErr) && !time.Now().Before(ended):
-		// The supervisor's watchdog, while this process ran no code, at
-		// an end it was told: a heartbeat may have moved the lease's end
-		// on since, too late to reach it (the lease test saw that under
-		// load, and the error said only "signal: terminated").
-		return fmt.Errorf("exec: item %q: the lease ended, and the supervisor stopped the command: %w%s", item.ID, waitErr, detail)
 	case waitErr != nil:
 		return fmt.Errorf("exec: item %q: %w", item.ID, s.classify(waitErr, detail))
 	}
 	return nil
-}
-
-// killed reports whether waitErr is the exit of a command ended by
-// SIGTERM or SIGKILL.
-func killed(waitErr error) bool {
-	var ee *osexec.ExitError
-	if !errors.As(waitErr, &ee) {
-		return false
-	}
-	ws, ok := ee.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && (ws.Signal() == syscall.SIGTERM || ws.Signal() == syscall.SIGKILL)
 }
 
 // classify returns waitErr, the exit of a command that ended by itself,
@@ -573,9 +566,11 @@ func (s *Sink) start(item sinks.Item, traceEnv []string) (*run, error) {
 		io.Copy(r.tail, errR) // ends at EOF, or with an error when errR is closed
 	}()
 	go func() {
-		h := readHello(outR)
+		br := bufio.NewReader(io.LimitReader(outR, 4096))
+		h := readHello(br)
 		if h.ok && h.err == nil {
 			s.logger.Debug().Str(fieldID, item.ID).Int(fieldPID, h.pid).Msg("command started")
+			h.expired = saidExpired(br)
 		}
 		r.hello <- h
 	}()

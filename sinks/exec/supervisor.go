@@ -29,7 +29,10 @@ package exec
 //	                                      grace, SIGKILL
 //	                                      EOF (syncd died, or closed it):
 //	                                      SIGTERM, the grace, SIGKILL
-//	hello, read end ◄──pipe─────  stdout  "pid N" or "error ERRNO TEXT"
+//	hello, read end ◄──pipe─────  stdout  "pid N" or "error ERRNO TEXT";
+//	                                      then "expired" when the lease's
+//	                                      end passed and it stopped the
+//	                                      command for that
 //	stderr tail ◄──────pipe─────  stderr (shared with the command)
 //	Wait ◄──────────────────────  exits as the command did, once the
 //	                              command is reaped and what it left in
@@ -235,6 +238,11 @@ func supervise(args []string) {
 		case <-gone:
 		case <-sigs:
 		case <-w.expired:
+			// Said before the signal, so that the sink, reading to the
+			// end of this pipe, knows the command was stopped for the
+			// lease whatever it exits with (a command that traps
+			// SIGTERM exits as it likes).
+			fmt.Println(expiredLine)
 		}
 		g.signal(syscall.SIGTERM)
 		time.Sleep(grace)
@@ -306,17 +314,23 @@ func exitLike(ws syscall.WaitStatus) {
 	exitNow(ws.ExitStatus())
 }
 
-// hello is what the supervisor said first: the command's pid, or why it
-// could not start it.
+// expiredLine is what the supervisor says, after its hello, when it
+// stops the command because the lease's end passed.
+const expiredLine = "expired"
+
+// hello is what the supervisor said: first the command's pid, or why it
+// could not start it; then, maybe, that it stopped the command at the
+// lease's end.
 type hello struct {
-	ok  bool  // false when the supervisor ended without saying either
-	pid int   // the command's, which names its process group
-	err error // a *StartError
+	ok      bool  // false when the supervisor ended without saying either
+	pid     int   // the command's, which names its process group
+	err     error // a *StartError
+	expired bool  // it stopped the command because the lease's end passed
 }
 
 // readHello reads the supervisor's first line from r.
-func readHello(r io.Reader) hello {
-	line, err := bufio.NewReader(io.LimitReader(r, 4096)).ReadString('\n')
+func readHello(r *bufio.Reader) hello {
+	line, err := r.ReadString('\n')
 	if err != nil {
 		return hello{}
 	}
@@ -331,6 +345,20 @@ func readHello(r io.Reader) hello {
 		return hello{ok: err == nil, err: &StartError{Text: text, Errno: syscall.Errno(n)}}
 	}
 	return hello{}
+}
+
+// saidExpired reads what the supervisor says after its hello, to the end
+// (it exits once the command is reaped), and reports whether it said
+// that it stopped the command at the lease's end.
+func saidExpired(r *bufio.Reader) bool {
+	expired := false
+	for {
+		line, err := r.ReadString('\n')
+		expired = expired || strings.TrimSuffix(line, "\n") == expiredLine
+		if err != nil {
+			return expired
+		}
+	}
 }
 
 // StartError reports that the supervisor could not start the command, for
