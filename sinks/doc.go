@@ -1,6 +1,6 @@
 // Package sinks defines the contract between the syncd engine and the code
 // that does the work of syncing an item: the [Sink] interface, the [Item] it
-// is handed, and the errors that steer retries ([ErrStaleFence],
+// is handed, and the errors that steer retries ([ErrStaleFence], [ErrLeaseEnded],
 // [Permanent], [Unavailable], [RetryAfter]; [Classify] reads them).
 //
 // # The contract
@@ -27,6 +27,8 @@
 //	nil                          success; LastSync of the item advances
 //	wraps ErrStaleFence          the target rejected the fence: the claim is
 //	                             stale, the attempt is dropped, no retry
+//	wraps ErrLeaseEnded          the sink stopped at the lease's end
+//	                             (LeaseExpiry): handed back, not counted
 //	Unavailable, RetryAfter      the target failed, not the item: not
 //	                             counted against it; the target's breaker
 //	                             opens and the item keeps its place
