@@ -1,7 +1,8 @@
 // Package sinks defines the contract between the syncd engine and the code
 // that does the work of syncing an item: the [Sink] interface, the [Item] it
-// is handed, and the errors that steer retries ([ErrStaleFence], [ErrLeaseEnded],
-// [Permanent], [Unavailable], [RetryAfter]; [Classify] reads them).
+// is handed, and the errors that steer retries ([ErrStaleFence],
+// [ErrLeaseEnded], [Permanent], [Unavailable], [RetryAfter]; [Classify]
+// reads them).
 //
 // # The contract
 //
