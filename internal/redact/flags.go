@@ -100,7 +100,7 @@ func maskArg(a string, masks [][2]int) string {
 
 // pwFlag is a flag of a command that takes a password.
 type pwFlag struct {
-	short byte   // its letter, or 0: -p
+	short string // its letters after "-", or "": -p, RAR's -hp
 	long  string // its long form, or "": --user value, --user=value
 	// attached says that only -pVALUE and --long=VALUE hold a password:
 	// the flag alone asks for one, and the next word is no value (mysql
@@ -136,24 +136,25 @@ func commandFlagsOf(name string) pwCommand {
 		// attached is taken (mysql --password db asks, and db is the
 		// database); so for the second to third factors' --password1, 2
 		// and 3 (MySQL 8.0.27 and on).
-		return pwCommand{flags: []pwFlag{{short: 'p', long: "password", attached: true},
+		return pwCommand{flags: []pwFlag{{short: "p", long: "password", attached: true},
 			{long: "password1", attached: true}, {long: "password2", attached: true}, {long: "password3", attached: true}}}
 	case strings.HasPrefix(name, "7z"), strings.HasSuffix(name, "rar"):
-		return pwCommand{flags: []pwFlag{{short: 'p', attached: true}}} // 7z -p, rar -p ask
+		// 7z -p, rar -p and -hp ask; RAR's -hp encrypts the headers too.
+		return pwCommand{flags: []pwFlag{{short: "p", attached: true}, {short: "hp", attached: true}}}
 	case strings.HasSuffix(name, "-cli"):
-		return pwCommand{flags: []pwFlag{{short: 'a', long: "pass"}}, redis: true} // -p is the port
+		return pwCommand{flags: []pwFlag{{short: "a", long: "pass"}}, redis: true} // -p is the port
 	case name == "sshpass":
-		return pwCommand{flags: []pwFlag{{short: 'p'}}, optionsFirst: true}
+		return pwCommand{flags: []pwFlag{{short: "p"}}, optionsFirst: true}
 	case name == "curl":
-		return pwCommand{flags: []pwFlag{{short: 'u', long: "user", after: ':'}, {short: 'U', long: "proxy-user", after: ':'}}, bundled: true}
+		return pwCommand{flags: []pwFlag{{short: "u", long: "user", after: ':'}, {short: "U", long: "proxy-user", after: ':'}}, bundled: true}
 	case name == "ldappasswd": // -a the old password, -s the new one
-		return pwCommand{flags: []pwFlag{{short: 'w'}, {short: 'a'}, {short: 's'}}, bundled: true}
+		return pwCommand{flags: []pwFlag{{short: "w"}, {short: "a"}, {short: "s"}}, bundled: true}
 	case strings.HasPrefix(name, "ldap"): // -W asks
-		return pwCommand{flags: []pwFlag{{short: 'w'}}, bundled: true}
+		return pwCommand{flags: []pwFlag{{short: "w"}}, bundled: true}
 	case strings.HasPrefix(name, "mongo"):
-		return pwCommand{flags: []pwFlag{{short: 'p'}}}
+		return pwCommand{flags: []pwFlag{{short: "p"}}}
 	}
-	return pwCommand{flags: []pwFlag{{short: 'U', long: "user", after: '%'}}, bundled: true} // Samba's
+	return pwCommand{flags: []pwFlag{{short: "U", long: "user", after: '%'}}, bundled: true} // Samba's
 }
 
 // commandFlags returns text with the password in the value of each
@@ -364,10 +365,10 @@ func (c pwCommand) flag(w string) (f *pwFlag, v int, ok bool) {
 	}
 	for k := 1; k < len(w); k++ {
 		for i := range c.flags {
-			if f := &c.flags[i]; f.short != 0 && w[k] == f.short {
-				switch {
-				case k+1 < len(w) && !strings.ContainsRune(`'"`, rune(w[k+1])) || k+2 < len(w):
-					return f, k + 1, true // -pVALUE, -p'VALUE'
+			if f := &c.flags[i]; f.short != "" && strings.HasPrefix(w[k:], f.short) {
+				switch n := k + len(f.short); {
+				case n < len(w) && !strings.ContainsRune(`'"`, rune(w[n])) || n+1 < len(w):
+					return f, n, true // -pVALUE, -p'VALUE'
 				case f.attached:
 					return nil, 0, false // -p alone asks
 				}
@@ -387,7 +388,7 @@ func (c pwCommand) flag(w string) (f *pwFlag, v int, ok bool) {
 // Args would take for the value of a flag that names a secret.
 func (c pwCommand) asks(w string) bool {
 	for _, f := range c.flags {
-		if f.attached && (f.long != "" && w == "--"+f.long || f.short != 0 && w == "-"+string(f.short)) {
+		if f.attached && (f.long != "" && w == "--"+f.long || f.short != "" && w == "-"+f.short) {
 			return true
 		}
 	}

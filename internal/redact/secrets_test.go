@@ -380,6 +380,10 @@ func TestPasswordFlags(t *testing.T) {
 		{"exec: mongosh --host h -u admin -p hunter2 --eval x", "exec: mongosh --host h -u admin -p xxxxx --eval x"},
 		{"sshpass -p hunter2 ssh -p 2222 h", "sshpass -p xxxxx ssh -p 2222 h"},
 		{"7z a -pS3cret x.7z dir", "7z a -pxxxxx x.7z dir"},
+		// RAR's -hp, which encrypts the headers too (an outside trial saw
+		// -hpS3cret whole), as its -p.
+		{"rar a -hpS3cret x.rar dir; unrar x -pS3cret -y x.rar", "rar a -hpxxxxx x.rar dir; unrar x -pxxxxx -y x.rar"},
+		{"/usr/bin/rar a '-hpS3 cret' x.rar", "/usr/bin/rar a '-hpxxxxx' x.rar"},
 		{"redis-cli -h r -p 6379 -a hunter2 ping", "redis-cli -h r -p 6379 -a xxxxx ping"},
 		// redis-cli's command after its options: AUTH pw, AUTH user pw,
 		// HELLO 3 AUTH user pw, in any case (the user stays).
@@ -414,7 +418,7 @@ func TestPasswordFlags(t *testing.T) {
 		// next word is the database or the archive.
 		{"mysqldump -u root -p orders_db > dump.sql", "mysqldump -u root -p orders_db > dump.sql"},
 		{"mysql -u root -p hunter2", "mysql -u root -p hunter2"},
-		{"7z x -p archive.7z; rar a -p backup.rar dir", "7z x -p archive.7z; rar a -p backup.rar dir"},
+		{"7z x -p archive.7z; rar a -p backup.rar dir; rar a -hp b.rar dir", "7z x -p archive.7z; rar a -p backup.rar dir; rar a -hp b.rar dir"},
 		// So does their --password (and MySQL's --password1 to 3): only
 		// --password=X holds one. Elsewhere --password takes the next word.
 		{"mysql --password orders_db; mysqldump -u root --password1 db2 --password=pw2xyz", "mysql --password orders_db; mysqldump -u root --password1 db2 --password=xxxxx"},
@@ -460,6 +464,8 @@ func TestArgs(t *testing.T) {
 		{[]string{"redis-cli", "-p", "6379", "-a", "hunter 2"}, []string{"redis-cli", "-p", "6379", "-a", "xxxxx"}},
 		{[]string{"redis-cli", "-h", "h", "AUTH", "app", "hunter 2:"}, []string{"redis-cli", "-h", "h", "AUTH", "app", "xxxxx"}},
 		{[]string{"smbclient", "//s/x", "-Uadmin%hunter2xyz"}, []string{"smbclient", "//s/x", "-Uadmin%xxxxx"}},
+		{[]string{"rar", "a", "-hphunter2xyz", "x.rar"}, []string{"rar", "a", "-hpxxxxx", "x.rar"}},
+		{[]string{"rar", "a", "-hp", "x.rar"}, []string{"rar", "a", "-hp", "x.rar"}},
 		{[]string{"sshpass", "-p", "hunter2xyz", "ssh", "-p", "2222", "h"}, []string{"sshpass", "-p", "xxxxx", "ssh", "-p", "2222", "h"}},
 		{[]string{"sh", "-c", "mysql -phunter2xyz db; curl -u admin:pw2xyz h; redis-cli -a pw3xyz"}, []string{"sh", "-c", "mysql -pxxxxx db; curl -u admin:xxxxx h; redis-cli -a xxxxx"}},
 		{[]string{"x", "--password", "--token", "t0k3n"}, []string{"x", "--password", "--token", "xxxxx"}},
