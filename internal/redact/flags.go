@@ -57,9 +57,11 @@ func Args(argv []string) []string {
 		if m := pwProgram.FindStringSubmatch(a); m != nil {
 			c := commandFlagsOf(strings.ToLower(m[1]))
 			cmd = &c
-			if _, pw := redisAuthArgs(out[i+1:], false); c.redis && pw >= 0 {
-				k := i + 1 + pw // redis-cli AUTH pw
-				out[k] = maskArg(out[k], appendValue(nil, out[k], 0, "", 0))
+			if _, pws := redisAuthArgs(out[i+1:], false); c.redis {
+				for _, pw := range pws {
+					k := i + 1 + pw // redis-cli AUTH pw
+					out[k] = maskArg(out[k], appendValue(nil, out[k], 0, "", 0))
+				}
 			}
 			continue
 		}
@@ -200,18 +202,17 @@ var redisCLIValue = map[string]bool{
 
 // redisAuthArgs returns, of words, redis-cli's arguments after its
 // name (quotes and all), where its Redis command starts (len(words) when
-// there is none) and which of its words is an AUTH's password: the only
-// argument of AUTH pw, the second of AUTH user pw, the one after
-// HELLO's AUTH user (HELLO 3 AUTH user pw); -1 for none. With --eval
-// or --cluster there is no command: the words are a script's keys and
-// arguments, or a cluster manager's. With punct, the arguments end at
-// the first that ends with : , or ; (punctEnd), where the text around
-// the command goes on: redis-cli AUTH pw: WRONGPASS.
-func redisAuthArgs(words []string, punct bool) (cmd, pw int) {
+// there is none) and which of its words hold a password
+// (redisPasswords). With --eval or --cluster there is no command: the
+// words are a script's keys and arguments, or a cluster manager's. With
+// punct, the arguments end at the first that ends with : , or ;
+// (punctEnd), where the text around the command goes on: redis-cli AUTH
+// pw: WRONGPASS.
+func redisAuthArgs(words []string, punct bool) (cmd int, pws []int) {
 	for cmd = 0; cmd < len(words); cmd++ {
 		switch w := strings.Trim(words[cmd], `'"`); {
 		case w == "--eval" || w == "--cluster":
-			return len(words), -1
+			return len(words), nil
 		case redisCLIValue[w]:
 			cmd++
 		case !strings.HasPrefix(w, "-"):
@@ -222,44 +223,94 @@ func redisAuthArgs(words []string, punct bool) (cmd, pw int) {
 					break
 				}
 			}
-			switch strings.ToUpper(strings.Trim(words[cmd], `'"`)) {
-			case "AUTH":
-				if len(args) == 1 {
-					return cmd, cmd + 1
-				} else if len(args) > 1 {
-					return cmd, cmd + 2
-				}
-			case "HELLO":
-				for i, a := range args {
-					if strings.EqualFold(strings.Trim(a, `'"`), "AUTH") && i+2 < len(args) {
-						return cmd, cmd + 1 + i + 2
-					}
-				}
-			case "MIGRATE":
-				// MIGRATE host port key db timeout [COPY] [REPLACE] [AUTH
-				// pw | AUTH2 user pw] [KEYS ...] (a second outside trial).
-				for i, a := range args {
-					if i < 5 {
-						continue // host port key db timeout: a key may be called auth
-					}
-					switch w := strings.ToUpper(strings.Trim(a, `'"`)); {
-					case w == "AUTH" && i+1 < len(args):
-						return cmd, cmd + 1 + i + 1
-					case w == "AUTH2" && i+2 < len(args):
-						return cmd, cmd + 1 + i + 2
-					}
-				}
+			for _, i := range redisPasswords(words[cmd], args) {
+				pws = append(pws, cmd+1+i)
 			}
-			return cmd, -1
+			return cmd, pws
 		}
 	}
-	return len(words), -1
+	return len(words), nil
+}
+
+// Options of the Redis commands that take a password, which end the
+// words of one (credentialRun).
+var (
+	helloOptions   = map[string]bool{"AUTH": true, "SETNAME": true}
+	migrateOptions = map[string]bool{"COPY": true, "REPLACE": true, "AUTH": true, "AUTH2": true, "KEYS": true}
+)
+
+// redisPasswords returns which of args, the arguments of the Redis
+// command name (quotes and all, in any case), hold a password, read as
+// Redis reads them (credentialRun): AUTH pw and AUTH user pw; HELLO 3
+// AUTH user pw [SETNAME name]; MIGRATE host port key db timeout [COPY]
+// [REPLACE] [AUTH pw | AUTH2 user pw] [KEYS key ...] (a second outside
+// trial). A key called auth stays: MIGRATE's options start after its
+// five fixed arguments, the third of which is its key, and every word
+// after KEYS is a key.
+func redisPasswords(name string, args []string) []int {
+	var pws []int
+	switch redisWord(name) {
+	case "AUTH":
+		pws, _ = credentialRun(args, 0, 1, true, nil)
+	case "HELLO":
+		for i := 0; i < len(args); i++ {
+			switch redisWord(args[i]) {
+			case "AUTH":
+				run, next := credentialRun(args, i+1, 2, true, helloOptions)
+				pws, i = append(pws, run...), next-1
+			case "SETNAME":
+				i++ // a client may be called auth
+			}
+		}
+	case "MIGRATE":
+		for i := 5; i < len(args); i++ {
+			var run []int
+			next := i + 1
+			switch redisWord(args[i]) {
+			case "AUTH":
+				run, next = credentialRun(args, i+1, 1, false, migrateOptions)
+			case "AUTH2":
+				run, next = credentialRun(args, i+1, 2, true, migrateOptions)
+			case "KEYS":
+				return pws
+			}
+			pws, i = append(pws, run...), next-1
+		}
+	}
+	return pws
+}
+
+// redisWord returns w, a word of a Redis command, without its quotes, in
+// upper case.
+func redisWord(w string) string { return strings.ToUpper(strings.Trim(w, `'"`)) }
+
+// credentialRun returns which of args from from hold the credential of
+// an AUTH (or AUTH2) that takes need words (a password: 1; a user and a
+// password: 2), and where its words end. Redis takes the first need
+// words whatever they are; the run goes on to the next of the command's
+// options (stop) or its end. Redis refuses a run longer than need, but
+// one is a password with blanks in it typed without quotes (AUTH my
+// pass phrase), and what it shows would be part of that: so a run of
+// two with a user (withUser) hides its second word, and any other run
+// every word, the user too, as which word is the user no longer shows.
+func credentialRun(args []string, from, need int, withUser bool, stop map[string]bool) (run []int, next int) {
+	next = min(from+need, len(args))
+	for next < len(args) && !stop[redisWord(args[next])] {
+		next++
+	}
+	for i := from; i < next; i++ {
+		run = append(run, i)
+	}
+	if withUser && len(run) == 2 {
+		run = run[1:]
+	}
+	return run, next
 }
 
 // redisAuthWords returns where the Redis command of redis-cli's words
 // in text from i starts (the end of its options: redisAuthArgs) and
-// where they end, and where its AUTH's password is, as flagValues
-// returns a password.
+// where they end, and where its passwords are, as flagValues returns
+// them.
 func redisAuthWords(text string, i int) (cmd, end int, masks [][2]int) {
 	var words []string
 	var starts []int
@@ -270,12 +321,12 @@ func redisAuthWords(text string, i int) (cmd, end int, masks [][2]int) {
 			words, starts = append(words, text[start:i]), append(starts, start)
 		}
 	}
-	at, pw := redisAuthArgs(words, true)
+	at, pws := redisAuthArgs(words, true)
 	if at == len(words) {
 		return i, i, nil
 	}
-	if pw >= 0 {
-		masks = appendValue(nil, punctEnd(words[pw], 0), starts[pw], "", 0)
+	for _, pw := range pws {
+		masks = appendValue(masks, punctEnd(words[pw], 0), starts[pw], "", 0)
 	}
 	return starts[at], i, masks
 }

@@ -2,6 +2,7 @@ package redact
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -395,24 +396,34 @@ var (
 	// opening bracket, a separator (; | & :), as HELLO's option too
 	// (HELLO 3 AUTH user pw). "BASIC AUTH disabled" has none of those.
 	// Its first group is the character before it, if any; its second,
-	// AUTH in any case (redisAuth takes lower case at fewer places).
-	authCommand = regexp.MustCompile("(?im)(?:^|([>$#\"'`(\\[;|&:]))[ \t]*(?:HELLO[ \t]+[0-9]+[ \t]+)?(AUTH)[ \t]+")
+	// HELLO and its version, if any; its third, AUTH in any case
+	// (redisAuth takes lower case at fewer places).
+	authCommand = regexp.MustCompile("(?im)(?:^|([>$#\"'`(\\[;|&:]))[ \t]*(HELLO[ \t]+[0-9]+[ \t]+)?(AUTH)[ \t]+")
 	// authReply finds the end of the arguments of an echoed AUTH where a
 	// Redis error follows them: AUTH app pw: ERR invalid password.
 	authReply = regexp.MustCompile(`:[ \t]+(?:\(error\)[ \t]+)?-?(?:ERR|WRONGPASS|NOAUTH|NOPERM)\b`)
-	// authMonitor finds an AUTH command as MONITOR quotes it, with one
-	// argument or two: "AUTH" "app" "pw", at the end of its line.
-	authMonitor = regexp.MustCompile(`(?im)"auth"(?:[ \t]+"(?:[^"\\\n]|\\.)*")?[ \t]+"((?:[^"\\\n]|\\.)*)"[ \t]*\r?$`)
+	// authMonitor finds an AUTH command as MONITOR quotes it, HELLO's
+	// too, with its arguments to the end of its line: "AUTH" "app" "pw".
+	// Its first group is HELLO and its version, if any; its second, the
+	// arguments.
+	authMonitor = regexp.MustCompile(`(?im)("hello"[ \t]+"[0-9]+"[ \t]+)?"auth"((?:[ \t]+"(?:[^"\\\n]|\\.)*")+)[ \t]*\r?$`)
+	// monitorArg finds an argument as MONITOR quotes it; its group is
+	// what is inside the quotes.
+	monitorArg = regexp.MustCompile(`"((?:[^"\\\n]|\\.)*)"`)
 )
 
 // redisAuth hides the password of each Redis AUTH command that text
-// echoes, AUTH pw or AUTH user pw (the user stays): where a Redis error
-// follows it (AUTH app pw: ERR invalid password, WRONGPASS), where the
-// password is quoted (AUTH "pw", AUTH 'pw': an argument, not a word of
-// prose), or where it looks like one (credential) and ends the line or
-// a quote; and as MONITOR quotes it ("AUTH" "app" "pw", "auth" "pw").
-// Prose keeps its words: "AUTH failed" has no Redis error after it and
-// no credential, "AUTH disabled (bearer only)" more than two words.
+// echoes, AUTH pw or AUTH user pw (the user stays), and of HELLO's
+// AUTH user pw: where a Redis error follows it (AUTH app pw: ERR
+// invalid password, WRONGPASS), where the password is quoted (AUTH
+// "pw", AUTH 'pw': an argument, not a word of prose), or where it
+// looks like one (credential) and ends the line or a quote; and as
+// MONITOR quotes it ("AUTH" "app" "pw", "auth" "pw"). Prose keeps its
+// words: "AUTH failed" has no Redis error after it and no credential.
+// More words than AUTH takes are a password with blanks in it typed
+// without quotes, and go all (credentialRun), where one of them is
+// quoted or looks like a credential; "AUTH disabled (bearer only)"
+// keeps them, a word in brackets read as the aside it is.
 //
 // AUTH in lower or mixed case (Redis and redis-cli take auth pw) is a
 // command only where a command is echoed: at the start of a line or
@@ -423,7 +434,7 @@ var (
 func redisAuth(text string) string {
 	out := splicer{text: text}
 	for _, m := range authCommand.FindAllStringSubmatchIndex(text, -1) {
-		upper := text[m[4]:m[5]] == "AUTH"
+		upper := text[m[6]:m[7]] == "AUTH"
 		if m[0] < out.done || !upper && m[2] >= 0 && text[m[2]] != '>' {
 			continue
 		}
@@ -435,27 +446,89 @@ func redisAuth(text string) string {
 		if r := authReply.FindStringIndex(args); r != nil {
 			args, strong = args[:r[0]], upper
 		}
-		words := authArgs(args)
-		if len(words) == 0 || len(words) > 2 {
+		words := commandWords(args, authArgs(args))
+		vs := make([]string, len(words))
+		for i, w := range words {
+			vs[i] = args[w.start:w.end]
+		}
+		var pws []int
+		if m[4] >= 0 {
+			pws, _ = credentialRun(vs, 0, 2, true, helloOptions)
+		} else {
+			pws, _ = credentialRun(vs, 0, 1, true, nil)
+		}
+		if !strong && !slices.ContainsFunc(pws, func(i int) bool { return words[i].quoted || authCredential(vs[i], len(pws) > 1) }) {
 			continue
 		}
-		// A password with xxxxx in it was hidden by Pairs, whole or as
-		// the value of a pair: AUTH :0 is AUTH's pair, AUTH :xxxxx.
-		pw := words[len(words)-1]
-		v := args[pw.start:pw.end]
-		if v == "" || strings.Contains(v, Masked) || !strong && !pw.quoted && !credential(v) {
-			continue
+		for _, i := range pws {
+			// A password with xxxxx in it was hidden by Pairs, whole or as
+			// the value of a pair: AUTH :0 is AUTH's pair, AUTH :xxxxx.
+			if vs[i] != "" && !strings.Contains(vs[i], Masked) {
+				out.replace(m[1]+words[i].start, m[1]+words[i].end, Masked)
+			}
 		}
-		out.replace(m[1]+pw.start, m[1]+pw.end, Masked)
 	}
 	text = out.String()
-	return authMonitor.ReplaceAllStringFunc(text, func(m string) string {
-		sub := authMonitor.FindStringSubmatchIndex(m)
-		if pw := m[sub[2]:sub[3]]; pw == "" || pw == Masked {
-			return m
+	return authMonitor.ReplaceAllStringFunc(text, monitorAuth)
+}
+
+// authCredential reports whether v, an argument of an echoed AUTH, looks
+// like a password (credential); one of a run of more (run), as it does
+// without the brackets of an aside: "(bearer" is a word of prose.
+func authCredential(v string, run bool) bool {
+	if run {
+		v = strings.TrimLeft(v, "([{")
+	}
+	return credential(v)
+}
+
+// monitorAuth returns m, an AUTH command as MONITOR quotes it
+// (authMonitor), with its password hidden (credentialRun).
+func monitorAuth(m string) string {
+	sub := authMonitor.FindStringSubmatchIndex(m)
+	quoted := monitorArg.FindAllStringSubmatchIndex(m[sub[4]:sub[5]], -1)
+	vs := make([]string, len(quoted))
+	for i, q := range quoted {
+		vs[i] = m[sub[4]+q[2] : sub[4]+q[3]]
+	}
+	var pws []int
+	if sub[2] >= 0 {
+		pws, _ = credentialRun(vs, 0, 2, true, helloOptions)
+	} else {
+		pws, _ = credentialRun(vs, 0, 1, true, nil)
+	}
+	out := splicer{text: m}
+	for _, i := range pws {
+		if vs[i] != "" && vs[i] != Masked {
+			out.replace(sub[4]+quoted[i][2], sub[4]+quoted[i][3], Masked)
 		}
-		return m[:sub[2]] + Masked + m[sub[3]:]
-	})
+	}
+	return out.String()
+}
+
+// commandWords returns words, the arguments of an echoed Redis command
+// in args (authArgs), up to the end of the command: a word of : , ; | &
+// alone, which is none of them, or one that ends with : , or ; (punctEnd,
+// without them), or a quoted one that they follow, where the text around
+// the command goes on (AUTH mode off; redis-cli ..., AUTH "pw": denied).
+func commandWords(args string, words []authWord) []authWord {
+	for i, w := range words {
+		if w.quoted {
+			if w.end+1 < len(args) && strings.ContainsRune(":,;", rune(args[w.end+1])) {
+				return words[:i+1]
+			}
+			continue
+		}
+		v := args[w.start:w.end]
+		if strings.Trim(v, ":,;|&") == "" {
+			return words[:i]
+		}
+		if p := punctEnd(v, 0); p != v {
+			words[i].end = w.start + len(p)
+			return words[:i+1]
+		}
+	}
+	return words
 }
 
 // authWord is an argument of an echoed AUTH: where it is in its line,

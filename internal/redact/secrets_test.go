@@ -259,7 +259,15 @@ func TestPairsRedisAuth(t *testing.T) {
 		{`AUTH "s3cretW4"` + "\nAUTH bob 's3cret W4'\nAUTH \"hunter\": ERR x\n(AUTH \"pw\\\"1\")", `AUTH "xxxxx"` + "\nAUTH bob 'xxxxx'\nAUTH \"xxxxx\": ERR x\n(AUTH \"xxxxx\")"},
 		{"auth s3cretW5\nAuth bob s3cretW5\n127.0.0.1:6379> auth s3cretW5\n  auth \"hunter\"", "auth xxxxx\nAuth bob xxxxx\n127.0.0.1:6379> auth xxxxx\n  auth \"xxxxx\""},
 		{`redis-cli -h h auth "s3cretW5"` + "\n" + `1700000000.1 [0 10.0.0.1:5000] "auth" "s3cretW6"`, `redis-cli -h h auth xxxxx` + "\n" + `1700000000.1 [0 10.0.0.1:5000] "auth" "xxxxx"`},
+		// More words than AUTH takes: a password with blanks typed
+		// without quotes, hidden whole, the user's word too (an outside
+		// trial saw AUTH a b c lose only b); HELLO's words end at its
+		// SETNAME.
+		{"AUTH alice my pass: WRONGPASS x\n127.0.0.1:6379> auth alice my s3cret\nAUTH 'my' pass phrase", "AUTH xxxxx xxxxx xxxxx: WRONGPASS x\n127.0.0.1:6379> auth xxxxx xxxxx xxxxx\nAUTH 'xxxxx' xxxxx xxxxx"},
+		{`"AUTH" "alice" "my" "pass"` + "\nHELLO 3 AUTH app s3cretW7 SETNAME auth\n" + `"HELLO" "3" "AUTH" "app" "p w" "x" "SETNAME" "c"`, `"AUTH" "xxxxx" "xxxxx" "xxxxx"` + "\nHELLO 3 AUTH app xxxxx SETNAME auth\n" + `"HELLO" "3" "AUTH" "xxxxx" "xxxxx" "xxxxx" "SETNAME" "c"`},
+		{"AUTH app s3cretW8; echo done\nAUTH \"pw\": denied, retry", "AUTH app xxxxx; echo done\nAUTH \"xxxxx\": denied, retry"},
 		// Prose and Redis's own words stay.
+		{"AUTH failed for user alice\nAUTH mode off; redis-cli x\nAUTH a b c", "AUTH failed for user alice\nAUTH mode off; redis-cli x\nAUTH a b c"},
 		{"AUTH failed\nauth failed: ERR x\nBASIC AUTH disabled (bearer only)", "AUTH failed\nauth failed: ERR x\nBASIC AUTH disabled (bearer only)"},
 		{"OAuth token refresh failed\nauth timeout\nerror: auth s3cretW5x required\nnote (auth abc123x)", "OAuth token refresh failed\nauth timeout\nerror: auth s3cretW5x required\nnote (auth abc123x)"},
 		{"ERR AUTH <password> called without any password configured", "ERR AUTH <password> called without any password configured"},
@@ -389,11 +397,20 @@ func TestPasswordFlags(t *testing.T) {
 		// HELLO 3 AUTH user pw, in any case (the user stays).
 		{"redis-cli -h h AUTH pw1; redis-cli -h auth -n 0 auth app pw2: WRONGPASS invalid", "redis-cli -h h AUTH xxxxx; redis-cli -h auth -n 0 auth app xxxxx: WRONGPASS invalid"},
 		{"valkey-cli --user u --pass pw3 HELLO 3 AUTH u 'pw 4' SETNAME x", "valkey-cli --user u --pass xxxxx HELLO 3 AUTH u xxxxx SETNAME x"},
+		// More words than AUTH takes go all (an outside trial saw AUTH a
+		// b c lose only b); HELLO's end at its next option.
+		{"redis-cli AUTH a b c; redis-cli AUTH alice my pw: WRONGPASS", "redis-cli AUTH xxxxx xxxxx xxxxx; redis-cli AUTH xxxxx xxxxx xxxxx: WRONGPASS"},
+		{"redis-cli HELLO 3 AUTH u my pw SETNAME auth", "redis-cli HELLO 3 AUTH xxxxx xxxxx xxxxx SETNAME auth"},
+		{"redis-cli HELLO 3 SETNAME auth AUTH u pw", "redis-cli HELLO 3 SETNAME auth AUTH u xxxxx"},
 		// MIGRATE's AUTH pw and AUTH2 user pw (a second outside trial);
 		// its KEYS after them stay.
 		{"redis-cli -h h MIGRATE t 6379 k 0 5000 AUTH Zq9Secr3t", "redis-cli -h h MIGRATE t 6379 k 0 5000 AUTH xxxxx"},
 		{"redis-cli MIGRATE t 6379 \"\" 0 5000 COPY AUTH2 alice Zq9Secr3t KEYS a b", "redis-cli MIGRATE t 6379 \"\" 0 5000 COPY AUTH2 alice xxxxx KEYS a b"},
 		{"redis-cli MIGRATE t 6379 auth 0 5000", "redis-cli MIGRATE t 6379 auth 0 5000"},
+		// After KEYS every word is a key, one called auth too; AUTH takes
+		// the word after it whatever it is, and more up to an option.
+		{`redis-cli MIGRATE t 6379 "" 0 5000 KEYS auth x`, `redis-cli MIGRATE t 6379 "" 0 5000 KEYS auth x`},
+		{`redis-cli MIGRATE t 6379 "" 0 5000 AUTH KEYS KEYS a; redis-cli MIGRATE t 6379 k 0 5 AUTH2 u my pw COPY`, `redis-cli MIGRATE t 6379 "" 0 5000 AUTH xxxxx KEYS a; redis-cli MIGRATE t 6379 k 0 5 AUTH2 xxxxx xxxxx xxxxx COPY`},
 		{`C:\bin\mysql.exe -phunter2`, `C:\bin\mysql.exe -pxxxxx`},
 		{"cd /x && MYSQL -phunter2; ls -p x", "cd /x && MYSQL -pxxxxx; ls -p x"},
 		{"mysql -p -u root db", "mysql -p -u root db"}, // asks for the password
@@ -463,6 +480,7 @@ func TestArgs(t *testing.T) {
 		{[]string{"ldapsearch", "-x", "-w", "hunter2xyz", "-b", "dc=x"}, []string{"ldapsearch", "-x", "-w", "xxxxx", "-b", "dc=x"}},
 		{[]string{"redis-cli", "-p", "6379", "-a", "hunter 2"}, []string{"redis-cli", "-p", "6379", "-a", "xxxxx"}},
 		{[]string{"redis-cli", "-h", "h", "AUTH", "app", "hunter 2:"}, []string{"redis-cli", "-h", "h", "AUTH", "app", "xxxxx"}},
+		{[]string{"redis-cli", "AUTH", "a", "b", "c"}, []string{"redis-cli", "AUTH", "xxxxx", "xxxxx", "xxxxx"}},
 		{[]string{"smbclient", "//s/x", "-Uadmin%hunter2xyz"}, []string{"smbclient", "//s/x", "-Uadmin%xxxxx"}},
 		{[]string{"rar", "a", "-hphunter2xyz", "x.rar"}, []string{"rar", "a", "-hpxxxxx", "x.rar"}},
 		{[]string{"rar", "a", "-hp", "x.rar"}, []string{"rar", "a", "-hp", "x.rar"}},
