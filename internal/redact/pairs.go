@@ -79,12 +79,13 @@ func credential(word string) bool {
 // token=, secret=, password=, pw=, api_key= (and the like) pairs, quoted
 // or not, with = or : (password: x, "token":"x"), of such flags
 // (--password x), where the name's words say so as they say it to
-// SecretName (pairName: not KEYWORD=, token_ttl=, max_tokens=, sort key:), the short password flags of the commands that have
-// one (mysql -phunter2, sshpass -p x, redis-cli -a x, curl -u user:x:
-// commandFlags), the password of a Redis AUTH command echoed
-// (redisAuth), and bearer and basic credentials, each replaced with
-// xxxxx. Applied twice,
-// it changes nothing more.
+// SecretName (pairName: not KEYWORD=, token_ttl=, max_tokens=, sort
+// key:), the short password flags of the commands that have one (mysql
+// -phunter2, sshpass -p x, redis-cli -a x, curl -u user:x:
+// commandFlags), the password of a Redis AUTH command echoed (redisAuth)
+// and of MIGRATE's AUTH (redisMigrate), and bearer and basic
+// credentials, each replaced with xxxxx. Applied twice, it changes
+// nothing more.
 //
 // A Bearer or Basic credential in header form, the value of a name such
 // as Authorization (schemeHeader), is hidden whatever it looks like; so
@@ -97,6 +98,7 @@ func credential(word string) bool {
 func Pairs(text string) string {
 	text = commandFlags(text)
 	text = redisAuth(text)
+	text = redisMigrate(text)
 	text = authValues(text)
 	text = schemeWords(text)
 	text = replaceValues(text, schemeHeader, func(text string, start, end int) bool {
@@ -407,6 +409,9 @@ var (
 	// Its first group is HELLO and its version, if any; its second, the
 	// arguments.
 	authMonitor = regexp.MustCompile(`(?im)("hello"[ \t]+"[0-9]+"[ \t]+)?"auth"((?:[ \t]+"(?:[^"\\\n]|\\.)*")+)[ \t]*\r?$`)
+	// migrateCommand finds a Redis MIGRATE command where authCommand
+	// finds AUTH, and as MONITOR quotes it ("MIGRATE" "h" ...).
+	migrateCommand = regexp.MustCompile("(?im)(?:^|[>$#\"'`(\\[;|&:])[ \t]*MIGRATE[\"']?[ \t]+")
 	// monitorArg finds an argument as MONITOR quotes it; its group is
 	// what is inside the quotes.
 	monitorArg = regexp.MustCompile(`"((?:[^"\\\n]|\\.)*)"`)
@@ -470,6 +475,42 @@ func redisAuth(text string) string {
 	}
 	text = out.String()
 	return authMonitor.ReplaceAllStringFunc(text, monitorAuth)
+}
+
+// redisMigrate hides the passwords of each Redis MIGRATE command that
+// text echoes without redis-cli before it (whose commandFlags hides
+// them): the words of its AUTH pw and AUTH2 user pw as Redis reads them
+// (redisPasswords), a run of more as AUTH's (credentialRun). A key
+// called auth stays: it is one of the five fixed arguments, or after
+// KEYS. Unlike AUTH, MIGRATE is a command in any case wherever one
+// starts (error: migrate h 6379 k 0 5000 auth pw): its AUTH comes after
+// five arguments, which prose about migrating seldom gives, and a word
+// of prose hidden is a smaller loss than a password shown.
+func redisMigrate(text string) string {
+	out := splicer{text: text}
+	for _, m := range migrateCommand.FindAllStringSubmatchIndex(text, -1) {
+		if m[0] < out.done {
+			continue
+		}
+		args := text[m[1]:]
+		if eol := strings.IndexAny(args, "\r\n"); eol >= 0 {
+			args = args[:eol]
+		}
+		if r := authReply.FindStringIndex(args); r != nil {
+			args = args[:r[0]]
+		}
+		words := commandWords(args, authArgs(args))
+		vs := make([]string, len(words))
+		for i, w := range words {
+			vs[i] = args[w.start:w.end]
+		}
+		for _, i := range redisPasswords("MIGRATE", vs) {
+			if vs[i] != "" && !strings.Contains(vs[i], Masked) {
+				out.replace(m[1]+words[i].start, m[1]+words[i].end, Masked)
+			}
+		}
+	}
+	return out.String()
 }
 
 // authCredential reports whether v, an argument of an echoed AUTH, looks
