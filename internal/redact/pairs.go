@@ -101,6 +101,7 @@ func Pairs(text string) string {
 	text = redisMigrate(text)
 	text = authValues(text)
 	text = schemeWords(text)
+	text = yamlBlocks(text)
 	text = replaceValues(text, schemeHeader, func(text string, start, end int) bool {
 		return pairName(text, start, end) || strings.Contains(strings.ToLower(text[start:end]), "authorization")
 	})
@@ -174,7 +175,7 @@ func replaceValues(text string, re *regexp.Regexp, secret func(text string, star
 		}
 		end := closes(text, m[6], m[7])
 		i = max(end, m[5])
-		if plainValue(text[m[6]:end]) || schemeBefore(text, m[6], end) {
+		if plainValue(text[m[6]:end]) || schemeBefore(text, m[6], end) || blockHidden(text, m[6]) {
 			continue
 		}
 		out.replace(m[6], end, Masked)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -169,7 +170,13 @@ func (s *Secrets) CleanTail(tail string) string {
 // is on its line, but for a pair whose value is on the next line
 // (password:\n  pw, which Pairs hides too): when the line dropped ends
 // with : or =, or the next starts with one, the next line's first value
-// is read as a secret name's (password).
+// is read as a secret name's (password). When it ends with a YAML block
+// scalar's indicator (|, >-: cutBlockHead) and lines more indented than
+// it follow, those are read as a secret's block (yamlBlocks): the key
+// that said whether they are one may be what the cut took. A cut in a
+// comment after the indicator, or in the block itself, leaves no sign
+// of one, and the block's lines after it show: hiding every indented
+// line after a cut would take a traceback's frames too.
 //
 // A tail with no newline in it, one line longer than the tail, shows
 // nothing but "…": all of it is that cut line, and no rule tells the
@@ -185,6 +192,8 @@ func Tail(tail string, s *Secrets) string {
 	}
 	name := "" // the first line's end, a secret's name's maybe
 	switch end := strings.TrimRight(first, " \t\r"); {
+	case cutBlockHead.MatchString(end) && blockAfterName(rest):
+		name = blockName
 	case strings.HasSuffix(end, ":"), strings.HasSuffix(end, "="):
 		name = "password:\n"
 	case strings.HasPrefix(strings.TrimLeft(rest, " \t"), ":"), strings.HasPrefix(strings.TrimLeft(rest, " \t"), "="):
@@ -194,4 +203,20 @@ func Tail(tail string, s *Secrets) string {
 		return "…\n" + out
 	}
 	return "…" // Pairs changed the name: it never does
+}
+
+// cutBlockHead matches the end of a line that a YAML block scalar's
+// indicator ends (blockHead), as much of it as a cut may leave: key: >-,
+// !!binary | # comment, |, or the - of |- alone.
+var cutBlockHead = regexp.MustCompile(`(?:(?:^|[ \t:])[|>][1-9+-]{0,2}(?:[ \t]+#.*)?|^[1-9+-]{1,2})$`)
+
+// blockName is the secret's key that Tail puts before the lines after a
+// cut line that ended with a block's indicator.
+const blockName = "password: |\n"
+
+// blockAfterName reports whether rest, the lines after a cut line, start
+// with a block (blockAfter) once blockName is put before them.
+func blockAfterName(rest string) bool {
+	s, e := blockAfter(blockName+rest, len(blockName)-1)
+	return s < e
 }

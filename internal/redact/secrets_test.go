@@ -80,6 +80,8 @@ func TestTailCutKeyword(t *testing.T) {
 		{"smbclient -U alice%s3cretQ9 //srv/x", "s3cretQ9"},
 		{`{"password": "s3cretQ7"}`, "s3cretQ7"},
 		{"password:\n  s3cretQ6", "s3cretQ6"},
+		{"db:\n  password: |-\n    s3cretQ11", "s3cretQ11"},
+		{"key: !!binary >\n\n  s3cretQ12\n  more", "s3cretQ12"},
 	} {
 		at := strings.Index(tt.line, tt.secret)
 		for k := 1; k < at; k++ {
@@ -203,6 +205,32 @@ func TestPairsNames(t *testing.T) {
 		// next time (FuzzPairs: pass0:0sort key:0).
 		{"pass0:0sort key:0 --password sort key:1", "pass0:xxxxx key:xxxxx --password xxxxx key:xxxxx"},
 		{"(sort key: k7) index keys: k8", "(sort key: k7) index keys: k8"},
+	} {
+		got := Pairs(tt.in)
+		if got != tt.want {
+			t.Errorf("Pairs(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if again := Pairs(got); again != got {
+			t.Errorf("Pairs(%q) = %q, then %q", tt.in, got, again)
+		}
+	}
+}
+
+// A YAML block scalar under a secret's key is hidden, all its lines (an
+// outside trial saw password: | and the password on the next line, and
+// password: xxxxx for the indicator); the key, its indicator and what
+// follows the block stay, and so does the block of any other key.
+func TestPairsYAMLBlocks(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"password: |\n  s3cretY1\n  line2\nnext: x", "password: |\n  xxxxx\nnext: x"},
+		{"password: >-\n    s3cretY2\nother: 1", "password: >-\n    xxxxx\nother: 1"},
+		{"db:\n  password: |+ # rotated\r\n    s3cretY3\r\n\r\n    more\r\n  user: bob\r\n", "db:\n  password: |+ # rotated\r\n    xxxxx\r\n  user: bob\r\n"},
+		{"- private_key: !!binary |\n    LS0tLS1\n    QkVH\n- name: x", "- private_key: !!binary |\n    xxxxx\n- name: x"},
+		{"tls:\n  key: |2\n    -----BEGIN PRIVATE KEY-----\n    MIIE\n  cert: |\n    -----BEGIN CERTIFICATE-----", "tls:\n  key: |2\n    xxxxx\n  cert: |\n    -----BEGIN CERTIFICATE-----"},
+		{`"token": >` + "\n   s3cretY4\n", `"token": >` + "\n   xxxxx\n"},
+		// Not a secret's key, or no block after it: as before.
+		{"description: |\n  some text\nsort_key: >\n  name", "description: |\n  some text\nsort_key: >\n  name"},
+		{"password: |\nnext: x", "password: xxxxx\nnext: x"},
 	} {
 		got := Pairs(tt.in)
 		if got != tt.want {
