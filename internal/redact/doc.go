@@ -12,11 +12,12 @@
 // configuration with Mask; the http sink shows its target's URL in logs
 // and errors with Display, and in configuration errors with Password.
 // Beyond URLs, Pairs hides credentials that a text names as such
-// (token=, password=, Authorization: ...; a name goes by its words, as
-// SecretName's do, so KEYWORD=, token_ttl= and sort key: keep their
-// values), the password flags of the commands that have one (mysql -p…,
-// curl -u user:…, ldapsearch -w, smbclient -U user%…, redis-cli -a) and
-// a Redis AUTH command echoed; Args does the same across a command's
+// (token=, password=, Authorization: ..., a YAML block scalar's lines
+// after password: |; a name goes by its words, as SecretName's do, so
+// KEYWORD=, token_ttl= and sort key: keep their values), the password
+// flags of the commands that have one (mysql -p…, rar -hp…, curl -u
+// user:…, ldapsearch -w, smbclient -U user%…, redis-cli -a) and a Redis
+// AUTH or MIGRATE command echoed; Args does the same across a command's
 // arguments given as a list. Secrets hides the known values of a
 // configuration wherever they appear, as they are or escaped in a URL,
 // JSON or a Go string (the http sink's headers and what URLSecrets
