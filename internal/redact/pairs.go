@@ -129,11 +129,30 @@ var (
 	// the scheme is user@host, without a password: mailto:ann@h,
 	// sip:ann@h, xmpp:, acct: (WebFinger).
 	uriSchemes = map[string]bool{"mailto": true, "sip": true, "sips": true, "xmpp": true, "acct": true, "im": true, "pres": true, "tel": true}
+	// mailHeaders are the names of a mail's headers and SMTP's commands
+	// whose value is an address (in lower case): Cc:bob@example.com,
+	// RCPT TO:<ann@example.com>. Sender is not among them: it is a name
+	// an account may have, and to, cc or from are none.
+	mailHeaders = map[string]bool{
+		"to": true, "cc": true, "bcc": true, "from": true, "reply-to": true, "return-path": true,
+		"delivered-to": true, "envelope-to": true, "x-original-to": true, "errors-to": true,
+		"resent-to": true, "resent-cc": true, "resent-bcc": true, "resent-from": true, "resent-sender": true,
+	}
+	// localPart matches an address's part before its @, an < before it
+	// maybe: a dot-atom (RFC 5322), without the ' and / that
+	// userPassword's password does not hold.
+	localPart = regexp.MustCompile("^<?[A-Za-z0-9!#$%&*+=?^_`{|}~.-]+$")
+	// mailDomain matches what follows the @ of a mail's address, as
+	// userPassword's match has it: a domain name of two labels or more,
+	// the last one starting with a letter, no port, then the match's end
+	// or the character that ended it.
+	mailDomain = regexp.MustCompile(`^[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z][A-Za-z0-9-]*(?:$|[\s/,;)\]'">]|:(?:$|\s))`)
 )
 
 // userPasswords hides the password of each user:password@host in text
 // (userPassword), but after a scheme of uriSchemes, or one hidden
-// already: user alice:xxxxx@host failed.
+// already (user alice:xxxxx@host failed), or a mail's address after its
+// header's name (mailAddress).
 func userPasswords(text string) string {
 	out := splicer{text: text}
 	for i := 0; i < len(text); {
@@ -145,12 +164,24 @@ func userPasswords(text string) string {
 			m[k] += i
 		}
 		i = m[5] // the next may start at the end of this one's host
-		if uriSchemes[strings.ToLower(text[m[2]:m[3]])] || strings.Contains(text[m[4]:m[5]], Masked) {
+		if uriSchemes[strings.ToLower(text[m[2]:m[3]])] || strings.Contains(text[m[4]:m[5]], Masked) || mailAddress(text[m[2]:m[3]], text[m[4]:m[5]], text[m[5]+1:m[1]]) {
 			continue
 		}
 		out.replace(m[4], m[5], Masked)
 	}
 	return out.String()
+}
+
+// mailAddress reports whether user:pw@host, as userPassword finds it, is
+// a mail's header or SMTP's command and the address after it (an outside
+// trial saw Cc:bob@example.com read as Cc:xxxxx@example.com): user is one
+// of mailHeaders, in any case, pw an address's local part (localPart),
+// and host a mail's domain (mailDomain), where a database's is often a
+// name of one label or has a port. It would show a password only of an
+// account called to, cc or from (as uriSchemes would of one called
+// mailto), and only one that an address's local part could be.
+func mailAddress(user, pw, host string) bool {
+	return mailHeaders[strings.ToLower(user)] && localPart.MatchString(pw) && mailDomain.MatchString(host)
 }
 
 // replaceValues returns text with the value of each match of re (its

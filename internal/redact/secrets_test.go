@@ -112,6 +112,12 @@ func TestPairsUserPassword(t *testing.T) {
 		{"mailto:ann@example.com sip:ann@h.example acct:ann@h", "mailto:ann@example.com sip:ann@h.example acct:ann@h"},
 		{"nginx:1.25@sha256:0123abcdef pkg:npm/lodash@4.17.21", "nginx:1.25@sha256:0123abcdef pkg:npm/lodash@4.17.21"},
 		{"git@github.com:org/repo.git ann@example.com: mailbox full", "git@github.com:org/repo.git ann@example.com: mailbox full"},
+		// A mail's header and SMTP's command before an address (an outside
+		// trial saw Cc:xxxxx@example.com); not one of a name an account may
+		// have, nor before a database's host.
+		{"Cc:bob@example.com\nTo:<ann@mail.example.org>, Reply-To:x.y+z@h.example", "Cc:bob@example.com\nTo:<ann@mail.example.org>, Reply-To:x.y+z@h.example"},
+		{"> RCPT TO:<ann@example.com>\n> MAIL FROM:<a@b.example> SIZE=12", "> RCPT TO:<ann@example.com>\n> MAIL FROM:<a@b.example> SIZE=12"},
+		{"sender:pw1@smtp.example to:pw2@db to:pw3@db.example:5432 cc:p:w@h.example", "sender:xxxxx@smtp.example to:xxxxx@db to:xxxxx@db.example:5432 cc:xxxxx@h.example"},
 	} {
 		got := Pairs(tt.in)
 		if got != tt.want {
