@@ -308,6 +308,11 @@ func TestPairsRedisAuth(t *testing.T) {
 		{"127.0.0.1:6379> migrate t 6379 k 0 5000 auth pw: ERR x\nerror: migrate t 6379 k 0 5000 auth pw2; retry", "127.0.0.1:6379> migrate t 6379 k 0 5000 auth xxxxx: ERR x\nerror: migrate t 6379 k 0 5000 auth xxxxx; retry"},
 		{`1700000000.1 [0 10.0.0.1:5000] "MIGRATE" "t" "6379" "k" "0" "5000" "AUTH" "pw 1"`, `1700000000.1 [0 10.0.0.1:5000] "MIGRATE" "t" "6379" "k" "0" "5000" "AUTH" "xxxxx"`},
 		{"MIGRATE t 6379 auth 0 5000 REPLACE\nMIGRATE: 3 keys moved, auth ok", "MIGRATE t 6379 auth 0 5000 REPLACE\nMIGRATE: 3 keys moved, auth ok"},
+		// A word before a Redis error stays hidden, one of prose too: no
+		// rule tells AUTH failed: WRONGPASS from AUTH foobared: WRONGPASS,
+		// whose word is a password (Redis's own example), and WRONGPASS
+		// says what failed.
+		{"AUTH failed: WRONGPASS invalid username-password pair\nAUTH foobared: WRONGPASS x", "AUTH xxxxx: WRONGPASS invalid username-password pair\nAUTH xxxxx: WRONGPASS x"},
 		// Prose and Redis's own words stay.
 		{"AUTH failed for user alice\nAUTH mode off; redis-cli x\nAUTH a b c", "AUTH failed for user alice\nAUTH mode off; redis-cli x\nAUTH a b c"},
 		{"AUTH failed\nauth failed: ERR x\nBASIC AUTH disabled (bearer only)", "AUTH failed\nauth failed: ERR x\nBASIC AUTH disabled (bearer only)"},
