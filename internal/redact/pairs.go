@@ -433,6 +433,10 @@ var (
 	// HELLO and its version, if any; its third, AUTH in any case
 	// (redisAuth takes lower case at fewer places).
 	authCommand = regexp.MustCompile("(?im)(?:^|([>$#\"'`(\\[;|&:]))[ \t]*(HELLO[ \t]+[0-9]+[ \t]+)?(AUTH)[ \t]+")
+	// cliPrompt matches redis-cli's prompt at the end of the text before
+	// a command: 127.0.0.1:6379>, cache:6379[2]>, [::1]:6379>, not
+	// connected>.
+	cliPrompt = regexp.MustCompile(`(?:^|\s)(?:(?:[\w.-]+|\[[0-9a-fA-F:.]+\]):[0-9]+(?:\[[0-9]+\])?|not connected)>$`)
 	// authReply finds the end of the arguments of an echoed AUTH where a
 	// Redis error follows them: AUTH app pw: ERR invalid password.
 	authReply = regexp.MustCompile(`:[ \t]+(?:\(error\)[ \t]+)?-?(?:ERR|WRONGPASS|NOAUTH|NOPERM)\b`)
@@ -457,6 +461,9 @@ var (
 // looks like one (credential) and ends the line or a quote; and as
 // MONITOR quotes it ("AUTH" "app" "pw", "auth" "pw"). Prose keeps its
 // words: "AUTH failed" has no Redis error after it and no credential.
+// After redis-cli's prompt (cliPrompt) it is a command typed, and its
+// password is hidden whatever it looks like (127.0.0.1:6379> AUTH
+// foobared).
 // More words than AUTH takes are a password with blanks in it typed
 // without quotes, and go all (credentialRun), where one of them is
 // quoted or looks like a credential; "AUTH disabled (bearer only)"
@@ -479,9 +486,11 @@ func redisAuth(text string) string {
 		if eol := strings.IndexAny(args, "\r\n"); eol >= 0 {
 			args = args[:eol]
 		}
-		strong := false
+		// After redis-cli's prompt, a word is an argument typed, as a
+		// quoted one is, in any case.
+		strong := m[2] >= 0 && cliPrompt.MatchString(text[strings.LastIndexByte(text[:m[2]], '\n')+1:m[3]])
 		if r := authReply.FindStringIndex(args); r != nil {
-			args, strong = args[:r[0]], upper
+			args, strong = args[:r[0]], strong || upper
 		}
 		words := commandWords(args, authArgs(args))
 		vs := make([]string, len(words))
