@@ -29,6 +29,9 @@ var scriptWhere = regexp.MustCompile(` script: [0-9a-f]{40}, on @user_script:\d+
 func (e *PermissionError) Error() string {
 	s := e.Err.Error()
 	if t := scriptWhere.ReplaceAllString(s, ""); t != s {
+		if strings.Contains(t, inScriptRefusal+"access") {
+			return t + " (a key a command of its script names: Redis's ACL LOG names it)"
+		}
 		return t + " (a command its script calls: Redis's ACL LOG names it)"
 	}
 	return s
@@ -36,16 +39,50 @@ func (e *PermissionError) Error() string {
 
 func (e *PermissionError) Unwrap() error { return e.Err }
 
+// namedCommand is the command a NOPERM names ("... no permissions to run
+// the 'evalsha' command").
+var namedCommand = regexp.MustCompile(`to run the '([^' ]+)' command`)
+
+// Refused says in a few words what Redis refused: "command evalsha", "a
+// key", or inside a script, where Redis 7.0 names neither, "a command a
+// script calls" or "a key a script names" (its ACL LOG names them);
+// Redis's reply, without the script's place, when it is none of these.
+// It names no shard, item or key, so that one missing grant reads the
+// same from every shard and every item it refuses: the engine logs one
+// line per Refused, where it logged one per shard.
+func (e *PermissionError) Refused() string {
+	reply := e.Err.Error()
+	var re redis.Error
+	if errors.As(e.Err, &re) {
+		reply = re.Error() // without the call's wrapping, which names the shard
+	}
+	inScript := strings.Contains(reply, inScriptRefusal)
+	switch m := namedCommand.FindStringSubmatch(reply); {
+	case m != nil:
+		return "command " + m[1]
+	case inScript && strings.Contains(reply, "can't access"):
+		return "a key a script names"
+	case inScript && strings.Contains(reply, "can't run"):
+		return "a command a script calls"
+	case strings.Contains(reply, "access one of the keys") || strings.Contains(reply, "access a key"):
+		return "a key"
+	}
+	return scriptWhere.ReplaceAllString(reply, "")
+}
+
 // Is makes a PermissionError ErrPermission.
 func (e *PermissionError) Is(target error) bool { return target == ErrPermission }
 
-// inScriptRefusal is Redis 7.0's refusal of a command a script calls;
-// later versions say NOPERM there too.
-const inScriptRefusal = "The user executing the script can't run this command"
+// inScriptRefusal starts Redis 7.0's refusals inside a script: of a
+// command it calls ("can't run this command or subcommand") and of a key
+// a command names ("can't access at least one of the keys mentioned in
+// the command arguments"), which IsPermission did not match before.
+const inScriptRefusal = "The user executing the script can't "
 
 // IsPermission reports whether err is an ACL refusal: ErrPermission, a
 // command's NOPERM, or, inside a script, Redis 7.0's "ERR The user
-// executing the script can't run this command or subcommand".
+// executing the script can't run this command or subcommand" or "can't
+// access at least one of the keys".
 func IsPermission(err error) bool {
 	if err == nil {
 		return false

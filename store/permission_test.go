@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -24,6 +25,9 @@ func TestPermission(t *testing.T) {
 	if err := admin.Do(ctx, "ACL", "SETUSER", "noget", "on", ">pw", "~*", "&*", "+@all", "-get").Err(); err != nil {
 		t.Fatal(err)
 	}
+	if err := admin.Do(ctx, "ACL", "SETUSER", "onlyk", "on", ">pw", "~k*", "&*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
 	admin.LPush(ctx, "list", "v")
 	u := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "noget", Password: "pw"})
 	defer u.Close()
@@ -31,6 +35,10 @@ func TestPermission(t *testing.T) {
 	inScript := u.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{"k"}).Err()
 	wrongType := u.Eval(ctx, "return redis.call('LPUSH', KEYS[1], 'v')", []string{"list"}).Err() // allowed
 	other := admin.Get(ctx, "list").Err()                                                        // WRONGTYPE
+	k := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "onlyk", Password: "pw"})
+	defer k.Close()
+	key := k.Set(ctx, "other", "v", 0).Err()
+	keyInScript := k.Eval(ctx, "return redis.call('SET', 'other', 'v')", nil).Err()
 	for _, tt := range []struct {
 		name string
 		err  error
@@ -38,6 +46,8 @@ func TestPermission(t *testing.T) {
 	}{
 		{"NOPERM", direct, true},
 		{"in a script", inScript, true},
+		{"a key", key, true},
+		{"a key in a script", keyInScript, true},
 		{"wrapped", errors.Join(errors.New("store: claim shard 2"), inScript), true},
 		{"allowed", wrongType, false},
 		{"WRONGTYPE", other, false},
@@ -61,7 +71,49 @@ func TestPermission(t *testing.T) {
 	if want := "ERR The user executing the script can't run this command or subcommand (a command its script calls: Redis's ACL LOG names it)"; got != want {
 		t.Errorf("Permission(%q) reads %q, want %q", inScript, got, want)
 	}
+	got = store.Permission(keyInScript).Error()
+	if want := "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments (a key a command of its script names: Redis's ACL LOG names it)"; got != want {
+		t.Errorf("Permission(%q) reads %q, want %q", keyInScript, got, want)
+	}
 	if got, want := store.Permission(direct).Error(), direct.Error(); got != want {
 		t.Errorf("Permission(%q) reads %q, want it unchanged", direct, got)
+	}
+}
+
+// Refused names what Redis refused alike for every shard a call went
+// to (the engine logs one line per Refused: it logged one per shard).
+func TestPermissionRefused(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	ctx := context.Background()
+	admin := srv.Client(t)
+	if err := admin.Do(ctx, "ACL", "SETUSER", "refused", "on", ">pw", "~k*", "&*", "+@all", "-get", "-script|load").Err(); err != nil {
+		t.Fatal(err)
+	}
+	u := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "refused", Password: "pw"})
+	defer u.Close()
+	for _, tt := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"command", u.Get(ctx, "k").Err(), "command get"},
+		{"subcommand", u.ScriptLoad(ctx, "return 1").Err(), "command script|load"},
+		{"command in a script", u.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{"k"}).Err(), "a command a script calls"},
+		{"key", u.Set(ctx, "other", "v", 0).Err(), "a key"},
+		{"key in a script", u.Eval(ctx, "return redis.call('SET', 'other', 'v')", nil).Err(), "a key a script names"},
+	} {
+		if !store.IsPermission(tt.err) {
+			t.Fatalf("%s: %v is no refusal", tt.name, tt.err)
+		}
+		for shard := range 2 {
+			var pe *store.PermissionError
+			if !errors.As(store.Permission(fmt.Errorf("store: claim shard %d: %w", shard, tt.err)), &pe) {
+				t.Fatalf("%s: Permission made no *PermissionError", tt.name)
+			}
+			if got := pe.Refused(); got != tt.want {
+				t.Errorf("%s: Refused() of %q = %q, want %q", tt.name, pe, got, tt.want)
+			}
+		}
 	}
 }

@@ -97,7 +97,7 @@ func (s *Store) Release(ctx context.Context, shard int, reqs []ReleaseRequest) (
 	}
 	reply, err := s.runHot(ctx, scriptRelease, keys, args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: release shard %d: %w", shard, err)
+		return nil, Permission(fmt.Errorf("store: release shard %d: %w", shard, err))
 	}
 	v, err := ints(reply, 2*len(reqs))
 	if err != nil {
