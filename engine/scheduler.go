@@ -150,10 +150,9 @@ func (e *Engine) schedule(src source) {
 		case ctx.Err() != nil:
 			return
 		case store.IsPermission(err):
+			// Logged where it was refused (claimRefused).
 			e.ready.Store(false)
-			end := src.refusalEnds()
-			e.refusals.seen(err, end)
-			if end {
+			if src.refusalEnds() {
 				continue // finished now
 			}
 			if !e.sleep(errWait) {
@@ -192,12 +191,14 @@ func (e *Engine) schedule(src source) {
 func (e *Engine) round(ctx context.Context, src source, n int, b budget) (int, time.Duration, error) {
 	g, err := e.tgt.admit(ctx, n)
 	if err != nil || g.n == 0 {
+		e.claimRefused(src, wholeCall, err)
 		return 0, g.wait, err
 	}
 	defer func() { e.tgt.done(g.permits...) }() // those no sync took
 	n = g.n
 	reqs, err := src.requests(ctx, n)
 	if err != nil {
+		e.claimRefused(src, wholeCall, err)
 		return 0, 0, err
 	}
 	if len(reqs) == 0 {
@@ -224,8 +225,7 @@ func (e *Engine) round(ctx context.Context, src source, n int, b budget) (int, t
 			switch {
 			case err == nil || ctx.Err() != nil:
 			case store.IsPermission(err):
-				e.ready.Store(false)
-				e.refusals.seen(err, src.refusalEnds())
+				e.ready.Store(false) // logged by claim (claimRefused)
 			default:
 				e.ready.Store(false)
 				e.log.Warn().Err(err).Int("shard", req.shard).Msg("claim failed")
@@ -266,7 +266,9 @@ func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int,
 	sent := time.Now()
 	leases, err := src.claim(ctx, req, workers)
 	if err == nil {
-		e.refusals.cleared()
+		e.refusals.cleared(opClaim, req.shard)
+	} else {
+		e.claimRefused(src, req.shard, err)
 	}
 	if err == nil && len(leases) > 0 {
 		e.ahead.observeLag(time.Since(sent))
@@ -301,6 +303,19 @@ func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int,
 		go e.work(l, g.take(), g.probe, claimSpan)
 	}
 	return len(leases), nil
+}
+
+// claimRefused records err when it is an ACL refusal of src's claims to
+// shard (wholeCall: a call across shards): it ends a batch run, and the
+// daemon logs it once per cause (see refusals).
+func (e *Engine) claimRefused(src source, shard int, err error) {
+	switch {
+	case !store.IsPermission(err):
+	case src.refusalEnds():
+		e.refusals.endRun(err)
+	default:
+		e.refusals.seen(opClaim, shard, err)
+	}
 }
 
 // dueSource picks due items, longest waiting first across shards.
