@@ -207,6 +207,12 @@ func (e *Engine) Ready() bool { return e.ready.Load() }
 // deleted. Nil when every shard works.
 func (e *Engine) Damaged() []error { return e.damage.list() }
 
+// Refused returns what Redis's ACL refuses the claims, one entry per
+// cause (store.PermissionError.Refused: "command evalsha"), while it
+// does; nil while claims go through. The daemon retries them until an
+// operator grants what is missing.
+func (e *Engine) Refused() []string { return e.refusals.causes(opClaim) }
+
 // OutOfReach returns, by shard, an error for each shard whose Redis did
 // not answer while the others did (a Cluster master crashed, paused or
 // cut off): its items wait while every other shard goes on, and the

@@ -39,8 +39,9 @@ func Handler(e *Engine) http.Handler {
 //	GET /healthz  200 "ok" while the process serves HTTP
 //	GET /readyz   200 "ready" while the attached engine claims and every
 //	              shard works; 503 before Attach, while Redis is
-//	              unreachable, and "degraded" naming each damaged shard
-//	              and each shard out of reach (a Cluster master)
+//	              unreachable, naming what Redis's ACL refuses while it
+//	              refuses the claims, and "degraded" naming each damaged
+//	              shard and each shard out of reach (a Cluster master)
 //
 // It is safe for concurrent use.
 type Endpoints struct {
@@ -83,7 +84,7 @@ func (p *Endpoints) readyz(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not ready: starting, redis not reached yet", http.StatusServiceUnavailable)
 		return
 	}
-	code, text := Readiness(e.Ready(), slices.Concat(e.Damaged(), e.OutOfReach()))
+	code, text := Readiness(e.Ready(), e.Refused(), slices.Concat(e.Damaged(), e.OutOfReach()))
 	if code != http.StatusOK {
 		http.Error(w, text, code)
 		return
@@ -92,12 +93,18 @@ func (p *Endpoints) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // Readiness is the answer to /readyz: 200 "ready" while the engine
-// claims and every shard works; 503 while Redis is unreachable or the
-// engine is not claiming yet, and 503 "degraded", naming each damaged
-// shard and its error, while a shard's damaged key keeps its items
-// waiting (every other shard syncs on); degraded lists the shards out
-// of reach (Engine.OutOfReach) too.
-func Readiness(ready bool, damaged []error) (int, string) {
+// claims and every shard works; 503 naming what Redis's ACL refuses
+// while it refuses the claims (Engine.Refused), where it said "not
+// claiming yet" while syncd_redis_up said 1; 503 while Redis is
+// unreachable or the engine is not claiming yet, and 503 "degraded",
+// naming each damaged shard and its error, while a shard's damaged key
+// keeps its items waiting (every other shard syncs on); degraded lists
+// the shards out of reach (Engine.OutOfReach) too.
+func Readiness(ready bool, refused []string, damaged []error) (int, string) {
+	if len(refused) > 0 {
+		return http.StatusServiceUnavailable, "not ready: claims refused by Redis ACL: " +
+			printable(strings.Join(refused, ", "), 500) + "; see ACL LOG"
+	}
 	if !ready {
 		return http.StatusServiceUnavailable, "not ready: redis unreachable or not claiming yet"
 	}

@@ -222,23 +222,28 @@ func TestReadyzNamesDamagedShards(t *testing.T) {
 	odd := &store.DamageError{Shard: 2, Err: errors.New("odd\x1b[31m")}
 	tests := []struct {
 		ready   bool
+		refused []string
 		damaged []error
 		code    int
 		want    string
 	}{
-		{true, nil, http.StatusOK, "ready"},
-		{false, nil, http.StatusServiceUnavailable, "not ready: redis unreachable"},
-		{false, []error{damage}, http.StatusServiceUnavailable, "not ready: redis unreachable"},
+		{true, nil, nil, http.StatusOK, "ready"},
+		{false, nil, nil, http.StatusServiceUnavailable, "not ready: redis unreachable"},
+		{false, nil, []error{damage}, http.StatusServiceUnavailable, "not ready: redis unreachable"},
 		// Without the script's sha and line, which say nothing to an
 		// operator (an outside trial).
-		{true, []error{damage}, http.StatusServiceUnavailable,
+		{true, nil, []error{damage}, http.StatusServiceUnavailable,
 			`degraded: shard 3 damaged: p:{s3}:meta is a string, want a hash (WRONGTYPE Operation against a key holding the wrong kind of value)`},
-		{true, []error{odd}, http.StatusServiceUnavailable, `degraded: shard 2 damaged: odd\x1b[31m`},
+		{true, nil, []error{odd}, http.StatusServiceUnavailable, `degraded: shard 2 damaged: odd\x1b[31m`},
+		// What Redis's ACL refuses, where it said "not claiming yet"
+		// while syncd_redis_up said 1 (an outside trial).
+		{false, []string{"command evalsha", "a key"}, []error{damage}, http.StatusServiceUnavailable,
+			"not ready: claims refused by Redis ACL: command evalsha, a key; see ACL LOG"},
 	}
 	for _, tt := range tests {
-		code, text := engine.Readiness(tt.ready, tt.damaged)
+		code, text := engine.Readiness(tt.ready, tt.refused, tt.damaged)
 		if code != tt.code || !strings.HasPrefix(text, tt.want) {
-			t.Errorf("Readiness(%v, %v) = %d %q, want %d %q", tt.ready, tt.damaged, code, text, tt.code, tt.want)
+			t.Errorf("Readiness(%v, %v, %v) = %d %q, want %d %q", tt.ready, tt.refused, tt.damaged, code, text, tt.code, tt.want)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -122,8 +124,9 @@ func TestDaemonRefusalLoggedOnce(t *testing.T) {
 // A permission revoked while the daemon runs, over shards the two claim
 // loops take turns on, is logged once, not once per shard and backoff
 // step (an outside trial saw 5 lines in 1.8 s): "refused" names the
-// command, whichever shard was refused. Granted, that is logged once;
-// revoked again, once more.
+// command, whichever shard was refused. /readyz says the claims are
+// refused, not "not claiming yet". Granted, that is logged once; revoked
+// again, once more.
 func TestDaemonRefusalRevokedLoggedOnce(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, nil)
@@ -160,6 +163,11 @@ func TestDaemonRefusalRevokedLoggedOnce(t *testing.T) {
 		}
 		return n
 	}
+	readyz := func() string {
+		w := httptest.NewRecorder()
+		engine.Handler(e).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return strings.TrimSpace(w.Body.String())
+	}
 	for round := 1; round <= 2; round++ {
 		acl("-evalsha")
 		waitFor(t, 10*time.Second, "the refusal logged", func() bool { return refusals() >= round })
@@ -167,9 +175,14 @@ func TestDaemonRefusalRevokedLoggedOnce(t *testing.T) {
 		if n := refusals(); n != round || !strings.Contains(logs.String(), `"refused":"command evalsha"`) {
 			t.Fatalf("revoked %d times, the refusal logged %d times (want %d, naming command evalsha):\n%s", round, n, round, logs.String())
 		}
+		const want = "not ready: claims refused by Redis ACL: command evalsha; see ACL LOG"
+		if got := readyz(); got != want {
+			t.Errorf("/readyz while the claims are refused = %q, want %q", got, want)
+		}
 		acl("+evalsha")
 		waitFor(t, 10*time.Second, "the grant logged", func() bool {
 			return strings.Count(logs.String(), "redis accepts the claims again") == round
 		})
+		waitFor(t, 10*time.Second, "/readyz ready", func() bool { return readyz() == "ready" })
 	}
 }
