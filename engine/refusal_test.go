@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +185,42 @@ func TestDaemonRefusalRevokedLoggedOnce(t *testing.T) {
 			return strings.Count(logs.String(), "redis accepts the claims again") == round
 		})
 		waitFor(t, 10*time.Second, "/readyz ready", func() bool { return readyz() == "ready" })
+	}
+}
+
+// Releases that Redis's ACL refuses (a user without del, which the
+// release script deletes the claims with) are logged once, at error,
+// naming what was refused, not "release failed" at warn for each item
+// (an outside trial); once granted, one line says how many were refused.
+func TestReleaseRefusalLoggedOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	ids := []string{"d1", "d2", "d3", "d4", "d5", "d6"}
+	st := refusedShards(t, srv, 4, "nodel", []string{"del"}, ids...)
+	logs := &testutil.Buffer{}
+	rec := &recorder{}
+	e, err := engine.New(st, rec, engine.Config{Workers: 4, Poll: 10 * time.Millisecond, Interval: 100 * time.Millisecond,
+		Ownership: ownership.Config{TTL: time.Second}, Logger: zerolog.New(logs).Level(zerolog.InfoLevel)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Stop(context.Background()) })
+	e.Start(context.Background())
+	// Unreleased, each claim expires after its ttl and the item syncs again.
+	waitFor(t, 15*time.Second, "each item synced twice", func() bool { return len(rec.snapshot()) >= 2*len(ids) })
+	out := logs.String()
+	if n := strings.Count(out, `"op":"releases"`); n != 1 || strings.Contains(out, `"level":"warn"`) ||
+		!strings.Contains(out, `"level":"error"`) || !strings.Contains(out, `"refused":"a command a script calls"`) {
+		t.Errorf("%d syncs whose release was refused: logged %d times (want 1 line at error naming what was refused, none at warn):\n%s",
+			len(rec.snapshot()), n, out)
+	}
+	if err := srv.Client(t).Do(context.Background(), "ACL", "SETUSER", "nodel", "+del").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the grant logged", func() bool { return strings.Contains(logs.String(), "redis accepts the releases again") })
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "redis accepts the releases again") && !regexp.MustCompile(`"refusals":([6-9]|\d\d)`).MatchString(l) {
+			t.Errorf("the grant's line does not count the %d or more refusals: %s", len(ids), l)
+		}
 	}
 }

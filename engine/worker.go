@@ -14,6 +14,7 @@ import (
 
 	"github.com/syncd/syncd/ownership"
 	"github.com/syncd/syncd/sinks"
+	"github.com/syncd/syncd/store"
 )
 
 // work runs one sync under its lease and writes the outcome back. permit
@@ -90,6 +91,10 @@ func (e *Engine) work(l *ownership.Lease, permit string, probe bool, claim trace
 // and what its release wrote (res).
 func (e *Engine) account(ctx context.Context, l *ownership.Lease, what outcomeKind, out ownership.Outcome,
 	res ownership.ReleaseResult, err error, took time.Duration) {
+	refused := store.IsPermission(res.Err)
+	if res.Err == nil {
+		e.refusals.cleared(opRelease, l.Shard())
+	}
 	if what == outcomeSynced && res.Recorded && res.Err == nil {
 		// The common case logs at debug level only: the item's fields
 		// cost allocations and a float's formatting, per sync.
@@ -101,7 +106,12 @@ func (e *Engine) account(ctx context.Context, l *ownership.Lease, what outcomeKi
 		return
 	}
 	log := e.itemLog(l, took)
-	if res.Err != nil {
+	switch {
+	case refused:
+		// Redis's ACL refuses every release alike: logged once per
+		// cause, not once per item (an outside trial saw a line for each).
+		e.refusals.seen(opRelease, l.Shard(), res.Err)
+	case res.Err != nil:
 		log.Warn().Err(res.Err).Msg("release failed; the claim expires by itself")
 	}
 	recorded := res.Recorded
@@ -115,9 +125,12 @@ func (e *Engine) account(ctx context.Context, l *ownership.Lease, what outcomeKi
 		// or the outcome could not be written: that attempt is not
 		// recorded and the item syncs again.
 		e.m.SyncsUnrecorded.Add(1)
-		if res.Err != nil {
+		switch {
+		case refused: // the refusal's line says so
+			log.Debug().Msg("synced, but redis refused the release (ACL): not recorded")
+		case res.Err != nil:
 			log.Warn().Msg("synced, but the outcome could not be written: not recorded; the item syncs again once its claim expires")
-		} else {
+		default:
 			log.Warn().Str("release", res.Code.String()).Msg("synced, but the lease ended first: not recorded")
 		}
 	case outcomeFailed, outcomeQuarantined:
@@ -243,6 +256,9 @@ func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error, pro
 // neither failing nor quarantined.
 func (e *Engine) failed(log zerolog.Logger, what outcomeKind, out ownership.Outcome, res ownership.ReleaseResult, err error) {
 	switch {
+	case !res.Recorded && store.IsPermission(res.Err): // the refusal's line says so
+		e.m.SyncsUnrecorded.Add(1)
+		log.Debug().Err(err).Msg("sync failed, and redis refused the release (ACL): not recorded")
 	case !res.Recorded:
 		e.m.SyncsUnrecorded.Add(1)
 		log.Warn().Err(err).Str("release", res.Code.String()).Msg("sync failed, but the lease ended first: not recorded")
