@@ -483,14 +483,21 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 			e.checkDeployment(ctx)
 		}
 		cancel()
-		// Said once when the gauges stop updating, once when they resume.
+		// Said once when the gauges stop updating, once when they resume;
+		// an ACL refusal once per cause (see refusals).
+		refused := store.IsPermission(err)
 		switch {
+		case refused:
+			e.refusals.seen(opBacklog, wholeCall, err)
 		case err != nil && !failing:
 			e.log.Warn().Err(err).Msg("cannot read the backlog: the due and oldest-wait gauges are stale until redis answers")
 		case err == nil && failing:
 			e.log.Info().Msg("backlog readable again")
 		}
-		failing = err != nil
+		if err == nil {
+			e.refusals.cleared(opBacklog, wholeCall)
+		}
+		failing = err != nil && !refused
 		e.m.RedisUp.Store(int64(b2f(err == nil)))
 		if err == nil {
 			e.m.DueBacklog.Store(due)

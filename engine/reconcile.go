@@ -282,6 +282,11 @@ func (e *Engine) reconcileOnce(ctx context.Context) bool {
 	case errors.Is(err, ErrNotLeader):
 		e.log.Debug().Msg("reconcile skipped: another process is reconciling")
 		return false
+	case store.IsPermission(err):
+		// Logged once per cause, not at each retry (see refusals).
+		e.m.ReconcileFailed.Add(1)
+		e.refusals.seen(opReconcile, wholeCall, err)
+		return true
 	case err != nil:
 		e.m.ReconcileFailed.Add(1)
 		e.log.Error().Err(err).Int("added", res.Added).Int("removed", res.Removed).Msg("reconcile failed")
@@ -293,6 +298,7 @@ func (e *Engine) reconcileOnce(ctx context.Context) bool {
 			Msg("reconcile removed nothing")
 		return false
 	}
+	e.refusals.cleared(opReconcile, wholeCall)
 	e.m.ReconcileOK.Add(1)
 	e.m.ReconcileRefusing.Store(0)
 	ev := e.log.Debug()

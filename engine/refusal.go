@@ -13,7 +13,7 @@ import (
 
 // refusals tracks Redis's ACL refusals (store.IsPermission: the user
 // syncd logs in as lacks a command or key a call needs), by operation:
-// the claims, the releases, the backlog reads. Retrying cannot fix one
+// the claims, the releases, the backlog reads, the reconciles. Retrying cannot fix one
 // until an operator grants what is missing, so a batch run ends on the
 // first refused claim (RunBatch returns it). The daemon, which an
 // operator may fix live, retries, and logs each cause once at error with
@@ -53,9 +53,10 @@ type op struct {
 }
 
 var (
-	opClaim   = op{"claims", "claims wait, retried until it is granted"}
-	opRelease = op{"releases", "syncs are not recorded: each item syncs again once its claim expires"}
-	opBacklog = op{"backlog reads", "the due and oldest-wait gauges are stale until it is granted"}
+	opClaim     = op{"claims", "claims wait, retried until it is granted"}
+	opRelease   = op{"releases", "syncs are not recorded: each item syncs again once its claim expires"}
+	opBacklog   = op{"backlog reads", "the due and oldest-wait gauges are stale until it is granted"}
+	opReconcile = op{"reconciles", "the item set is not reconciled with its sources until it is granted"}
 )
 
 // wholeCall is the shard of a call across shards.

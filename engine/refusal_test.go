@@ -224,3 +224,54 @@ func TestReleaseRefusalLoggedOnce(t *testing.T) {
 		}
 	}
 }
+
+// The reconciles and the backlog reads that Redis's ACL refuses are
+// logged once per cause as well, each naming what was refused: a
+// refused reconcile logged "reconcile failed" at error at each retry,
+// and a refused backlog read named nothing.
+func TestReconcileAndBacklogRefusalsLoggedOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := refusedShards(t, srv, 2, "noreconcile", nil, "b1", "b2")
+	logs := &testutil.Buffer{}
+	e, err := engine.New(st, &recorder{}, engine.Config{Workers: 2, Poll: 10 * time.Millisecond, Interval: time.Hour,
+		Ownership: ownership.Config{TTL: 5 * time.Second}, Logger: zerolog.New(logs).Level(zerolog.InfoLevel),
+		Items: engine.ItemsConfig{Source: func(context.Context) ([]string, error) { return []string{"b1", "b2"}, nil },
+			Refresh: time.Hour, Changed: func() bool { return true }}}) // a round every 2s
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Stop(context.Background()) })
+	// The reconcile lock is a script (evalsha); the backlog read counts
+	// the due items (zcount).
+	if err := srv.Client(t).Do(context.Background(), "ACL", "SETUSER", "noreconcile", "-evalsha", "-zcount").Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.Start(context.Background())
+	waitFor(t, 20*time.Second, "3 reconciles refused", func() bool { return e.Metrics().ReconcileFailed.Load() >= 3 })
+	lines := strings.Split(logs.String(), "\n")
+	count := func(subs ...string) int {
+		n := 0
+		for _, l := range lines {
+			all := true
+			for _, s := range subs {
+				all = all && strings.Contains(l, s)
+			}
+			if all {
+				n++
+			}
+		}
+		return n
+	}
+	for _, want := range [][]string{
+		{`"op":"reconciles"`, `"refused":"command evalsha"`},
+		{`"op":"backlog reads"`, `"refused":"command zcount"`},
+	} {
+		if n := count(want...); n != 1 {
+			t.Errorf("lines with %q: %d, want 1:\n%s", want, n, logs.String())
+		}
+	}
+	if n := count("reconcile failed") + count("cannot read the backlog"); n > 0 {
+		t.Errorf("%d lines of failed reconciles or backlog reads, besides the refusals':\n%s", n, logs.String())
+	}
+}
