@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -358,5 +361,95 @@ func TestACLSentinel(t *testing.T) {
 		if d := aclDenials(ctx, n.Client(t), "syncd"); len(d) > 0 {
 			t.Errorf("%s: ACL LOG %v", n.Addr(), d)
 		}
+	}
+}
+
+// A grant revoked from syncd run's user while it runs, restored and
+// revoked again (an outside trial): the daemon logs the refused claims
+// once per revocation at error, naming the command and pointing at ACL
+// LOG (the trial saw 5 lines in 1.8 s, one per shard and backoff step),
+// once more when it is granted, and /readyz says the claims are refused
+// (it said "not claiming yet" while syncd_redis_up said 1).
+func TestACLRevokedWhileRunning(t *testing.T) {
+	t.Parallel()
+	primary := redistest.Start(t, nil)
+	admin := primary.Client(t)
+	setUser(t, admin, aclSetUser("live", "pw-live", "live", aclCommands))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	syncs := filepath.Join(t.TempDir(), "syncs.jsonl")
+	cfg := testutil.WriteFile(t, "config.yaml", fmt.Sprintf(`redis:
+  addrs: [%q]
+  username: live
+  password_env: TOPO_PW
+  key_prefix: live
+ownership:
+  ttl: 1s
+engine:
+  interval: 500ms
+items:
+  ids: [a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p]
+sink:
+  type: file
+  file:
+    path: %s
+http:
+  listen: %s
+log:
+  format: json
+`, primary.Addr(), syncs, addr))
+	proc, daemon := startDaemon(t, []string{"TOPO_PW=pw-live"}, cfg)
+	defer func() {
+		proc.Signal(os.Interrupt)
+		if err := proc.Wait(10 * time.Second); err != nil {
+			t.Errorf("daemon: %v\n%s", err, daemon.String())
+		}
+	}()
+	waitFor(t, 20*time.Second, "the daemon to sync every item", func() bool {
+		b, _ := os.ReadFile(syncs)
+		return strings.Count(string(b), "\n") >= 16
+	})
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	// The lines at error about the claims (a release refused is logged
+	// apart).
+	refusals := func() []string {
+		return slices.DeleteFunc(daemon.lines("store: claim shard"), func(l string) bool { return !strings.Contains(l, `"level":"error"`) })
+	}
+	for round := 1; round <= 2; round++ {
+		setUser(t, admin, []any{"ACL", "SETUSER", "live", "-evalsha"})
+		waitFor(t, 10*time.Second, "the refusal logged", func() bool { return len(refusals()) >= round })
+		time.Sleep(2 * time.Second) // the poll, 250ms, doubling: 3 rounds of each claim loop
+		l := refusals()
+		if len(l) != round || !strings.Contains(l[round-1], `"refused":"command evalsha"`) || !strings.Contains(l[round-1], "ACL LOG") {
+			t.Fatalf("revoked %d times: %d lines at error for the claims, want %d naming command evalsha and ACL LOG:\n%s",
+				round, len(l), round, strings.Join(l, "\n"))
+		}
+		const want = "not ready: claims refused by Redis ACL: command evalsha; see ACL LOG"
+		if code, body := readyz(); code != http.StatusServiceUnavailable || body != want {
+			t.Errorf("/readyz while refused = %d %q, want 503 %q", code, body, want)
+		}
+		setUser(t, admin, []any{"ACL", "SETUSER", "live", "+evalsha"})
+		waitFor(t, 10*time.Second, "the grant logged", func() bool {
+			return len(daemon.lines("redis accepts the claims again")) == round
+		})
+		waitFor(t, 10*time.Second, "/readyz ready", func() bool { code, _ := readyz(); return code == http.StatusOK })
+	}
+	if d := aclDenials(t.Context(), admin, "live"); !slices.Contains(d, "toplevel:evalsha") {
+		t.Errorf("ACL LOG %v does not name evalsha", d)
+	}
+	if l := daemon.lines("release failed"); len(l) > 0 {
+		t.Errorf("releases refused logged per item:\n%s", strings.Join(l, "\n"))
 	}
 }
