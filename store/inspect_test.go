@@ -71,7 +71,12 @@ func TestListPageAndCounts(t *testing.T) {
 		now, _ := s.Now(ctx)
 		scores := map[string]float64{}
 		for i, id := range all {
-			scores[id] = float64(i*1000 - 29500) // item-00..29 due, 30.. later
+			scores[id] = float64(i*1000 - 29500) // item-00..29 due
+			if i >= 30 {
+				// later, by a minute or more: item-30 was due 500 ms on,
+				// and a loaded machine's run counted it due (Due 31)
+				scores[id] = float64((i - 29) * 60000)
+			}
 		}
 		scores["item-59"] = 0
 		setScores(t, s, now, scores)
