@@ -93,3 +93,101 @@ func blockHidden(text string, start int) bool {
 	s, e := blockAfter(text, start+eol)
 	return text[s:e] == Masked
 }
+
+// pemBegin and pemEnd find the armour lines of a PEM private key
+// (-----BEGIN RSA PRIVATE KEY-----, ENCRYPTED, OPENSSH, or none).
+var (
+	pemBegin = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`)
+	pemEnd   = regexp.MustCompile(`-----END [A-Z0-9 ]*PRIVATE KEY-----`)
+)
+
+// pemLine matches a line of a PEM body: base64, or a header of an
+// encrypted key's (Proc-Type: 4,ENCRYPTED, DEK-Info: ...).
+var pemLine = regexp.MustCompile(`^[ \t]*(?:[A-Za-z0-9+/=]+|[A-Za-z-]+: [^\n]*)[ \t]*\r?$`)
+
+// pemKeys hides the body of each PEM private key in text: what is
+// between its BEGIN and END lines (to the text's end when it has none),
+// on lines or in one line with its newlines escaped (a JSON body), is
+// replaced with xxxxx; the armour lines stay, so that what was there
+// still shows. A text that starts inside a key (a tail cut in it) holds
+// an END line with no BEGIN before it: the lines of its body just above
+// that END are hidden. A command that prints its key, or a config it
+// echoes, showed it whole: no name says it is a secret.
+func pemKeys(text string) string {
+	if !strings.Contains(text, "PRIVATE KEY-----") {
+		return text
+	}
+	out := splicer{text: text}
+	for at := 0; at < len(text); {
+		b := pemBegin.FindStringIndex(text[at:])
+		e := pemEnd.FindStringIndex(text[at:])
+		switch {
+		case e != nil && (b == nil || e[0] < b[0]):
+			// An END first: the body above it, from a cut.
+			end := strings.LastIndexByte(text[at:at+e[0]], '\n') + 1 + at // the END's line
+			start := end
+			for start > at {
+				prev := strings.LastIndexByte(text[at:start-1], '\n') + 1 + at
+				if !pemLine.MatchString(text[prev : start-1]) {
+					break
+				}
+				start = prev
+			}
+			if start < end {
+				out.replace(start, end, Masked+"\n")
+			}
+			at += e[1]
+		case b != nil:
+			start, end, next := at+b[1], len(text), len(text)
+			if e := pemEnd.FindStringIndex(text[start:]); e != nil {
+				end, next = start+e[0], start+e[1]
+			}
+			start, end = trimPEM(text, start, end)
+			if start < end && text[start:end] != Masked {
+				out.replace(start, end, Masked)
+			}
+			at = next
+		default:
+			at = len(text)
+		}
+	}
+	return out.String()
+}
+
+// trimPEM returns text[start:end] without the blanks and newlines, real
+// or escaped (\n, \r\n in a JSON or Go string), at its ends.
+func trimPEM(text string, start, end int) (int, int) {
+	for start < end {
+		n := pemSpace(text[start:end], true)
+		if n == 0 {
+			break
+		}
+		start += n
+	}
+	for start < end {
+		n := pemSpace(text[start:end], false)
+		if n == 0 {
+			break
+		}
+		end -= n
+	}
+	return start, end
+}
+
+// pemSpace returns the length of the blank or newline, real or escaped,
+// at the start of s (first) or its end, 0 when there is none.
+func pemSpace(s string, first bool) int {
+	c := s[len(s)-1]
+	if first {
+		c = s[0]
+	}
+	if strings.IndexByte(" \t\r\n", c) >= 0 {
+		return 1
+	}
+	for _, esc := range []string{`\n`, `\r`} {
+		if first && strings.HasPrefix(s, esc) || !first && strings.HasSuffix(s, esc) {
+			return 2
+		}
+	}
+	return 0
+}

@@ -16,8 +16,9 @@
 // after password: |; a name goes by its words, as SecretName's do, so
 // KEYWORD=, token_ttl= and sort key: keep their values), the password
 // flags of the commands that have one (mysql -p…, rar -hp…, curl -u
-// user:…, ldapsearch -w, smbclient -U user%…, redis-cli -a) and a Redis
-// AUTH or MIGRATE command echoed; Args does the same across a command's
+// user:…, ldapsearch -w, smbclient -U user%…, redis-cli -a), a Redis
+// AUTH or MIGRATE command echoed, and the body of a PEM private key,
+// which needs no name; Args does the same across a command's
 // arguments given as a list. Secrets hides the known values of a
 // configuration wherever they appear, as they are or escaped in a URL,
 // JSON or a Go string (the http sink's headers and what URLSecrets

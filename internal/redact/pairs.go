@@ -102,6 +102,7 @@ func Pairs(text string) string {
 	text = authValues(text)
 	text = schemeWords(text)
 	text = yamlBlocks(text)
+	text = pemKeys(text)
 	text = replaceValues(text, schemeHeader, func(text string, start, end int) bool {
 		return pairName(text, start, end) || strings.Contains(strings.ToLower(text[start:end]), "authorization")
 	})

@@ -248,6 +248,34 @@ func TestPairsYAMLBlocks(t *testing.T) {
 	}
 }
 
+// A PEM private key's body is hidden wherever it shows, with no name
+// before it (a command that prints its key); its armour lines stay. In
+// a JSON body its newlines are escaped; a tail cut inside it holds the
+// END line only, and the body lines just above it are hidden. A
+// certificate, which is public, stays.
+func TestPairsPEMKeys(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"loaded:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1\nQkVHSU4gUlNBIFBS\n-----END RSA PRIVATE KEY-----\ndone",
+			"loaded:\n-----BEGIN RSA PRIVATE KEY-----\nxxxxx\n-----END RSA PRIVATE KEY-----\ndone"},
+		{"-----BEGIN ENCRYPTED PRIVATE KEY-----\r\nProc-Type: 4,ENCRYPTED\r\nMIIF\r\n-----END ENCRYPTED PRIVATE KEY-----",
+			"-----BEGIN ENCRYPTED PRIVATE KEY-----\r\nxxxxx\r\n-----END ENCRYPTED PRIVATE KEY-----"},
+		{`{"k":"-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\nkqhkiG9w0BAQEF\n-----END PRIVATE KEY-----\n"}`,
+			`{"k":"-----BEGIN PRIVATE KEY-----\nxxxxx\n-----END PRIVATE KEY-----\n"}`},
+		{"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n(cut off)", "-----BEGIN OPENSSH PRIVATE KEY-----\nxxxxx"},
+		{"b3BlbnNzaC1rZXk\nAAAAC3NzaC1lZDI1\n-----END OPENSSH PRIVATE KEY-----\nexit 1", "xxxxx\n-----END OPENSSH PRIVATE KEY-----\nexit 1"},
+		{"error: bad key\n\nAAAAC3NzaC1lZDI1\n-----END PRIVATE KEY-----", "error: bad key\n\nxxxxx\n-----END PRIVATE KEY-----"},
+		{"-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIB\n-----END CERTIFICATE-----", "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIB\n-----END CERTIFICATE-----"},
+	} {
+		got := Pairs(tt.in)
+		if got != tt.want {
+			t.Errorf("Pairs(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if again := Pairs(got); again != got {
+			t.Errorf("Pairs(%q) = %q, then %q", tt.in, got, again)
+		}
+	}
+}
+
 // A value ends at a bracket that closes one opened before it, and a yes
 // or no says only whether there is a secret: an outside trial read
 // "(using password: xxxxx" and "auth=[Bearer xxxxx".
