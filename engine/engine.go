@@ -472,6 +472,7 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 		// read of them would wait out the timeout, and the gauges of the
 		// others would go stale meanwhile.
 		away := e.away.shardList()
+		read := time.Now()
 		due, oldest, err := e.idx.Backlog(ctx, away...)
 		if errors.Is(err, store.ErrDamaged) || errors.Is(err, store.ErrUnread) {
 			err = nil // the other shards' figures; the scheduler reports the damage and the shards out of reach
@@ -495,7 +496,7 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 			e.log.Info().Msg("backlog readable again")
 		}
 		if err == nil {
-			e.refusals.cleared(opBacklog, wholeCall)
+			e.refusals.cleared(opBacklog, wholeCall, read)
 		}
 		failing = err != nil && !refused
 		e.m.RedisUp.Store(int64(b2f(err == nil)))

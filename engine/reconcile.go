@@ -273,6 +273,7 @@ const (
 // reports whether to try again soon: the round failed, or the lock was
 // held off after Redis lost its data.
 func (e *Engine) reconcileOnce(ctx context.Context) bool {
+	started := time.Now()
 	res, err := Reconcile(ctx, e.st, e.cfg.Items.Source, ReconcileOptions{MaxRemoval: e.cfg.Items.MaxRemoval,
 		TTL: e.own.Config().TTL, Logger: e.log})
 	switch {
@@ -298,7 +299,7 @@ func (e *Engine) reconcileOnce(ctx context.Context) bool {
 			Msg("reconcile removed nothing")
 		return false
 	}
-	e.refusals.cleared(opReconcile, wholeCall)
+	e.refusals.cleared(opReconcile, wholeCall, started)
 	e.m.ReconcileOK.Add(1)
 	e.m.ReconcileRefusing.Store(0)
 	ev := e.log.Debug()

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -29,7 +30,10 @@ import (
 // A call that goes through clears its operation's refusals when its
 // shard was refused, or a call across shards was (shard wholeCall):
 // where the ACL refuses the keys of some shards only, the calls of the
-// others would clear and log the refusal again every round.
+// others would clear and log the refusal again every round. And only
+// when it started after the last refusal was seen: a call sent before
+// the revocation, and answered after a refused one, logged the refusal
+// cleared and then again (a test saw it under load).
 type refusals struct {
 	log zerolog.Logger
 	any atomic.Int32 // operations refused: cleared has work to do
@@ -44,6 +48,7 @@ type refused struct {
 	causes []string     // in the order first seen
 	shards map[int]bool // the shards refused; wholeCall: a call across shards
 	n      int          // calls refused
+	last   time.Time    // when the last refusal was seen
 }
 
 // op is an operation whose refusals are logged apart.
@@ -115,6 +120,7 @@ func (r *refusals) seen(o op, shard int, err error) bool {
 	}
 	f.n++
 	f.shards[shard] = true
+	f.last = time.Now()
 	if slices.Contains(f.causes, c) {
 		r.log.Debug().Str(keyOp, o.name).Str(keyRefused, c).Err(err).Msg("refused again (ACL)")
 		return false
@@ -125,17 +131,17 @@ func (r *refusals) seen(o op, shard int, err error) bool {
 	return true
 }
 
-// cleared records that a call of o to shard went through; see refusals
-// for when that clears o's refusals, logged once. Every claim and
-// release calls it: without a refusal, it takes no lock.
-func (r *refusals) cleared(o op, shard int) {
+// cleared records that a call of o to shard, started at started, went
+// through; see refusals for when that clears o's refusals, logged once.
+// Every claim and release calls it: without a refusal, it takes no lock.
+func (r *refusals) cleared(o op, shard int, started time.Time) {
 	if r.any.Load() == 0 {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	f := r.ops[o]
-	if f == nil || !(shard == wholeCall || f.shards[shard] || f.shards[wholeCall]) {
+	if f == nil || !(shard == wholeCall || f.shards[shard] || f.shards[wholeCall]) || !started.After(f.last) {
 		return
 	}
 	delete(r.ops, o)

@@ -266,7 +266,7 @@ func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int,
 	sent := time.Now()
 	leases, err := src.claim(ctx, req, workers)
 	if err == nil {
-		e.refusals.cleared(opClaim, req.shard)
+		e.refusals.cleared(opClaim, req.shard, sent)
 	} else {
 		e.claimRefused(src, req.shard, err)
 	}

@@ -78,7 +78,11 @@ func (e *Engine) work(l *ownership.Lease, permit string, probe bool, claim trace
 	if what != outcomeResource {
 		free()
 	}
+	released := time.Now()
 	res := e.rel.release(l, out)
+	if res.Err == nil {
+		e.refusals.cleared(opRelease, l.Shard(), released)
+	}
 
 	e.account(ctx, l, what, out, res, err, took)
 	endSync(ctx, span, what, res.Recorded, err)
@@ -92,9 +96,6 @@ func (e *Engine) work(l *ownership.Lease, permit string, probe bool, claim trace
 func (e *Engine) account(ctx context.Context, l *ownership.Lease, what outcomeKind, out ownership.Outcome,
 	res ownership.ReleaseResult, err error, took time.Duration) {
 	refused := store.IsPermission(res.Err)
-	if res.Err == nil {
-		e.refusals.cleared(opRelease, l.Shard())
-	}
 	if what == outcomeSynced && res.Recorded && res.Err == nil {
 		// The common case logs at debug level only: the item's fields
 		// cost allocations and a float's formatting, per sync.
