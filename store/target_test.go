@@ -233,9 +233,10 @@ func TestTargetHeldAndAhead(t *testing.T) {
 			t.Fatalf("admit at the cap with none held: %+v, want a wait", a)
 		}
 
-		// 100/s, burst 10: a tolerance of 100 ms. Ahead tokens are charged
-		// from 50 ms on: 5 fit after the 2 of the grant.
-		r := store.AdmitParams{N: 2, Every: 10 * time.Millisecond, Burst: 10, Ahead: 20, AheadFor: 50 * time.Millisecond}
+		// 1/s, burst 10: a tolerance of 10 s. Ahead tokens are charged
+		// from 5 s on: 5 fit after the 2 of the grant. (At 100/s, a loaded
+		// machine's 20 ms between two calls refilled 2 tokens.)
+		r := store.AdmitParams{N: 2, Every: time.Second, Burst: 10, Ahead: 20, AheadFor: 5 * time.Second}
 		if a := adm(r); a.Granted != 2 || a.Ahead != 5 {
 			t.Fatalf("admit with ahead: %+v, want 2 granted and 5 ahead", a)
 		}
