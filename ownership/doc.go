@@ -42,7 +42,10 @@
 // rule). When the window closes (the process was paused, Redis stalled or
 // is unreachable) the lease's Context is cancelled with cause
 // *LeaseLostError before anyone else can claim, and Manager.Release
-// refuses to record a sync for it.
+// refuses to record a sync for it. A closed window stays closed: a
+// heartbeat does not extend a lease whose window closed, nor does a
+// reply that comes after it closed reopen it, though the lease's timer
+// has not run yet (a process resumed after a pause runs both at once).
 //
 // # Fencing
 //
