@@ -14,14 +14,14 @@ import (
 
 // refusals tracks Redis's ACL refusals (store.IsPermission: the user
 // syncd logs in as lacks a command or key a call needs), by operation:
-// the claims, the releases, the backlog reads, the reconciles. Retrying cannot fix one
-// until an operator grants what is missing, so a batch run ends on the
-// first refused claim (RunBatch returns it). The daemon, which an
-// operator may fix live, retries, and logs each cause once at error with
-// what to do: a cause is what store.PermissionError.Refused names
-// ("command evalsha"), the same for every shard, item and retry. It
-// logs once more, with how many calls were refused, when the operation
-// goes through again.
+// the claims, the releases, the backlog reads, the reconciles. Retrying
+// cannot fix one until an operator grants what is missing, so a batch
+// run ends on the first refused claim (RunBatch returns it). The daemon,
+// which an operator may fix live, retries, and logs each cause once at
+// error with what to do: a cause is what store.PermissionError.Refused
+// names ("command evalsha"), the same for every shard, item and retry.
+// It logs once more, with how many calls were refused, when the
+// operation goes through again.
 //
 // The causes were the errors' texts, which name the shard, and only the
 // last one was kept: the daemon's two claim loops, refused on two
