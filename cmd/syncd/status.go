@@ -211,8 +211,12 @@ func cmdStatus(args []string, stdout, stderr io.Writer) (err error) {
 // holds the deployment (store.ReadDeployed), it says that it waits for
 // one, where status --watch on an empty Redis (a fleet not started yet)
 // ended at once with "no deployment", as status does without --watch.
+// Only a terminal is cleared before each refresh; to a file or a pipe
+// each is written after the last (newRefresh), where the escapes that
+// clear a screen were written into the file (an outside trial).
 func watchStatus(ctx context.Context, st *store.Store, o statusOpts, every time.Duration, stdout io.Writer) error {
 	deployed := st.Deployed()
+	refresh := newRefresh(stdout, o.asJSON)
 	for {
 		var err error
 		if !deployed {
@@ -222,7 +226,7 @@ func watchStatus(ctx context.Context, st *store.Store, o statusOpts, every time.
 			}
 		}
 		if err == nil {
-			fmt.Fprint(stdout, "\x1b[H\x1b[2J") // home, clear screen
+			refresh()
 			if deployed {
 				_, err = statusOnce(ctx, st, o, stdout) // a watch goes on past damage
 			} else {
@@ -240,6 +244,28 @@ func watchStatus(ctx context.Context, st *store.Store, o statusOpts, every time.
 			return nil
 		case <-time.After(every):
 		}
+	}
+}
+
+// newRefresh returns what status --watch writes before each refresh: on
+// a terminal, the escapes that move home and clear the screen; to
+// anything else, text gets a line with the time (after a blank line from
+// the second on), and JSON nothing, since each refresh is one JSON
+// document of its own, as jq reads a stream.
+func newRefresh(stdout io.Writer, asJSON bool) func() {
+	if f, ok := stdout.(*os.File); ok && isTerminal(f) {
+		return func() { fmt.Fprint(stdout, "\x1b[H\x1b[2J") }
+	}
+	if asJSON {
+		return func() {}
+	}
+	first := true
+	return func() {
+		if !first {
+			fmt.Fprintln(stdout)
+		}
+		first = false
+		fmt.Fprintf(stdout, "status at %s\n", time.Now().UTC().Format(time.RFC3339))
 	}
 }
 

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -49,8 +52,76 @@ func TestStatusWatchWaitsForDeployment(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("watchStatus did not end with its ctx")
 	}
-	screens := strings.Split(out.String(), "\x1b[H\x1b[2J")
+	screens := strings.Split(out.String(), "status at ")
 	if last := screens[len(screens)-1]; strings.Contains(last, "waiting") || !strings.Contains(last, "1 item") {
 		t.Errorf("the last screen:\n%s\nwant the deployment's status", last)
+	}
+}
+
+// status --watch into a file (not a terminal) writes each refresh after
+// the last, text after a blank line and a line with its time, JSON as a
+// stream of documents, and no escape: it wrote the ones that clear a
+// terminal's screen into the file (an outside trial).
+func TestStatusWatchNotTerminal(t *testing.T) {
+	cfg, st := adminConfig(t, "wf")
+	if _, err := st.Add(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	f := newFlags("status", io.Discard)
+	if _, err := f.parse([]string{"-c", cfg}); err != nil {
+		t.Fatal(err)
+	}
+	rst, err := adminOpenRead(t.Context(), f, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rst.Close()
+	for _, asJSON := range []bool{false, true} {
+		out, err := os.Create(filepath.Join(t.TempDir(), "w.out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Close()
+		read := func() string { b, _ := os.ReadFile(out.Name()); return string(b) }
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			done <- watchStatus(ctx, rst, statusOpts{limit: 100, asJSON: asJSON}, 100*time.Millisecond, out)
+		}()
+		each := "1 item:" // a line of each refresh
+		if asJSON {
+			each = `"summary"`
+		}
+		for deadline := time.Now().Add(10 * time.Second); strings.Count(read(), each) < 3; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("json %v: no three refreshes in 10s:\n%s", asJSON, read())
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watchStatus after Ctrl-C = %v, want nil", err)
+		}
+		got := read()
+		if strings.Contains(got, "\x1b") {
+			t.Errorf("json %v: an escape in the output:\n%q", asJSON, got)
+		}
+		if asJSON {
+			dec := json.NewDecoder(strings.NewReader(got))
+			n := 0
+			for ; dec.More(); n++ {
+				var doc struct{ Summary summary }
+				if err := dec.Decode(&doc); err != nil || doc.Summary.Items != 1 {
+					t.Fatalf("refresh %d: %+v, %v", n, doc, err)
+				}
+			}
+			if n < 3 {
+				t.Errorf("%d JSON documents, want 3 or more:\n%s", n, got)
+			}
+			continue
+		}
+		screens := strings.Split(got, "\n\nstatus at ")
+		if len(screens) < 3 || !strings.HasPrefix(screens[0], "status at ") {
+			t.Errorf("text: want refreshes each after a blank line and its time:\n%s", got)
+		}
 	}
 }
