@@ -129,8 +129,14 @@ type shardDamage struct {
 }
 
 // watchFlag is --watch, alone (every 2 s) or with an interval
-// (--watch=5s).
-type watchFlag struct{ every time.Duration }
+// (--watch=5s). The first bad interval is kept in err for the command to
+// report after parsing, as a usage error of its own: package flag words
+// any error of a bool flag's Set as `invalid boolean value "0s" for
+// -watch`, which --watch=0s said (an outside trial).
+type watchFlag struct {
+	every time.Duration
+	err   error
+}
 
 func (w *watchFlag) IsBoolFlag() bool { return true }
 
@@ -149,8 +155,12 @@ func (w *watchFlag) Set(v string) error {
 		w.every = 0
 	default:
 		d, err := time.ParseDuration(v)
-		if err != nil || d < 100*time.Millisecond {
-			return fmt.Errorf("%q is not a duration of at least 100ms", v)
+		switch {
+		case w.err != nil: // the first bad one is told
+		case err != nil:
+			w.err = usageErr("--watch: %q is not a duration: give one of at least 100ms, such as --watch=5s", v)
+		case d < 100*time.Millisecond:
+			w.err = usageErr("--watch: %s is too short: give a duration of at least 100ms", v)
 		}
 		w.every = d
 	}
@@ -181,6 +191,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) (err error) {
 	f.fs.Var(&watch, "watch", "redraw every 2s (--watch=5s: every 5s) until Ctrl-C")
 	if err := f.parseNone(args); err != nil {
 		return err
+	}
+	if watch.err != nil {
+		return watch.err
 	}
 	if o.limit < 0 {
 		return usageErr("--limit %d is negative", o.limit)

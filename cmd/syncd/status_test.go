@@ -125,3 +125,26 @@ func TestStatusWatchNotTerminal(t *testing.T) {
 		}
 	}
 }
+
+// A bad --watch interval is a usage error that says what to give, on
+// one line: --watch=0s said `invalid boolean value "0s" for -watch`
+// (package flag's words for a bool flag) and printed every flag after it
+// (an outside trial).
+func TestStatusWatchInterval(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--watch=0s"}, "syncd status: --watch: 0s is too short: give a duration of at least 100ms\n"},
+		{[]string{"--watch=-1s"}, "syncd status: --watch: -1s is too short: give a duration of at least 100ms\n"},
+		{[]string{"--watch=soon"}, `syncd status: --watch: "soon" is not a duration: give one of at least 100ms, such as --watch=5s` + "\n"},
+		// The first bad one is told, as package flag tells it.
+		{[]string{"--watch=0s", "--watch=5s", "--watch=x"}, "syncd status: --watch: 0s is too short: give a duration of at least 100ms\n"},
+		{[]string{"--watch=5s"}, "syncd status: /nonexistent/config.yaml: no such file or directory\n"},
+	} {
+		code, out, errb := syncd(append([]string{"status", "-c", "/nonexistent/config.yaml"}, tt.args...)...)
+		if code != exitUsage || out != "" || errb != tt.want {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d, %q", tt.args, code, out, errb, exitUsage, tt.want)
+		}
+	}
+}
