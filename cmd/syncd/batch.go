@@ -28,6 +28,12 @@ func cmdBatch(args []string, stdout, stderr io.Writer) (err error) {
 	if err := f.parseNone(args); err != nil {
 		return err
 	}
+	if *maxDown < 0 {
+		// The engine reads any value below 1 as 0: a run that waits for
+		// the target for ever, which -1s did without a word (an outside
+		// trial).
+		return usageErr("--max-unavailable %v is negative: give how long the target may stay unavailable, or 0 to wait for it for ever", *maxDown)
+	}
 	cfg, err := f.loadRunner()
 	if err != nil {
 		return err

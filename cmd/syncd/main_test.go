@@ -138,6 +138,7 @@ func TestRunMain(t *testing.T) {
 		{[]string{"status", "-c", bad, "a", "b"}, exitUsage, "", `syncd status: unexpected arguments "a", "b": status takes no arguments`},
 		{[]string{"validate", "-c", bad, "extra"}, exitUsage, "", `syncd validate: unexpected argument "extra": validate takes no arguments`},
 		{[]string{"run", "x", "-c", bad}, exitUsage, "", `syncd run: unexpected argument "x": run takes no arguments`},
+		{[]string{"batch", "-c", bad, "--max-unavailable", "-1s"}, exitUsage, "", "syncd batch: --max-unavailable -1s is negative: give how long the target may stay unavailable, or 0 to wait for it for ever\n"},
 		{[]string{"batch", "-c", bad, "--", "-x"}, exitUsage, "", `syncd batch: unexpected argument "-x": batch takes no arguments`},
 		{[]string{"items", "list", "-c", bad, "x"}, exitUsage, "", `syncd items: unexpected argument "x": items list takes no arguments`},
 		{[]string{"items", "reconcile", "-c", bad, "x"}, exitUsage, "", `syncd items: unexpected argument "x": items reconcile takes no arguments`},
