@@ -38,6 +38,9 @@ func cmdBatch(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := checkSink(cfg); err != nil {
+		return err
+	}
 	log := newLogger(cfg, os.Stderr)
 	logConfigWarnings(cfg, log)
 	ctx, stop := stopOnSignal(log, "stopping the batch run: draining in-flight syncs; items not synced are left for the next run (signal again to exit at once)")

@@ -113,6 +113,17 @@ func (f *flags) loadRunner() (*config.File, error) {
 	return cfg, nil
 }
 
+// checkSink refuses, as validate does (config.File.CheckSink), a sink
+// that run or batch could not build, before either writes to Redis: a
+// sink.file.path naming a directory was refused only after the
+// deployment was created and the items seeded (an outside trial).
+func checkSink(cfg *config.File) error {
+	if err := cfg.CheckSink(); err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	return nil
+}
+
 // logConfigWarnings logs what the configuration runs with but should not
 // (config.File.Warnings), with its key, line, path and the fix as fields:
 // a secret file any user can read (and its mode), a secret or trust file

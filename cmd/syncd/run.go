@@ -42,6 +42,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) (err error) {
 	if _, err := cfg.Store(nil, nil); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
+	if err := checkSink(cfg); err != nil {
+		return err
+	}
 
 	ctx, stop := stopOnSignal(log, "stopping: draining in-flight syncs, if any, and handing claims back (signal again to exit at once)")
 	defer stop()

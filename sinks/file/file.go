@@ -44,7 +44,8 @@ const (
 const maxErrorText = 1024
 
 // CheckPath checks what New needs of Config.Path without creating the
-// file: its parent directory must exist. syncd validate uses it.
+// file: its parent directory must exist, and the path must not name a
+// directory. syncd validate uses it, and run before it writes to Redis.
 func CheckPath(path string) error {
 	dir := filepath.Dir(path)
 	fi, err := os.Stat(dir)
@@ -53,6 +54,9 @@ func CheckPath(path string) error {
 	}
 	if !fi.IsDir() {
 		return sinks.ConfigErrorf("file", "path", "parent %q of %q is not a directory", dir, path)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return sinks.ConfigErrorf("file", "path", "%q is a directory: give the path of a file to append to", path)
 	}
 	return nil
 }

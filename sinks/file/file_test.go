@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -322,10 +323,15 @@ func TestNewErrors(t *testing.T) {
 		{"empty", "", "file: path: must not be empty", nil},
 		{"missing parent", filepath.Join(dir, "nope", "sync.jsonl"), "file: path: parent directory of ", fs.ErrNotExist},
 		{"parent is a file", filepath.Join(notDir, "sync.jsonl"), "file: path: parent ", nil},
-		{"path is a directory", dir, "file: path: ", nil},
+		{"path is a directory", dir, "file: path: " + strconv.Quote(dir) + " is a directory", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// CheckPath, which syncd validate runs, refuses what New does
+			// (it passed a directory, which New refused).
+			if err := file.CheckPath(tt.path); tt.path != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want)) {
+				t.Errorf("CheckPath(%q) = %v, want prefix %q", tt.path, err, tt.want)
+			}
 			s, err := file.New(file.Config{Path: tt.path}, zerolog.Nop())
 			if err == nil {
 				s.Close()

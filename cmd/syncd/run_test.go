@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/syncd/syncd/tests/redistest"
+	"github.com/syncd/syncd/tests/testutil"
+)
+
+// run and batch refuse a file sink they could not open before they
+// write anything to Redis, as validate refuses it: a sink.file.path
+// naming a directory was refused with "open ...: is a directory" only
+// after the deployment was created and the items seeded (an outside
+// trial).
+func TestRunRefusesSinkBeforeRedis(t *testing.T) {
+	srv := redistest.Start(t, nil)
+	rdb := srv.Client(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(testutil.PrivateDir(t), "dirsink.yaml")
+	os.WriteFile(cfg, fmt.Appendf(nil, "redis:\n  addrs: [%q]\nsink:\n  type: file\n  file:\n    path: %s\nitems:\n  ids: [a, b]\nlog:\n  format: json\n",
+		srv.Addr(), dir), 0o600)
+	want := cfg + ":6: sink.file.path: " + strconv.Quote(dir) + " is a directory: give the path of a file to append to\n"
+	for _, cmd := range []string{"validate", "run", "batch"} {
+		code, _, errb := syncd(cmd, "-c", cfg)
+		if code != exitUsage || !strings.HasSuffix(errb, want) {
+			t.Errorf("%s: exit %d, stderr %q; want %d, ending %q", cmd, code, errb, exitUsage, want)
+		}
+		if keys := rdb.Keys(t.Context(), "*").Val(); len(keys) > 0 {
+			t.Fatalf("%s wrote to redis before it refused the sink: %q", cmd, keys)
+		}
+	}
+}
