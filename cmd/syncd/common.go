@@ -358,17 +358,20 @@ func tracedEngine(ctx context.Context, cfg *config.File, st *store.Store, log ze
 	return e, func() { sink.Close(); stopTracing() }, nil
 }
 
-// buildEngine seeds the configured items and builds the sink and the
-// engine over st, tracing to tp (nil: off). The caller closes the sink
-// after the engine stopped.
+// buildEngine builds the sink, seeds the configured items and builds
+// the engine over st, tracing to tp (nil: off). The caller closes the
+// sink after the engine stopped. The sink comes first: one that cannot
+// be built (a file it may not open) stops the command before the items
+// are written to Redis, where they were seeded first (an outside trial).
 func buildEngine(ctx context.Context, cfg *config.File, st *store.Store, log zerolog.Logger,
 	tp trace.TracerProvider) (*engine.Engine, sinks.Sink, error) {
-	if err := seed(ctx, cfg, st, log); err != nil {
-		return nil, nil, err
-	}
 	sink, err := cfg.BuildSink(log)
 	if err != nil {
 		return nil, nil, &exitError{code: exitUsage, err: err}
+	}
+	if err := seed(ctx, cfg, st, log); err != nil {
+		sink.Close()
+		return nil, nil, err
 	}
 	ecfg := cfg.Engine()
 	ecfg.Logger = log

@@ -35,3 +35,27 @@ func TestRunRefusesSinkBeforeRedis(t *testing.T) {
 		}
 	}
 }
+
+// A sink that passes the checks but cannot be built (a link to a
+// directory that is not there: the file cannot be created) stops run
+// before it seeds the items: it seeded them first.
+func TestRunBuildsSinkBeforeSeeding(t *testing.T) {
+	srv := redistest.Start(t, nil)
+	rdb := srv.Client(t)
+	link := filepath.Join(t.TempDir(), "sync.jsonl")
+	if err := os.Symlink("/nonexistent/dir/sync.jsonl", link); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(testutil.PrivateDir(t), "linksink.yaml")
+	os.WriteFile(cfg, fmt.Appendf(nil, "redis:\n  addrs: [%q]\n  key_prefix: ls\nsink:\n  type: file\n  file:\n    path: %s\nitems:\n  ids: [a, b]\nlog:\n  format: json\n",
+		srv.Addr(), link), 0o600)
+	for _, cmd := range []string{"run", "batch"} {
+		code, _, errb := syncd(cmd, "-c", cfg)
+		if code != exitUsage || !strings.Contains(errb, "sink.file.path") {
+			t.Errorf("%s: exit %d, stderr %q; want %d, naming sink.file.path", cmd, code, errb, exitUsage)
+		}
+		if keys := rdb.Keys(t.Context(), "ls:*due*").Val(); len(keys) > 0 {
+			t.Errorf("%s seeded the items before it built the sink: %q", cmd, keys)
+		}
+	}
+}
