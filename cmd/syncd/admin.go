@@ -333,12 +333,15 @@ func cmdRelease(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	defer st.Close()
 	held, fence, err := st.ForceRelease(ctx, ids[0])
-	if errors.Is(err, store.ErrUnknownItem) || errors.Is(err, store.ErrInvalidID) || store.IsPermission(err) {
+	if errors.Is(err, store.ErrInvalidID) || store.IsPermission(err) {
 		// An ACL refusal is the configuration's, as the other admin
 		// commands and a refused login say (exit 2).
 		return &exitError{code: exitUsage, err: err}
 	}
 	if err != nil {
+		// An unknown ID too, as requeue, items remove and trigger say
+		// theirs (exit 1): it exited 2, a usage error (an outside
+		// trial).
 		return &exitError{code: exitFailed, err: err}
 	}
 	if held {

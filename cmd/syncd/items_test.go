@@ -162,3 +162,31 @@ func TestRequeueRemoveNameUnknownIDs(t *testing.T) {
 		t.Errorf("item set holds %q; want a", in)
 	}
 }
+
+// An unknown ID fails release as it fails requeue and trigger: exit 1,
+// named, where release exited 2, a usage error (an outside trial). A bad
+// ID is still bad input (exit 2).
+func TestUnknownIDExitsOne(t *testing.T) {
+	cfg, st := adminConfig(t, "unk")
+	if _, err := st.Add(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"release", "--force", "nope"}, exitFailed, "syncd release: unknown item: \"nope\"\n"},
+		{[]string{"requeue", "nope"}, exitFailed, "syncd requeue: 1 unknown id (not in the item set): nope\n"},
+		{[]string{"trigger", "nope"}, exitFailed, "syncd trigger: 1 unknown id (not in the item set; --add adds it): nope\n"},
+		{[]string{"release", "--force", "bad\x01"}, exitUsage, ""},
+	} {
+		code, _, errb := syncd(append(tt.args, "-c", cfg)...)
+		if code != tt.code || tt.stderr != "" && errb != tt.stderr {
+			t.Errorf("%q: exit %d, stderr %q; want %d, %q", tt.args, code, errb, tt.code, tt.stderr)
+		}
+	}
+	if code, out, errb := syncd("release", "--force", "a", "-c", cfg); code != exitOK || !strings.HasPrefix(out, "a: was not claimed; fence raised to ") {
+		t.Errorf("release a: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+}

@@ -36,7 +36,7 @@ var version = "dev"
 // Exit codes.
 const (
 	exitOK     = 0
-	exitFailed = 1 // some items failed or were quarantined; a command failed; requeue, remove or trigger met unknown IDs; status or items list could not show a damaged shard's items
+	exitFailed = 1 // some items failed or were quarantined; a command failed; requeue, remove, trigger or release met unknown IDs; status or items list could not show a damaged shard's items
 	exitUsage  = 2 // bad config, bad input, unreachable Redis
 )
 
@@ -76,9 +76,10 @@ usage:
                                                 A defaults to 127.0.0.1:8089
   syncd version                                 print the version
 
-exit codes: 0 ok, 1 items failed or quarantined, or unknown IDs (requeue, items remove, trigger),
-            or items not shown (status, items list: a damaged shard's; an err hash alone loses
-            only last errors, exit 0), 2 bad config or input (nothing changed), unreachable Redis
+exit codes: 0 ok, 1 items failed or quarantined, or unknown IDs (requeue, items remove, trigger,
+            release), or items not shown (status, items list: a damaged shard's; an err hash
+            alone loses only last errors, exit 0), 2 bad config or input (nothing changed),
+            unreachable Redis
 `
 
 func main() {

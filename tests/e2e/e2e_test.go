@@ -446,7 +446,7 @@ func TestItemsAdmin(t *testing.T) {
 	if r := run(t, "release", "-c", cfg, "b"); r.Code != 2 || !strings.Contains(r.Stderr, "--force") {
 		t.Errorf("release without --force: %d %q", r.Code, r.Stderr)
 	}
-	if r := run(t, "release", "-c", cfg, "--force", "ghost"); r.Code != 2 || !strings.Contains(r.Stderr, "unknown item") {
+	if r := run(t, "release", "-c", cfg, "--force", "ghost"); r.Code != 1 || !strings.Contains(r.Stderr, "unknown item") {
 		t.Errorf("release of an unknown item: %d %q", r.Code, r.Stderr)
 	}
 }
