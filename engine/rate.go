@@ -33,7 +33,12 @@ func ParseRate(s string) (Rate, error) {
 	if !ok {
 		return Rate{}, fmt.Errorf("%q: the unit must be s, m or h", s)
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(num))
+	num = strings.TrimSpace(num)
+	n, err := strconv.Atoi(num)
+	if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(num, "-") {
+		// Past an int: it said "must be a whole number of at least 1".
+		return Rate{}, fmt.Errorf("%q is too large (at most %d/s)", s, RateMax)
+	}
 	if err != nil || n < 1 {
 		return Rate{}, fmt.Errorf("%q: the count must be a whole number of at least 1", s)
 	}

@@ -23,6 +23,17 @@ func TestParseRate(t *testing.T) {
 			t.Errorf("ParseRate(%q) succeeded", in)
 		}
 	}
+	// A count past an int is too large, as one past RateMax is; it said
+	// "must be a whole number of at least 1" (an outside trial).
+	for in, want := range map[string]string{
+		"99999999999999999999/s":  `"99999999999999999999/s" is too large (at most 1000000/s)`,
+		"+99999999999999999999/h": `"+99999999999999999999/h" is too large (at most 1000000/s)`,
+		"-99999999999999999999/s": `"-99999999999999999999/s": the count must be a whole number of at least 1`,
+	} {
+		if _, err := ParseRate(in); err == nil || err.Error() != want {
+			t.Errorf("ParseRate(%q) = %v, want %s", in, err, want)
+		}
+	}
 	if e := (Rate{20, time.Second}).every(); e != 50*time.Millisecond {
 		t.Errorf("every = %v", e)
 	}

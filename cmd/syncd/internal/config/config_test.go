@@ -595,6 +595,21 @@ target:
 			"c.yaml:6: target.breaker.failures: 1 is below 2: one item failing alone must never open the breaker",
 			"c.yaml:7: target.breaker.probe_interval: 1ms is below 10ms",
 		}},
+		// Numbers too large say so, with the limit: they said "must be a
+		// whole number of at least 1" and "is not a duration" (an
+		// outside trial).
+		{"too large", `
+target:
+	rate: "99999999999999999999/s"
+ownership:
+	ttl: 99999999999h
+engine:
+	workers: 99999999999999999999
+`, []string{
+			`c.yaml:2: target.rate: "99999999999999999999/s" is too large (at most 1000000/s)`,
+			`c.yaml:4: ownership.ttl: "99999999999h" is too large (at most 2562047h)`,
+			"c.yaml:6: engine.workers: 99999999999999999999 is too large (at most 9223372036854775807)",
+		}},
 		{"two api tokens", `
 http:
 	api_token_env: SYNCD_TOKEN

@@ -2,10 +2,14 @@ package yamlstrict
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"math"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -145,6 +149,13 @@ func (d *Decoder) typeMessage(n *yaml.Node, field string, t reflect.Type) string
 	switch {
 	case t == d.val.Type() && d.opt.TopLevel != "":
 		return d.opt.TopLevel + ", got " + got
+	case t == durationType && n.Kind == yaml.ScalarNode && durationTooLarge(n.Value):
+		return d.opt.Show(n.Value) + fmt.Sprintf(" is too large (at most %dh)", math.MaxInt64/int64(time.Hour))
+	case t.Kind() == reflect.Int && n.Kind == yaml.ScalarNode && n.ShortTag() != "!!str" && intOutOfRange(n.Value):
+		if strings.HasPrefix(n.Value, "-") {
+			return n.Value + fmt.Sprintf(" is too small (at least %d)", math.MinInt)
+		}
+		return n.Value + fmt.Sprintf(" is too large (at most %d)", math.MaxInt)
 	case t == durationType && n.Kind == yaml.ScalarNode:
 		return d.opt.Show(n.Value) + " is not a duration (examples: 30s, 500ms, 2m)"
 	case t == durationType:
@@ -153,6 +164,27 @@ func (d *Decoder) typeMessage(n *yaml.Node, field string, t reflect.Type) string
 		got = d.opt.Show(n.Value)
 	}
 	return "expected " + want + ", got " + got
+}
+
+// durationSyntax is a duration as time.ParseDuration writes it, without
+// a sign: a run of numbers, each with its unit.
+var durationSyntax = regexp.MustCompile(`^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// durationTooLarge reports whether s is written as a duration but is
+// past the largest time.Duration, about 292 years, which ParseDuration
+// refuses as it refuses a typo: ttl: 99999999999h said it "is not a
+// duration" (an outside trial).
+func durationTooLarge(s string) bool {
+	_, err := time.ParseDuration(s)
+	return err != nil && durationSyntax.MatchString(s)
+}
+
+// intOutOfRange reports whether s is written as a whole number that
+// does not fit an int (YAML tags one past uint64 a float): it said
+// `expected a whole number, got "99999999999999999999"`.
+func intOutOfRange(s string) bool {
+	_, err := strconv.ParseInt(s, 0, strconv.IntSize)
+	return errors.Is(err, strconv.ErrRange)
 }
 
 // describe names the kind of n for a type error: "a list", "a string".

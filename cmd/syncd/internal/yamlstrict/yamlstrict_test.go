@@ -50,6 +50,32 @@ func TestDecodeReportsEveryProblem(t *testing.T) {
 	}
 }
 
+// A number too large for its field says so, with the limit, where a
+// duration past 292 years said it "is not a duration" and a whole number
+// past an int that a whole number was expected (an outside trial).
+func TestDecodeTooLarge(t *testing.T) {
+	_, _, got := decodeText(t, "sec:\n  wait: 99999999999h\n  count: 99999999999999999999\n")
+	want := "t.yaml:2: sec.wait: \"99999999999h\" is too large (at most 2562047h)\n" +
+		"t.yaml:3: sec.count: 99999999999999999999 is too large (at most 9223372036854775807)"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	for in, want := range map[string]string{
+		"count: -10000000000000000000":  "t.yaml:2: sec.count: -10000000000000000000 is too small (at least -9223372036854775808)",
+		"count: 10000000000000000000":   "t.yaml:2: sec.count: 10000000000000000000 is too large (at most 9223372036854775807)",
+		`count: "99999999999999999999"`: `t.yaml:2: sec.count: expected a whole number, got "99999999999999999999"`,
+		"count: 1e30":                   `t.yaml:2: sec.count: expected a whole number, got "1e30"`,
+		"wait: 2562047h":                "",
+		"wait: 1.5h99999999999s":        `t.yaml:2: sec.wait: "1.5h99999999999s" is too large (at most 2562047h)`,
+		"wait: 99999999999x":            `t.yaml:2: sec.wait: "99999999999x" is not a duration (examples: 30s, 500ms, 2m)`,
+		"wait: .h":                      `t.yaml:2: sec.wait: ".h" is not a duration (examples: 30s, 500ms, 2m)`,
+	} {
+		if _, _, got := decodeText(t, "sec:\n  "+in+"\n"); got != want {
+			t.Errorf("%s: got %q, want %q", in, got, want)
+		}
+	}
+}
+
 // Options.Want says what a field that takes one of a few words expects;
 // another field keeps the generic message.
 func TestDecodeWant(t *testing.T) {
