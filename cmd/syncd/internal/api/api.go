@@ -158,14 +158,11 @@ func (a *api) write(next http.HandlerFunc) http.Handler {
 // x). It answers 400 or 413 itself and reports whether it read a good
 // body.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, query ...string) bool {
-	// URL.Query drops a pair it cannot parse (reason=%ZZ, a ';'), which
-	// left the reason out without a word (a second outside trial).
-	params, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "query: "+Shown(err.Error(), 200))
+	params, ok := queryOnce(w, r)
+	if !ok {
 		return false
 	}
-	for name, vals := range params {
+	for name := range params {
 		switch {
 		case !slices.Contains(query, name) && len(query) == 0:
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("query: %q: this route takes no query parameters, only a JSON body", Shown(name, 100)))
@@ -173,12 +170,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, query ...string) 
 		case !slices.Contains(query, name):
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("query: unknown parameter %q (the parameters are %s, in lower case)", Shown(name, 100), strings.Join(query, ", ")))
 			return false
-		case len(vals) > 1:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("query: %s given %d times", name, len(vals)))
-			return false
 		}
 	}
-	err = decode(http.MaxBytesReader(w, r.Body, MaxBody), v)
+	err := decode(http.MaxBytesReader(w, r.Body, MaxBody), v)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -189,6 +183,26 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, query ...string) 
 		return false
 	}
 	return true
+}
+
+// queryOnce returns r's query parameters, each given once, or answers
+// 400 itself: one given twice would be half read (Get takes the first),
+// and URL.Query drops a pair it cannot parse (reason=%ZZ, a ';'), which
+// left the reason out without a word (outside trials). The actions
+// (decodeBody) and the reads that take parameters check with it.
+func queryOnce(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
+	params, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "query: "+Shown(err.Error(), 200))
+		return nil, false
+	}
+	for name, vals := range params {
+		if len(vals) > 1 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("query: %s given %d times", Shown(name, 100), len(vals)))
+			return nil, false
+		}
+	}
+	return params, true
 }
 
 // decode is decodeBody's reading of body into v (a pointer to a struct

@@ -167,7 +167,10 @@ type ItemsPage struct {
 }
 
 func (a *api) items(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, ok := queryOnce(w, r) // ?state=due&state=all read as due (an outside trial)
+	if !ok {
+		return
+	}
 	lq := store.ListQuery{State: q.Get("state"), Prefix: q.Get("prefix"), Cursor: q.Get("cursor")}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

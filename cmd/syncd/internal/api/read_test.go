@@ -129,6 +129,19 @@ func TestAPIReads(t *testing.T) {
 			t.Errorf("GET %s: %d %q, want %d and an error", path, code, e.Error, want)
 		}
 	}
+	// A parameter given twice, or one that cannot be read, is refused as
+	// the actions refuse it: ?state=due&state=all was read as due (an
+	// outside trial), and a pair URL.Query cannot parse was dropped.
+	for path, want := range map[string]string{
+		"/api/v1/items?state=due&state=all":      "query: state given 2 times",
+		"/api/v1/items?limit=1&prefix=a&limit=2": "query: limit given 2 times",
+		"/api/v1/items?state=due&prefix=%ZZ":     `query: invalid URL escape "%ZZ"`,
+	} {
+		var e errorBody
+		if code := get(t, srv.URL+path, &e); code != 400 || e.Error != want {
+			t.Errorf("GET %s: %d %q, want 400 %q", path, code, e.Error, want)
+		}
+	}
 	noTarget, _ := apiServer(t, st, "")
 	var e errorBody
 	if code := get(t, noTarget.URL+"/api/v1/target", &e); code != 404 || e.Error != "no target configured" {
