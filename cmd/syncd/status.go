@@ -37,6 +37,8 @@ type itemRow struct {
 	LastError string     `json:"last_error,omitempty"`
 }
 
+// summary is status's summary, its counts api.Summary's: BackingOff is
+// a subset of the items, which overlaps Due and InFlight.
 type summary struct {
 	Items       int64  `json:"items"`
 	Due         int64  `json:"due"`
@@ -443,8 +445,11 @@ func printStatus(stdout io.Writer, sum summary, rows []itemRow, o statusOpts, no
 			dash(r.SinceSync), dash(r.Waiting), r.Attempts, dash(shown(r.LastError, lastErrorShown)))
 	}
 	tw.Flush()
-	fmt.Fprintf(stdout, "\n%s: %d due, %d in flight, %d backing off, %d quarantined; oldest wait %s; %s, %s (%s)\n",
-		count(sum.Items, "item"), sum.Due, sum.InFlight, sum.BackingOff, sum.Quarantined, sum.OldestWait,
+	// Backing off is no state of its own but a subset of the items
+	// (summary.BackingOff): "10 due, 4 backing off" of 10 items read as
+	// 14 (an outside trial).
+	fmt.Fprintf(stdout, "\n%s: %d due, %d in flight, %d quarantined; %d of the %d backing off after a failure (those due or in flight counted there too); oldest wait %s; %s, %s (%s)\n",
+		count(sum.Items, "item"), sum.Due, sum.InFlight, sum.Quarantined, sum.BackingOff, sum.Items, sum.OldestWait,
 		count(sum.Daemons, "daemon"), count(sum.Workers, "worker"), sum.Redis)
 	if sum.NextCursor != "" {
 		of := "more"

@@ -148,3 +148,19 @@ func TestStatusWatchInterval(t *testing.T) {
 		}
 	}
 }
+
+// The summary line says that the items backing off are some of the
+// items, counted among the due or in flight too, not a count to add to
+// theirs: "10 items: 10 due, 0 in flight, 4 backing off" read as 14
+// items (an outside trial).
+func TestStatusSummaryBackingOffSubset(t *testing.T) {
+	var out strings.Builder
+	sum := summary{Items: 10, Due: 10, BackingOff: 4, OldestWait: "5s", Daemons: 1, Workers: 4, Redis: "127.0.0.1:6379",
+		Target: targetSummary{State: "up"}}
+	printStatus(&out, sum, nil, statusOpts{}, 0)
+	want := "10 items: 10 due, 0 in flight, 0 quarantined; 4 of the 10 backing off after a failure (those due or in flight counted there too); " +
+		"oldest wait 5s; 1 daemon, 4 workers (127.0.0.1:6379)\n"
+	if !strings.Contains(out.String(), "\n\n"+want) {
+		t.Errorf("status:\n%s\nwant the line\n%s", out.String(), want)
+	}
+}

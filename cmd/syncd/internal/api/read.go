@@ -33,7 +33,14 @@ func targetOf(ts store.TargetState, limit int) *Target {
 	return t
 }
 
-// Summary is GET /api/v1/summary, and what `syncd status` prints.
+// Summary is GET /api/v1/summary, and what `syncd status` prints. Due
+// (due now, not claimed), InFlight and Quarantined count the items in
+// those states; the rest wait for their next sync. BackingOff is no
+// state of its own: it counts the items whose last attempt failed and
+// that are not quarantined (store.Counts), a subset of Items that
+// overlaps Due and InFlight, since an item due for its retry, or being
+// retried, is counted there too: Due + BackingOff can be more than
+// Items.
 type Summary struct {
 	NowMs       int64 `json:"now_ms"`
 	Items       int64 `json:"items"`
