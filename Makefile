@@ -26,6 +26,7 @@ deps: ## install what the tests need: Debian's redis-server, redis-tools and chr
 
 .PHONY: build
 build: ## build bin/syncd, version stamped (static)
+	@echo "compiling bin/syncd: the first build takes several minutes on a 2-core machine, with no output until it ends"
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/syncd ./cmd/syncd
 
 # A checkout under umask 002 leaves config.yaml group-writable, which
