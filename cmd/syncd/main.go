@@ -5,7 +5,7 @@
 //	syncd batch    -c config.yaml [--report F]    one pass over the item set
 //	syncd status   -c config.yaml [--json]        items, owners, fences, waits
 //	syncd items    add|remove|list -c config.yaml [ID...] [--file F|-]
-//	syncd requeue  -c config.yaml ID...           bring quarantined items back
+//	syncd requeue  -c config.yaml ID...           make items due now, clearing failures
 //	syncd trigger  -c config.yaml [--reason R] [--add] ID...   sync items now
 //	syncd release  -c config.yaml --force ID      admin release of a stuck claim
 //	syncd validate -c config.yaml                 print the effective config, or every error
