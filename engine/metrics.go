@@ -202,7 +202,7 @@ func newFamilies(fs []family) []family {
 // The descriptions of the metrics that are not read from one atomic.
 var (
 	itemsDesc = prometheus.NewDesc("syncd_items",
-		"Items by state, fleet-wide, counted per shard every engine.Config.CountInterval: all, and those due, in flight, backing off and quarantined.",
+		"Items by state, fleet-wide, counted per shard every engine.Config.CountInterval: all, and those due, in flight, backing off and quarantined; backing_off overlaps the others (failing items, due or in flight ones among them).",
 		[]string{"state"}, nil)
 	targetOpenDesc = prometheus.NewDesc("syncd_target_open",
 		"1 while the target's breaker is open, fleet-wide (read with syncd_items), else 0.", nil, nil)
