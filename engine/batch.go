@@ -51,6 +51,9 @@ type Report struct {
 	// in its own shard, is counted as any other. syncd items remove
 	// --shard N removes one.
 	WrongShard []store.ShardItem `json:"wrong_shard,omitempty"`
+	// WrongShardCount counts every such copy: WrongShard lists 100 at
+	// most.
+	WrongShardCount int `json:"wrong_shard_count,omitempty"`
 	// TargetUnavailable is how long this process saw the target's
 	// breaker open during the run (JSON: target_unavailable_ms).
 	TargetUnavailable time.Duration `json:"-"`
@@ -94,7 +97,7 @@ func (r *Report) UnmarshalJSON(b []byte) error {
 // OK reports whether every item synced, and no shard's keys or items
 // are damaged (a planted copy waits for an operator to remove it).
 func (r *Report) OK() bool {
-	return r.Quarantined == 0 && r.Unsynced == 0 && len(r.Damaged) == 0 && len(r.WrongShard) == 0
+	return r.Quarantined == 0 && r.Unsynced == 0 && len(r.Damaged) == 0 && r.WrongShardCount == 0
 }
 
 // Progress is a batch run's state, reported after every pass.
@@ -151,7 +154,8 @@ func (b *batchRun) fill(rep *Report, t tally) {
 	rep.Synced = len(b.synced)
 	rep.SyncedElsewhere = max(t.done-rep.Synced, 0)
 	rep.Failed, rep.Lost = b.failed, b.lost
-	rep.Quarantined, rep.QuarantinedIDs, rep.WrongShard = t.quarantined, t.quarantinedIDs, t.wrongShard
+	rep.Quarantined, rep.QuarantinedIDs = t.quarantined, t.quarantinedIDs
+	rep.WrongShard, rep.WrongShardCount = t.wrongShard, t.wrongShardN
 	rep.Unsynced = t.pending
 	for _, err := range t.damaged {
 		rep.Damaged = append(rep.Damaged, err.Error())
@@ -403,7 +407,8 @@ func (s *pendingSource) syncedHere() int {
 type tally struct {
 	total, done, quarantined, pending int
 	quarantinedIDs                    []string
-	wrongShard                        []store.ShardItem // planted copies, in no count
+	wrongShard                        []store.ShardItem // planted copies, in no count; 100 at most
+	wrongShardN                       int               // all of them
 	damaged                           []error           // shards not counted: their keys are damaged
 }
 
@@ -443,7 +448,7 @@ func (s *pendingSource) tally(ctx context.Context) (tally, error) {
 	}
 	// The copies are quarantined, and counted so by Pending: all of
 	// them come off the counts, not only the 100 listed.
-	t.total, t.quarantinedIDs, t.wrongShard = t.total+total-q.WrongN, q.Own, q.Wrong
+	t.total, t.quarantinedIDs, t.wrongShard, t.wrongShardN = t.total+total-q.WrongN, q.Own, q.Wrong, q.WrongN
 	t.quarantined = max(t.quarantined-q.WrongN, 0)
 	t.done = t.total - t.pending - t.quarantined
 	return t, nil

@@ -343,9 +343,26 @@ func TestBatchWrongShardBehindQuarantined(t *testing.T) {
 			t.Fatalf("RunBatch = %+v, %v (ctx %v); want it to end by itself", rep, err, rctx.Err())
 		}
 		want := []store.ShardItem{{ID: "fine-1", Shard: other}}
-		if rep.Quarantined != len(quar) || rep.Items != len(ids)+len(quar) || rep.Synced != len(ids) || !cmp.Equal(rep.WrongShard, want) {
-			t.Errorf("report: %d items, %d synced, %d quarantined, copies %+v; want %d, %d, %d and %+v",
-				rep.Items, rep.Synced, rep.Quarantined, rep.WrongShard, len(ids)+len(quar), len(ids), len(quar), want)
+		if rep.Quarantined != len(quar) || rep.Items != len(ids)+len(quar) || rep.Synced != len(ids) || !cmp.Equal(rep.WrongShard, want) || rep.WrongShardCount != 1 {
+			t.Errorf("report: %d items, %d synced, %d quarantined, copies %+v (%d); want %d, %d, %d and %+v (1)",
+				rep.Items, rep.Synced, rep.Quarantined, rep.WrongShard, rep.WrongShardCount, len(ids)+len(quar), len(ids), len(quar), want)
+		}
+		// More copies than the report lists: all counted, 100 listed
+		// (the report said 100 of 319, an outside trial).
+		var copies []redis.Z
+		for i := 0; len(copies) < 150; i++ {
+			if id := fmt.Sprintf("copy-%04d", i); st.Keys().Shard(id) != other {
+				copies = append(copies, redis.Z{Score: math.Inf(1), Member: id})
+			}
+		}
+		st.Client().ZAdd(ctx, st.Keys().Due(other), copies...)
+		e = newEngine(t, st, rec, engine.Config{Workers: 2, Poll: 5 * time.Millisecond})
+		rep, err = e.RunBatch(rctx, engine.BatchOptions{})
+		if err != nil {
+			t.Fatalf("second RunBatch: %v", err)
+		}
+		if rep.WrongShardCount != 1+len(copies) || len(rep.WrongShard) != 100 || rep.OK() {
+			t.Errorf("report with %d more copies: %d counted, %d listed; want %d and 100", len(copies), rep.WrongShardCount, len(rep.WrongShard), 1+len(copies))
 		}
 	})
 }

@@ -70,7 +70,7 @@ func cmdBatch(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	if !rep.OK() {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%d items quarantined, %d not synced, %d shards damaged, %d copies in the wrong shard",
-			rep.Quarantined, rep.Unsynced, len(rep.Damaged), len(rep.WrongShard))}
+			rep.Quarantined, rep.Unsynced, len(rep.Damaged), rep.WrongShardCount)}
 	}
 	return nil
 }
@@ -91,14 +91,14 @@ func writeSummary(w io.Writer, r *engine.Report) {
 		ids[i] = shown(id, 64) // read back from Redis: may be planted
 	}
 	fmt.Fprintf(tw, "quarantined\t%d\t%s\n", r.Quarantined, strings.Join(ids, " "))
-	if len(r.WrongShard) > 0 {
+	if r.WrongShardCount > 0 {
 		// Not items: their ids' real items are counted above.
 		copies := make([]string, len(r.WrongShard))
 		for i, c := range r.WrongShard {
 			copies[i] = fmt.Sprintf("%s (shard %d)", shown(c.ID, 64), c.Shard)
 		}
 		fmt.Fprintf(tw, "wrong shard\t%d\t%s\t(copies planted in another shard than their id's, quarantined there; the real items are counted above; syncd items remove --shard N removes one)\n",
-			len(r.WrongShard), strings.Join(copies, " "))
+			r.WrongShardCount, strings.Join(copies, " "))
 	}
 	fmt.Fprintf(tw, "not synced\t%d\n", r.Unsynced)
 	if r.GaveUp != "" {
