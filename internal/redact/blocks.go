@@ -95,10 +95,11 @@ func blockHidden(text string, start int) bool {
 }
 
 // pemBegin and pemEnd find the armour lines of a PEM private key
-// (-----BEGIN RSA PRIVATE KEY-----, ENCRYPTED, OPENSSH, or none).
+// (-----BEGIN RSA PRIVATE KEY-----, ENCRYPTED, OPENSSH, or none), and of
+// an OpenPGP one (-----BEGIN PGP PRIVATE KEY BLOCK-----).
 var (
-	pemBegin = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`)
-	pemEnd   = regexp.MustCompile(`-----END [A-Z0-9 ]*PRIVATE KEY-----`)
+	pemBegin = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)
+	pemEnd   = regexp.MustCompile(`-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)
 )
 
 // pemLine matches a line of a PEM body: base64, or a header of an
@@ -114,7 +115,7 @@ var pemLine = regexp.MustCompile(`^[ \t]*(?:[A-Za-z0-9+/=]+|[A-Za-z-]+: [^\n]*)[
 // that END are hidden. A command that prints its key, or a config it
 // echoes, showed it whole: no name says it is a secret.
 func pemKeys(text string) string {
-	if !strings.Contains(text, "PRIVATE KEY-----") {
+	if !strings.Contains(text, "PRIVATE KEY") {
 		return text
 	}
 	out := splicer{text: text}

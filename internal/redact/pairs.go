@@ -447,8 +447,11 @@ var (
 	// arguments.
 	authMonitor = regexp.MustCompile(`(?im)("hello"[ \t]+"[0-9]+"[ \t]+)?"auth"((?:[ \t]+"(?:[^"\\\n]|\\.)*")+)[ \t]*\r?$`)
 	// migrateCommand finds a Redis MIGRATE command where authCommand
-	// finds AUTH, and as MONITOR quotes it ("MIGRATE" "h" ...).
-	migrateCommand = regexp.MustCompile("(?im)(?:^|[>$#\"'`(\\[;|&:])[ \t]*MIGRATE[\"']?[ \t]+")
+	// finds AUTH, and as MONITOR quotes it ("MIGRATE" "h" ...), and as
+	// any word after a blank, = or a comma (cmd=MIGRATE h 6379 k 0 5
+	// AUTH pw showed pw, an outside trial): its AUTH comes after five
+	// arguments, which prose seldom gives.
+	migrateCommand = regexp.MustCompile("(?im)(?:^|[\\s>$#\"'`(\\[;|&:=,{])[ \t]*MIGRATE[\"']?[ \t]+")
 	// monitorArg finds an argument as MONITOR quotes it; its group is
 	// what is inside the quotes.
 	monitorArg = regexp.MustCompile(`"((?:[^"\\\n]|\\.)*)"`)

@@ -192,8 +192,14 @@ func Tail(tail string, s *Secrets) string {
 	}
 	name := "" // the first line's end, a secret's name's maybe
 	switch end := strings.TrimRight(first, " \t\r"); {
-	case cutBlockHead.MatchString(end) && blockAfterName(rest):
+	case (end == "" || cutBlockHead.MatchString(end)) && blockAfterName(rest):
+		// Cut at a line's end, the whole key line before the cut: the
+		// lines more indented after it may be its block, or the value
+		// of password: on the next line (an outside trial).
 		name = blockName
+	case strings.HasSuffix(end, "-") && pemBody.MatchString(rest):
+		// Cut in a private key's BEGIN line: its body follows.
+		name = pemName
 	case strings.HasSuffix(end, ":"), strings.HasSuffix(end, "="):
 		name = "password:\n"
 	case strings.HasPrefix(strings.TrimLeft(rest, " \t"), ":"), strings.HasPrefix(strings.TrimLeft(rest, " \t"), "="):
@@ -213,6 +219,16 @@ var cutBlockHead = regexp.MustCompile(`(?:(?:^|[ \t:])[|>][1-9+-]{0,2}(?:[ \t]+#
 // blockName is the secret's key that Tail puts before the lines after a
 // cut line that ended with a block's indicator.
 const blockName = "password: |\n"
+
+// pemName is the BEGIN line that Tail puts before the lines after a cut
+// line that ended with a dash when they start as a key's body does
+// (pemBody): the cut may have taken the BEGIN line's PRIVATE KEY.
+const pemName = "-----BEGIN PRIVATE KEY-----\n"
+
+// pemBody matches the start of a PEM body: a line of base64 of some
+// length, or a header (Proc-Type:, DEK-Info:, an OpenPGP key's
+// Version:), or a blank line after which one comes.
+var pemBody = regexp.MustCompile(`^(?:[ \t]*\r?\n)?[ \t]*(?:[A-Za-z0-9+/=]{16,}|[A-Za-z-]+: [^\n]*)[ \t]*\r?(?:\n|$)`)
 
 // blockAfterName reports whether rest, the lines after a cut line, start
 // with a block (blockAfter) once blockName is put before them.

@@ -265,6 +265,10 @@ func TestPairsPEMKeys(t *testing.T) {
 		{"b3BlbnNzaC1rZXk\nAAAAC3NzaC1lZDI1\n-----END OPENSSH PRIVATE KEY-----\nexit 1", "xxxxx\n-----END OPENSSH PRIVATE KEY-----\nexit 1"},
 		{"error: bad key\n\nAAAAC3NzaC1lZDI1\n-----END PRIVATE KEY-----", "error: bad key\n\nxxxxx\n-----END PRIVATE KEY-----"},
 		{"-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIB\n-----END CERTIFICATE-----", "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIB\n-----END CERTIFICATE-----"},
+		// OpenPGP's armour, headers and blank line and all (a second
+		// outside trial saw its body).
+		{"-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: x\n\nlQOYBGXPGPSECRET\n-----END PGP PRIVATE KEY BLOCK-----",
+			"-----BEGIN PGP PRIVATE KEY BLOCK-----\nxxxxx\n-----END PGP PRIVATE KEY BLOCK-----"},
 	} {
 		got := Pairs(tt.in)
 		if got != tt.want {
@@ -272,6 +276,31 @@ func TestPairsPEMKeys(t *testing.T) {
 		}
 		if again := Pairs(got); again != got {
 			t.Errorf("Pairs(%q) = %q, then %q", tt.in, got, again)
+		}
+	}
+}
+
+// A tail cut exactly at a line's end drops an empty line: the key line
+// before it, whole, was cut off, and the lines more indented after the
+// cut may be its block, or the value of password: on the next line;
+// they are hidden. A tail cut in a private key's BEGIN line hides the
+// body after it. A second outside trial saw both, by cutting at every
+// position; and a MIGRATE after cmd= showed its AUTH's password.
+func TestTailCutAtLineEnd(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		// Its key's indentation is unknown: every more indented line
+		// goes, a sibling key too.
+		{"…\n    BLOCKSECRETone\n    BLOCKSECRETtwo\n  user: bob\nnext: 1", "…\n    xxxxx\nnext: 1"},
+		{"…\n  s3cretNextLine\nnext: 1", "…\n  xxxxx\nnext: 1"},
+		{"…IN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEAPEMSECRET\nQkVHSU4gUlNBIFBS\n", "…\nxxxxx\n"},
+		{"…-\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES\n\nMIIEPEMSECRET2xyz\n-----END RSA PRIVATE KEY-----", "…\nxxxxx\n-----END RSA PRIVATE KEY-----"},
+		{"…x\nERR: cmd=MIGRATE host 6379 k 0 1000 AUTH MIGSECRET5", "…\nERR: cmd=MIGRATE host 6379 k 0 1000 AUTH xxxxx"},
+		// Not indented, not a key's body: shown.
+		{"…\nexit status 1\ndone", "…\nexit status 1\ndone"},
+		{"…a-\nshort\nline", "…\nshort\nline"},
+	} {
+		if got := Tail(tt.in, NewSecrets()); got != tt.want {
+			t.Errorf("Tail(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
