@@ -287,6 +287,20 @@ func TestCountedDamageOnEmptyShard(t *testing.T) {
 	}
 }
 
+// batchOnce runs one batch over st syncing into rec and returns
+// its report; the run must end by itself within 10 s.
+func batchOnce(t *testing.T, st *store.Store, rec *recorder) *engine.Report {
+	t.Helper()
+	e := newEngine(t, st, rec, engine.Config{Workers: 2, Poll: 5 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	rep, err := e.RunBatch(ctx, engine.BatchOptions{})
+	if err != nil || ctx.Err() != nil {
+		t.Fatalf("RunBatch = %+v, %v (ctx %v); want it to end by itself", rep, err, ctx.Err())
+	}
+	return rep
+}
+
 // A batch run's report lists a copy planted in another shard than its
 // id's apart (WrongShard, with its shard), not among the quarantined
 // items, and counts the real item of that id as synced. Before, the
@@ -299,14 +313,7 @@ func TestBatchReportsWrongShardApart(t *testing.T) {
 		st.Add(ctx, ids...)
 		other := 1 - st.Keys().Shard("fine-1")
 		st.Client().ZAdd(ctx, st.Keys().Due(other), redis.Z{Score: 0, Member: "fine-1"})
-		rec := &recorder{}
-		e := newEngine(t, st, rec, engine.Config{Workers: 2, Poll: 5 * time.Millisecond})
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		rep, err := e.RunBatch(rctx, engine.BatchOptions{})
-		if err != nil || rctx.Err() != nil {
-			t.Fatalf("RunBatch = %+v, %v (ctx %v); want it to end by itself", rep, err, rctx.Err())
-		}
+		rep := batchOnce(t, st, &recorder{})
 		want := []store.ShardItem{{ID: "fine-1", Shard: other}}
 		if rep.Quarantined != 0 || len(rep.QuarantinedIDs) != 0 || !cmp.Equal(rep.WrongShard, want) ||
 			rep.Items != len(ids) || rep.Synced != len(ids) || rep.Unsynced != 0 || rep.OK() {
@@ -334,14 +341,7 @@ func TestBatchWrongShardBehindQuarantined(t *testing.T) {
 			}
 		}
 		st.Client().ZAdd(ctx, st.Keys().Due(other), append(quar, redis.Z{Score: 0, Member: "fine-1"})...)
-		rec := &recorder{}
-		e := newEngine(t, st, rec, engine.Config{Workers: 2, Poll: 5 * time.Millisecond})
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		rep, err := e.RunBatch(rctx, engine.BatchOptions{})
-		if err != nil || rctx.Err() != nil {
-			t.Fatalf("RunBatch = %+v, %v (ctx %v); want it to end by itself", rep, err, rctx.Err())
-		}
+		rep := batchOnce(t, st, &recorder{})
 		want := []store.ShardItem{{ID: "fine-1", Shard: other}}
 		if rep.Quarantined != len(quar) || rep.Items != len(ids)+len(quar) || rep.Synced != len(ids) || !cmp.Equal(rep.WrongShard, want) || rep.WrongShardCount != 1 {
 			t.Errorf("report: %d items, %d synced, %d quarantined, copies %+v (%d); want %d, %d, %d and %+v (1)",
@@ -356,11 +356,7 @@ func TestBatchWrongShardBehindQuarantined(t *testing.T) {
 			}
 		}
 		st.Client().ZAdd(ctx, st.Keys().Due(other), copies...)
-		e = newEngine(t, st, rec, engine.Config{Workers: 2, Poll: 5 * time.Millisecond})
-		rep, err = e.RunBatch(rctx, engine.BatchOptions{})
-		if err != nil {
-			t.Fatalf("second RunBatch: %v", err)
-		}
+		rep = batchOnce(t, st, &recorder{})
 		if rep.WrongShardCount != 1+len(copies) || len(rep.WrongShard) != 100 || rep.OK() {
 			t.Errorf("report with %d more copies: %d counted, %d listed; want %d and 100", len(copies), rep.WrongShardCount, len(rep.WrongShard), 1+len(copies))
 		}
@@ -384,13 +380,7 @@ func TestBatchWithDamagedShard(t *testing.T) {
 		}
 		st.Client().Set(ctx, st.Keys().Meta(3), "garbage", 0)
 		rec := &recorder{}
-		e := newEngine(t, st, rec, engine.Config{Workers: 2, Poll: 5 * time.Millisecond})
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		rep, err := e.RunBatch(rctx, engine.BatchOptions{})
-		if err != nil || rctx.Err() != nil {
-			t.Fatalf("RunBatch = %+v, %v (ctx %v); want it to end by itself", rep, err, rctx.Err())
-		}
+		rep := batchOnce(t, st, rec)
 		if rep.OK() || rep.Synced != len(healthy) || rep.Items != len(healthy) || rep.SyncedElsewhere != 0 ||
 			len(rep.Damaged) != 1 || !strings.Contains(rep.Damaged[0], "shard 3") || !synced(rec, healthy) {
 			t.Errorf("report %+v; want the %d healthy items synced and shard 3 named", rep, len(healthy))
