@@ -114,6 +114,7 @@ type Engine struct {
 	settling sync.WaitGroup // claims waiting out their settle delay
 
 	ready   atomic.Bool
+	health  health       // whether Redis answers the monitor, for /readyz
 	looping atomic.Bool  // runLoops was started: Stop waits for done
 	offset  atomic.Int64 // Redis clock - local clock, ms
 	batch   *batchRun    // set during RunBatch
@@ -461,6 +462,10 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 	timeout := max(every, 2*time.Second)
 	failing := false
 	var registered time.Time
+	// Redis is silent when no tick came back within a period and a
+	// timeout; a second more lets a tick overrun its deadline a little.
+	e.health.start(every + timeout + time.Second)
+	defer e.health.stop()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		if time.Since(registered) >= registryEvery {
@@ -483,6 +488,7 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 		if err == nil {
 			e.checkDeployment(ctx)
 		}
+		late := ctx.Err()
 		cancel()
 		// Said once when the gauges stop updating, once when they resume;
 		// an ACL refusal once per cause (see refusals).
@@ -499,7 +505,7 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 			e.refusals.cleared(opBacklog, wholeCall, read)
 		}
 		failing = err != nil && !refused
-		e.m.RedisUp.Store(int64(b2f(err == nil)))
+		e.noteAnswer(err, late)
 		if err == nil {
 			e.m.DueBacklog.Store(due)
 			age := int64(0)
@@ -514,6 +520,23 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 		case <-time.After(every):
 		}
 	}
+}
+
+// noteAnswer reports a monitor tick to the health /readyz reads and to
+// syncd_redis_up: err is its reads' error, late its deadline's when it
+// passed. The registry write and the deployment check keep their errors
+// to themselves, so a tick that waited out its deadline after the reads
+// went through was not answered either. An ACL refusal is an answer.
+func (e *Engine) noteAnswer(err, late error) {
+	silence := err
+	switch {
+	case store.IsPermission(err):
+		silence = nil
+	case err == nil:
+		silence = late
+	}
+	e.health.report(silence)
+	e.m.RedisUp.Store(int64(b2f(err == nil && late == nil)))
 }
 
 // takeIDs takes n free worker numbers; giveID returns one.

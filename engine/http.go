@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,7 +40,7 @@ func Handler(e *Engine) http.Handler {
 //	GET /healthz  200 "ok" while the process serves HTTP
 //	GET /readyz   200 "ready" while the attached engine claims and every
 //	              shard works; 503 before Attach, while Redis is
-//	              unreachable, naming what Redis's ACL refuses while it
+//	              unreachable or does not answer (saying since when), naming what Redis's ACL refuses while it
 //	              refuses the claims, and "degraded" naming each damaged
 //	              shard and each shard out of reach (a Cluster master)
 //
@@ -84,7 +85,7 @@ func (p *Endpoints) readyz(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not ready: starting, redis not reached yet", http.StatusServiceUnavailable)
 		return
 	}
-	code, text := Readiness(e.Ready(), e.Refused(), slices.Concat(e.Damaged(), e.OutOfReach()))
+	code, text := Readiness(e.ReadyState())
 	if code != http.StatusOK {
 		http.Error(w, text, code)
 		return
@@ -92,27 +93,63 @@ func (p *Endpoints) readyz(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, text)
 }
 
+// ReadyState is what /readyz answers from (Readiness).
+type ReadyState struct {
+	// Ready: the engine runs and its last claim round went through
+	// (Engine.Ready).
+	Ready bool
+	// SilentSince is when Redis last answered the engine's monitor,
+	// while it does not (a paused or cut-off server); SilentErr is the
+	// monitor's last error then (nil: its round trip has not come back).
+	// Zero while Redis answers.
+	SilentSince time.Time
+	SilentErr   error
+	// Refused is what Redis's ACL refuses the claims (Engine.Refused).
+	Refused []string
+	// Damaged are the damaged shards' errors (Engine.Damaged) and those
+	// of the shards out of reach (Engine.OutOfReach).
+	Damaged []error
+}
+
+// ReadyState returns what /readyz answers from, now.
+func (e *Engine) ReadyState() ReadyState {
+	s := ReadyState{Ready: e.Ready(), Refused: e.Refused(), Damaged: slices.Concat(e.Damaged(), e.OutOfReach())}
+	s.SilentSince, s.SilentErr = e.health.silent()
+	return s
+}
+
 // Readiness is the answer to /readyz: 200 "ready" while the engine
-// claims and every shard works; 503 naming what Redis's ACL refuses
-// while it refuses the claims (Engine.Refused), where it said "not
-// claiming yet" while syncd_redis_up said 1; 503 while Redis is
-// unreachable or the engine is not claiming yet, and 503 "degraded",
-// naming each damaged shard and its error, while a shard's damaged key
-// keeps its items waiting (every other shard syncs on); degraded lists
-// the shards out of reach (Engine.OutOfReach) too.
-func Readiness(ready bool, refused []string, damaged []error) (int, string) {
-	if len(refused) > 0 {
-		return http.StatusServiceUnavailable, "not ready: claims refused by Redis ACL: " +
-			printable(strings.Join(refused, ", "), 500) + "; see ACL LOG"
+// claims and every shard works; 503 saying since when Redis has not
+// answered while it does not (SilentSince), where it said "ready" for
+// as long as a claim round waited on a hung Redis (about 21 s in an
+// outside trial); 503 naming what Redis's ACL refuses while it refuses
+// the claims (Engine.Refused), where it said "not claiming yet" while
+// syncd_redis_up said 1; 503 while Redis is unreachable or the engine
+// is not claiming yet, and 503 "degraded", naming each damaged shard
+// and its error, while a shard's damaged key keeps its items waiting
+// (every other shard syncs on); degraded lists the shards out of reach
+// (Engine.OutOfReach) too.
+func Readiness(s ReadyState) (int, string) {
+	if !s.SilentSince.IsZero() {
+		text := fmt.Sprintf("not ready: redis not answering since %s (%v)", s.SilentSince.UTC().Format(time.RFC3339Nano),
+			time.Since(s.SilentSince).Round(100*time.Millisecond))
+		if s.SilentErr != nil {
+			text += ": " + printable(s.SilentErr.Error(), 500)
+		}
+		return http.StatusServiceUnavailable, text
 	}
-	if !ready {
+	if len(s.Refused) > 0 {
+		return http.StatusServiceUnavailable, "not ready: claims refused by Redis ACL: " +
+			printable(strings.Join(s.Refused, ", "), 500) + "; see ACL LOG"
+	}
+	if !s.Ready {
 		return http.StatusServiceUnavailable, "not ready: redis unreachable or not claiming yet"
 	}
-	if len(damaged) == 0 {
+	if len(s.Damaged) == 0 {
 		return http.StatusOK, "ready"
 	}
-	lines := make([]string, len(damaged))
-	for i, err := range damaged {
+	lines := make([]string, len(s.Damaged))
+	for i, err := range s.Damaged {
 		// Without the package name, as status and the API say it.
 		lines[i] = "degraded: " + printable(strings.TrimPrefix(err.Error(), "store: "), 500)
 	}

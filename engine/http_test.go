@@ -220,30 +220,79 @@ func TestReadyzNamesDamagedShards(t *testing.T) {
 	damage := &store.DamageError{Shard: 3, Problem: "p:{s3}:meta is a string, want a hash",
 		Err: errors.New("WRONGTYPE Operation against a key holding the wrong kind of value script: 4a203ea7, on @user_script:101.")}
 	odd := &store.DamageError{Shard: 2, Err: errors.New("odd\x1b[31m")}
+	since := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
-		ready   bool
-		refused []string
-		damaged []error
-		code    int
-		want    string
+		state engine.ReadyState
+		code  int
+		want  string
 	}{
-		{true, nil, nil, http.StatusOK, "ready"},
-		{false, nil, nil, http.StatusServiceUnavailable, "not ready: redis unreachable"},
-		{false, nil, []error{damage}, http.StatusServiceUnavailable, "not ready: redis unreachable"},
+		{engine.ReadyState{Ready: true}, http.StatusOK, "ready"},
+		{engine.ReadyState{}, http.StatusServiceUnavailable, "not ready: redis unreachable"},
+		{engine.ReadyState{Damaged: []error{damage}}, http.StatusServiceUnavailable, "not ready: redis unreachable"},
 		// Without the script's sha and line, which say nothing to an
 		// operator (an outside trial).
-		{true, nil, []error{damage}, http.StatusServiceUnavailable,
+		{engine.ReadyState{Ready: true, Damaged: []error{damage}}, http.StatusServiceUnavailable,
 			`degraded: shard 3 damaged: p:{s3}:meta is a string, want a hash (WRONGTYPE Operation against a key holding the wrong kind of value)`},
-		{true, nil, []error{odd}, http.StatusServiceUnavailable, `degraded: shard 2 damaged: odd\x1b[31m`},
+		{engine.ReadyState{Ready: true, Damaged: []error{odd}}, http.StatusServiceUnavailable, `degraded: shard 2 damaged: odd\x1b[31m`},
 		// What Redis's ACL refuses, where it said "not claiming yet"
 		// while syncd_redis_up said 1 (an outside trial).
-		{false, []string{"command evalsha", "a key"}, []error{damage}, http.StatusServiceUnavailable,
+		{engine.ReadyState{Refused: []string{"command evalsha", "a key"}, Damaged: []error{damage}}, http.StatusServiceUnavailable,
 			"not ready: claims refused by Redis ACL: command evalsha, a key; see ACL LOG"},
+		// Redis silent: said first, with the monitor's error, whatever
+		// the scheduler last saw (a round blocked on a hung Redis
+		// leaves Ready true).
+		{engine.ReadyState{Ready: true, SilentSince: since, SilentErr: errors.New("store: TIME: i/o timeout"), Refused: []string{"a key"}},
+			http.StatusServiceUnavailable, "not ready: redis not answering since 2025-03-01T12:00:00Z ("},
+		{engine.ReadyState{Ready: true, SilentSince: since}, http.StatusServiceUnavailable,
+			"not ready: redis not answering since 2025-03-01T12:00:00Z ("},
 	}
 	for _, tt := range tests {
-		code, text := engine.Readiness(tt.ready, tt.refused, tt.damaged)
+		code, text := engine.Readiness(tt.state)
 		if code != tt.code || !strings.HasPrefix(text, tt.want) {
-			t.Errorf("Readiness(%v, %v, %v) = %d %q, want %d %q", tt.ready, tt.refused, tt.damaged, code, text, tt.code, tt.want)
+			t.Errorf("Readiness(%+v) = %d %q, want %d %q", tt.state, code, text, tt.code, tt.want)
 		}
 	}
+	silent := engine.ReadyState{SilentSince: since, SilentErr: errors.New("store: TIME: i/o timeout")}
+	if _, text := engine.Readiness(silent); !strings.HasSuffix(text, "): store: TIME: i/o timeout") {
+		t.Errorf("Readiness(%+v) = %q, want the monitor's error last", silent, text)
+	}
+}
+
+// /readyz turns 503 within a few seconds of Redis stopping to answer
+// (SIGSTOP), saying since when, and 200 again once it answers. An outside
+// trial saw it say "ready" for about 21 s, until every lease was lost:
+// the scheduler's claim round, blocked on the hung Redis, never failed.
+func TestReadyzRedisPaused(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 4)
+	ids := make([]string, 20)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("p%d", i)
+	}
+	if _, err := st.Add(t.Context(), ids...); err != nil {
+		t.Fatal(err)
+	}
+	cfg := engine.Config{Workers: 4, Interval: 200 * time.Millisecond, DrainTimeout: time.Millisecond}
+	cfg.Ownership.TTL = 10 * time.Second
+	e := newEngine(t, st, &recorder{}, cfg)
+	if err := e.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(engine.Handler(e))
+	defer hs.Close()
+	var code int
+	var body string
+	readyz := func() bool { code, body = get(t, hs.URL+"/readyz"); return code == http.StatusOK }
+	waitFor(t, 10*time.Second, "/readyz ready", readyz)
+	srv.Pause(t)
+	paused := time.Now()
+	waitFor(t, 6*time.Second, "/readyz 503 with redis paused", func() bool { return !readyz() })
+	const want = "not ready: redis not answering since "
+	if !strings.HasPrefix(body, want) {
+		t.Errorf("/readyz %v after the pause = %d %q, want 503 %q...", time.Since(paused).Round(time.Millisecond), code, body, want)
+	}
+	t.Logf("/readyz %v after the pause: %q", time.Since(paused).Round(time.Millisecond), body)
+	srv.Resume(t)
+	waitFor(t, 15*time.Second, "/readyz ready after the resume", readyz)
 }

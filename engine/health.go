@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"sync"
+	"time"
+)
+
+// health says for /readyz whether Redis answers: the monitor's round
+// trips (the signal syncd_redis_up follows) report to it. The scheduler's
+// own flag (Engine.Ready) cannot say so alone: a claim round blocked on a
+// hung Redis (a SIGSTOPped server, a dead link) returns no error until its
+// read timeouts and go-redis's retries run out, and an outside trial saw
+// /readyz say "ready" for about 21 s, past every lease's end, while
+// syncd_redis_up said 0 after 4.
+//
+// While the monitor runs, Redis is silent while the monitor's last round
+// trip failed (an ACL refusal is an answer), or while none came back
+// within bound (the monitor's period plus its round trip's timeout),
+// which covers a round trip that overruns its own deadline.
+type health struct {
+	mu       sync.Mutex
+	bound    time.Duration // 0: the monitor does not run
+	answered time.Time     // the end of the last round trip Redis answered
+	err      error         // the last round trip's error; nil: it was answered
+}
+
+// start is called as the monitor starts: Redis counts as answering from
+// now, for bound.
+func (h *health) start(bound time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.bound, h.answered, h.err = bound, time.Now(), nil
+}
+
+// stop is called as the monitor ends: nothing says Redis is silent since.
+func (h *health) stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.bound = 0
+}
+
+// report records how the monitor's round trip went: nil, answered.
+func (h *health) report(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.err = err
+	if err == nil {
+		h.answered = time.Now()
+	}
+}
+
+// silent returns when Redis last answered, and the last round trip's
+// error (nil when it overran the bound instead), while Redis is silent;
+// the zero time while it answers or the monitor does not run.
+func (h *health) silent() (time.Time, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.bound == 0 || h.err == nil && time.Since(h.answered) <= h.bound {
+		return time.Time{}, nil
+	}
+	return h.answered, h.err
+}
