@@ -422,3 +422,22 @@ func TestLaunchClusterRefusesTwoMasters(t *testing.T) {
 		t.Fatalf("LaunchCluster(2, 0) = %v, want an error about at least 3 masters", err)
 	}
 }
+
+// FillMemory leaves the server refusing writes with OOM, and its free
+// function lets it take them again.
+func TestFillMemory(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	rdb := srv.Client(t)
+	free := srv.FillMemory(t)
+	if err := rdb.Set(t.Context(), "k", "v", 0).Err(); !redis.IsOOMError(err) {
+		t.Errorf("SET after FillMemory: %v, want OOM", err)
+	}
+	if err := rdb.Get(t.Context(), "k").Err(); !errors.Is(err, redis.Nil) {
+		t.Errorf("GET after FillMemory: %v, want redis.Nil: reads go through", err)
+	}
+	free()
+	if err := rdb.Set(t.Context(), "k", "v", 0).Err(); err != nil {
+		t.Errorf("SET after free: %v", err)
+	}
+}
