@@ -106,6 +106,10 @@ type ServerInfo struct {
 	UptimeSeconds   int64
 	MaxmemoryPolicy string
 	AOF             bool
+	// UsedMemory, Maxmemory (0: no limit) and NotCountedForEvict (the
+	// replication and AOF buffers) are INFO memory's used_memory,
+	// maxmemory and mem_not_counted_for_evict, in bytes; see OutOfMemory.
+	UsedMemory, Maxmemory, NotCountedForEvict int64
 }
 
 // Open connects to Redis as cfg says (or starts the embedded store),
@@ -453,6 +457,12 @@ func parseInfo(text string) ServerInfo {
 			in.MaxmemoryPolicy = v
 		case "aof_enabled":
 			in.AOF = v == "1"
+		case "used_memory":
+			in.UsedMemory, _ = strconv.ParseInt(v, 10, 64)
+		case "maxmemory":
+			in.Maxmemory, _ = strconv.ParseInt(v, 10, 64)
+		case "mem_not_counted_for_evict":
+			in.NotCountedForEvict, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
 	return in
