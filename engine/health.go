@@ -3,6 +3,8 @@ package engine
 import (
 	"sync"
 	"time"
+
+	"github.com/syncd/syncd/store"
 )
 
 // health says for /readyz whether Redis answers: the monitor's round
@@ -13,6 +15,12 @@ import (
 // /readyz say "ready" for about 21 s, past every lease's end, while
 // syncd_redis_up said 0 after 4.
 //
+// It also says whether Redis refuses writes for lack of memory
+// (maxmemory reached under noeviction): the claims and the registry
+// writes report to it. Reads go through then, so syncd_redis_up stays 1,
+// and /readyz said "redis unreachable or not claiming yet" (an outside
+// trial).
+//
 // While the monitor runs, Redis is silent while the monitor's last round
 // trip failed (an ACL refusal is an answer), or while none came back
 // within bound (the monitor's period plus its round trip's timeout),
@@ -22,6 +30,7 @@ type health struct {
 	bound    time.Duration // 0: the monitor does not run
 	answered time.Time     // the end of the last round trip Redis answered
 	err      error         // the last round trip's error; nil: it was answered
+	oom      time.Time     // when Redis first refused a write for lack of memory; zero: it takes them
 }
 
 // start is called as the monitor starts: Redis counts as answering from
@@ -59,4 +68,28 @@ func (h *health) silent() (time.Time, error) {
 		return time.Time{}, nil
 	}
 	return h.answered, h.err
+}
+
+// wrote records how a write went: an out-of-memory refusal
+// (store.IsOutOfMemory) marks Redis out of memory, a write that went
+// through clears that; other errors tell nothing about memory. Report
+// only a write that wrote: a script that found nothing to write is not
+// refused under maxmemory.
+func (h *health) wrote(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil:
+		h.oom = time.Time{}
+	case store.IsOutOfMemory(err) && h.oom.IsZero():
+		h.oom = time.Now()
+	}
+}
+
+// outOfMemory returns since when Redis refuses writes for lack of
+// memory, the zero time while it takes them.
+func (h *health) outOfMemory() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.oom
 }

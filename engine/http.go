@@ -40,7 +40,9 @@ func Handler(e *Engine) http.Handler {
 //	GET /healthz  200 "ok" while the process serves HTTP
 //	GET /readyz   200 "ready" while the attached engine claims and every
 //	              shard works; 503 before Attach, while Redis is
-//	              unreachable or does not answer (saying since when), naming what Redis's ACL refuses while it
+//	              unreachable or does not answer (saying since when),
+//	              saying that Redis refuses writes while it is out of
+//	              memory, naming what Redis's ACL refuses while it
 //	              refuses the claims, and "degraded" naming each damaged
 //	              shard and each shard out of reach (a Cluster master)
 //
@@ -106,6 +108,10 @@ type ReadyState struct {
 	SilentErr   error
 	// Refused is what Redis's ACL refuses the claims (Engine.Refused).
 	Refused []string
+	// OutOfMemorySince is when Redis began to refuse the engine's
+	// writes for lack of memory (maxmemory reached under noeviction),
+	// while it does; zero while it takes them.
+	OutOfMemorySince time.Time
 	// Damaged are the damaged shards' errors (Engine.Damaged) and those
 	// of the shards out of reach (Engine.OutOfReach).
 	Damaged []error
@@ -115,6 +121,7 @@ type ReadyState struct {
 func (e *Engine) ReadyState() ReadyState {
 	s := ReadyState{Ready: e.Ready(), Refused: e.Refused(), Damaged: slices.Concat(e.Damaged(), e.OutOfReach())}
 	s.SilentSince, s.SilentErr = e.health.silent()
+	s.OutOfMemorySince = e.health.outOfMemory()
 	return s
 }
 
@@ -124,6 +131,8 @@ func (e *Engine) ReadyState() ReadyState {
 // as long as a claim round waited on a hung Redis (about 21 s in an
 // outside trial); 503 naming what Redis's ACL refuses while it refuses
 // the claims (Engine.Refused), where it said "not claiming yet" while
+// syncd_redis_up said 1; 503 saying that Redis refuses writes for lack
+// of memory while it does, where it said "redis unreachable" while
 // syncd_redis_up said 1; 503 while Redis is unreachable or the engine
 // is not claiming yet, and 503 "degraded", naming each damaged shard
 // and its error, while a shard's damaged key keeps its items waiting
@@ -141,6 +150,10 @@ func Readiness(s ReadyState) (int, string) {
 	if len(s.Refused) > 0 {
 		return http.StatusServiceUnavailable, "not ready: claims refused by Redis ACL: " +
 			printable(strings.Join(s.Refused, ", "), 500) + "; see ACL LOG"
+	}
+	if !s.OutOfMemorySince.IsZero() {
+		return http.StatusServiceUnavailable, fmt.Sprintf("not ready: redis refuses writes: out of memory (maxmemory reached) since %s (%v): claims, releases and the daemon registry fail until memory is freed or maxmemory raised",
+			s.OutOfMemorySince.UTC().Format(time.RFC3339Nano), time.Since(s.OutOfMemorySince).Round(100*time.Millisecond))
 	}
 	if !s.Ready {
 		return http.StatusServiceUnavailable, "not ready: redis unreachable or not claiming yet"

@@ -245,6 +245,10 @@ func TestReadyzNamesDamagedShards(t *testing.T) {
 			http.StatusServiceUnavailable, "not ready: redis not answering since 2025-03-01T12:00:00Z ("},
 		{engine.ReadyState{Ready: true, SilentSince: since}, http.StatusServiceUnavailable,
 			"not ready: redis not answering since 2025-03-01T12:00:00Z ("},
+		// Redis out of memory, where it said "redis unreachable" while
+		// syncd_redis_up said 1 (an outside trial).
+		{engine.ReadyState{OutOfMemorySince: since}, http.StatusServiceUnavailable,
+			"not ready: redis refuses writes: out of memory (maxmemory reached) since 2025-03-01T12:00:00Z ("},
 	}
 	for _, tt := range tests {
 		code, text := engine.Readiness(tt.state)
@@ -295,4 +299,43 @@ func TestReadyzRedisPaused(t *testing.T) {
 	t.Logf("/readyz %v after the pause: %q", time.Since(paused).Round(time.Millisecond), body)
 	srv.Resume(t)
 	waitFor(t, 15*time.Second, "/readyz ready after the resume", readyz)
+}
+
+// /readyz says that Redis refuses writes for lack of memory while it
+// does (maxmemory reached under noeviction), and 200 again once memory
+// is freed. An outside trial saw "redis unreachable or not claiming yet"
+// while syncd_redis_up said 1.
+func TestReadyzRedisOutOfMemory(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 4)
+	ids := make([]string, 20)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("m%d", i)
+	}
+	if _, err := st.Add(t.Context(), ids...); err != nil {
+		t.Fatal(err)
+	}
+	cfg := engine.Config{Workers: 4, Interval: 100 * time.Millisecond, Poll: 20 * time.Millisecond, DrainTimeout: time.Millisecond}
+	cfg.Ownership.TTL = 10 * time.Second
+	e := newEngine(t, st, &recorder{}, cfg)
+	if err := e.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(engine.Handler(e))
+	defer hs.Close()
+	var code int
+	var body string
+	readyz := func() bool { code, body = get(t, hs.URL+"/readyz"); return code == http.StatusOK }
+	waitFor(t, 10*time.Second, "/readyz ready", readyz)
+	free := srv.FillMemory(t)
+	const want = "not ready: redis refuses writes: out of memory (maxmemory reached) since "
+	waitFor(t, 10*time.Second, "/readyz saying redis is out of memory", func() bool {
+		return !readyz() && strings.HasPrefix(body, want)
+	})
+	if up := e.Metrics().RedisUp.Load(); up != 1 {
+		t.Errorf("syncd_redis_up = %d while redis is out of memory, want 1: it answers", up)
+	}
+	free()
+	waitFor(t, 10*time.Second, "/readyz ready once memory is freed", readyz)
 }

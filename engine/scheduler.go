@@ -270,6 +270,9 @@ func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int,
 	} else {
 		e.claimRefused(src, req.shard, err)
 	}
+	if err != nil || len(leases) > 0 {
+		e.health.wrote(err)
+	}
 	if err == nil && len(leases) > 0 {
 		e.ahead.observeLag(time.Since(sent))
 	}
