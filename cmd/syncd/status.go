@@ -68,6 +68,11 @@ type summary struct {
 	// HeldOffLeftMs more at most.
 	HeldOffShards int   `json:"held_off_shards,omitempty"`
 	HeldOffLeftMs int64 `json:"held_off_left_ms,omitempty"`
+	// RedisOutOfMemory names each Redis master that refuses writes for
+	// lack of memory (maxmemory reached under noeviction): the daemons
+	// cannot claim or register there, so Daemons and Workers may count
+	// too few. Absent while every master takes writes.
+	RedisOutOfMemory []string `json:"redis_out_of_memory,omitempty"`
 }
 
 // targetSummary is the target's state in status output.
@@ -355,7 +360,7 @@ func unshownErr(damaged []shardDamage) error {
 func summaryOf(as api.Summary, addr string) summary {
 	sum := summary{Items: as.Items, Due: as.Due, InFlight: as.InFlight, BackingOff: as.BackingOff,
 		Quarantined: as.Quarantined, OldestDueMs: as.OldestDueMs, Daemons: as.Daemons, Workers: as.Workers,
-		Redis: addr, Target: targetOf(as.TargetState)}
+		Redis: addr, Target: targetOf(as.TargetState), RedisOutOfMemory: as.RedisOutOfMemory}
 	sum.OldestWait = (time.Duration(as.OldestDueMs) * time.Millisecond).String()
 	if as.HeldOffShards > 0 {
 		sum.HeldOffShards, sum.HeldOffLeftMs = as.HeldOffShards, max(as.HeldOffUntilMs-as.NowMs, 0)
@@ -451,6 +456,12 @@ func printStatus(stdout io.Writer, sum summary, rows []itemRow, o statusOpts, no
 	fmt.Fprintf(stdout, "\n%s: %d due, %d in flight, %d quarantined; %d of the %d backing off after a failure (those due or in flight counted there too); oldest wait %s; %s, %s (%s)\n",
 		count(sum.Items, "item"), sum.Due, sum.InFlight, sum.Quarantined, sum.BackingOff, sum.Items, sum.OldestWait,
 		count(sum.Daemons, "daemon"), count(sum.Workers, "worker"), sum.Redis)
+	for _, addr := range sum.RedisOutOfMemory {
+		// Said right under the count it puts in doubt: the registry
+		// entries expire, so a fleet out of memory read as no daemons
+		// (an outside trial).
+		fmt.Fprintf(stdout, "warning: redis %s is out of memory (maxmemory reached, maxmemory-policy noeviction) and refuses writes: daemons cannot claim, release or register, so the daemon count may be low; free memory or raise maxmemory\n", addr)
+	}
 	if sum.NextCursor != "" {
 		of := "more"
 		if o.query.State == "" && o.query.Prefix == "" && o.query.Cursor == "" {

@@ -164,3 +164,41 @@ func TestStatusSummaryBackingOffSubset(t *testing.T) {
 		t.Errorf("status:\n%s\nwant the line\n%s", out.String(), want)
 	}
 }
+
+// status on a Redis out of memory says so under its count of daemons,
+// which registry entries that cannot be written leave too low, and
+// names the master in --json's redis_out_of_memory; an outside trial saw
+// "0 daemons, 0 workers" as a fact while two daemons ran.
+func TestStatusRedisOutOfMemory(t *testing.T) {
+	srv := redistest.Start(t, nil)
+	cfg := testutil.WriteFile(t, "config.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  key_prefix: oom\n  shards: 4\nlog:\n  format: json\n", srv.Addr()))
+	if code, _, errb := syncd("items", "add", "a", "b", "-c", cfg); code != exitOK {
+		t.Fatalf("items add: exit %d, %s", code, errb)
+	}
+	warning := fmt.Sprintf("warning: redis %s is out of memory (maxmemory reached, maxmemory-policy noeviction) and refuses writes: daemons cannot claim, release or register, so the daemon count may be low", srv.Addr())
+	if code, out, errb := syncd("status", "-c", cfg); code != exitOK || strings.Contains(out, "out of memory") {
+		t.Errorf("status with memory to spare: exit %d, stdout:\n%s\nstderr: %s\nwant exit 0 and no out-of-memory line", code, out, errb)
+	}
+	free := srv.FillMemory(t)
+	code, out, errb := syncd("status", "-c", cfg)
+	if code != exitOK || !strings.Contains(out, "0 daemons, 0 workers ("+srv.Addr()+")\n"+warning) {
+		t.Errorf("status out of memory: exit %d, stdout:\n%s\nstderr: %s\nwant exit 0 and under the count:\n%s", code, out, errb, warning)
+	}
+	code, out, errb = syncd("status", "--json", "-c", cfg)
+	var got struct {
+		Summary struct {
+			Daemons          *int     `json:"daemons"`
+			RedisOutOfMemory []string `json:"redis_out_of_memory"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); code != exitOK || err != nil {
+		t.Fatalf("status --json out of memory: exit %d, %v, stderr: %s", code, err, errb)
+	}
+	if s := got.Summary; s.Daemons == nil || len(s.RedisOutOfMemory) != 1 || s.RedisOutOfMemory[0] != srv.Addr() {
+		t.Errorf("status --json out of memory: daemons present %t, redis_out_of_memory %q; want daemons kept and [%q]", s.Daemons != nil, s.RedisOutOfMemory, srv.Addr())
+	}
+	free()
+	if code, out, _ := syncd("status", "--json", "-c", cfg); code != exitOK || strings.Contains(out, "redis_out_of_memory") {
+		t.Errorf("status --json once memory is freed: exit %d, stdout:\n%s\nwant no redis_out_of_memory", code, out)
+	}
+}

@@ -63,6 +63,12 @@ type Summary struct {
 	// not counted, except where the err hash alone is (its items are
 	// counted, without backing_off; store.DamageError.ErrorsLost).
 	Damaged []string `json:"damaged,omitempty"`
+	// RedisOutOfMemory names each Redis master that refuses writes for
+	// lack of memory (maxmemory reached under noeviction; see
+	// store.ServerInfo.OutOfMemory): the daemons can neither claim nor
+	// write their registry entries there, so Daemons and Workers may
+	// count too few. Absent while every master takes writes.
+	RedisOutOfMemory []string `json:"redis_out_of_memory,omitempty"`
 	// TargetState is the target's state as the store read it.
 	TargetState store.TargetState `json:"-"`
 	// DamagedShards are the damaged shards' errors (*store.DamageError).
@@ -88,6 +94,10 @@ func ReadSummary(ctx context.Context, st *store.Store) (Summary, error) {
 		Target: targetOf(ts, 0), History: []Sample{}, TargetState: ts, DamagedShards: damaged}
 	for _, d := range damaged {
 		s.Damaged = append(s.Damaged, Plain(d, ""))
+	}
+	// A user without INFO (not the README's ACL) reads the rest.
+	if s.RedisOutOfMemory, err = st.OutOfMemory(ctx); err != nil && !store.IsPermission(err) {
+		return Summary{}, err
 	}
 	return s, nil
 }
