@@ -35,6 +35,14 @@ func (e *Engine) countOnce() {
 	if err == nil && e.cfg.Target.configured() {
 		e.countTarget(ctx)
 	}
+	// syncd_redis_up and /readyz say alike whether Redis answers: a
+	// damaged shard or an ACL refusal is an answer.
+	switch {
+	case err == nil || errors.Is(err, store.ErrDamaged) || store.IsPermission(err):
+		e.health.report(nil)
+	default:
+		e.health.report(err)
+	}
 	if err == nil || errors.Is(err, store.ErrDamaged) {
 		e.m.items.Store(&c)
 		e.m.RedisUp.Store(1)

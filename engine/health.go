@@ -8,12 +8,12 @@ import (
 )
 
 // health says for /readyz whether Redis answers: the monitor's round
-// trips (the signal syncd_redis_up follows) report to it. The scheduler's
-// own flag (Engine.Ready) cannot say so alone: a claim round blocked on a
-// hung Redis (a SIGSTOPped server, a dead link) returns no error until its
-// read timeouts and go-redis's retries run out, and an outside trial saw
-// /readyz say "ready" for about 21 s, past every lease's end, while
-// syncd_redis_up said 0 after 4.
+// trips and the item counts, the signals syncd_redis_up follows, report
+// to it. The scheduler's own flag (Engine.Ready) cannot say so alone: a
+// claim round blocked on a hung Redis (a SIGSTOPped server, a dead link)
+// returns no error until its read timeouts and go-redis's retries run
+// out, and an outside trial saw /readyz say "ready" for about 21 s, past
+// every lease's end, while syncd_redis_up said 0 after 4.
 //
 // It also says whether Redis refuses writes for lack of memory
 // (maxmemory reached under noeviction): the claims and the registry
@@ -21,8 +21,8 @@ import (
 // and /readyz said "redis unreachable or not claiming yet" (an outside
 // trial).
 //
-// While the monitor runs, Redis is silent while the monitor's last round
-// trip failed (an ACL refusal is an answer), or while none came back
+// While the monitor runs, Redis is silent while the last round trip
+// reported failed (an ACL refusal is an answer), or while none came back
 // within bound (the monitor's period plus its round trip's timeout),
 // which covers a round trip that overruns its own deadline.
 type health struct {
@@ -48,7 +48,7 @@ func (h *health) stop() {
 	h.bound = 0
 }
 
-// report records how the monitor's round trip went: nil, answered.
+// report records how a round trip went: nil, answered.
 func (h *health) report(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
