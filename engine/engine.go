@@ -214,6 +214,11 @@ func (e *Engine) Damaged() []error { return e.damage.list() }
 // operator grants what is missing.
 func (e *Engine) Refused() []string { return e.refusals.causes(opClaim) }
 
+// ReleasesRefused returns what Redis's ACL refuses the releases, one
+// entry per cause, while it does: the syncs go on but none is recorded.
+// Nil while releases go through.
+func (e *Engine) ReleasesRefused() []string { return e.refusals.causes(opRelease) }
+
 // OutOfReach returns, by shard, an error for each shard whose Redis did
 // not answer while the others did (a Cluster master crashed, paused or
 // cut off): its items wait while every other shard goes on, and the

@@ -106,8 +106,10 @@ type ReadyState struct {
 	// Zero while Redis answers.
 	SilentSince time.Time
 	SilentErr   error
-	// Refused is what Redis's ACL refuses the claims (Engine.Refused).
-	Refused []string
+	// Refused is what Redis's ACL refuses the claims (Engine.Refused);
+	// ReleasesRefused, the releases (Engine.ReleasesRefused).
+	Refused         []string
+	ReleasesRefused []string
 	// OutOfMemorySince is when Redis began to refuse the engine's
 	// writes for lack of memory (maxmemory reached under noeviction),
 	// while it does; zero while it takes them.
@@ -119,7 +121,8 @@ type ReadyState struct {
 
 // ReadyState returns what /readyz answers from, now.
 func (e *Engine) ReadyState() ReadyState {
-	s := ReadyState{Ready: e.Ready(), Refused: e.Refused(), Damaged: slices.Concat(e.Damaged(), e.OutOfReach())}
+	s := ReadyState{Ready: e.Ready(), Refused: e.Refused(), ReleasesRefused: e.ReleasesRefused(),
+		Damaged: slices.Concat(e.Damaged(), e.OutOfReach())}
 	s.SilentSince, s.SilentErr = e.health.silent()
 	s.OutOfMemorySince = e.health.outOfMemory()
 	return s
@@ -150,6 +153,13 @@ func Readiness(s ReadyState) (int, string) {
 	if len(s.Refused) > 0 {
 		return http.StatusServiceUnavailable, "not ready: claims refused by Redis ACL: " +
 			printable(strings.Join(s.Refused, ", "), 500) + "; see ACL LOG"
+	}
+	if len(s.ReleasesRefused) > 0 {
+		// Claims go through, so the daemon syncs, but nothing it syncs
+		// is recorded: each item syncs again once its claim expires (an
+		// outside trial read "ready" the while).
+		return http.StatusServiceUnavailable, "not ready: releases refused by Redis ACL: " +
+			printable(strings.Join(s.ReleasesRefused, ", "), 500) + "; syncs are not recorded; see ACL LOG"
 	}
 	if !s.OutOfMemorySince.IsZero() {
 		return http.StatusServiceUnavailable, fmt.Sprintf("not ready: redis refuses writes: out of memory (maxmemory reached) since %s (%v): claims, releases and the daemon registry fail until memory is freed or maxmemory raised",

@@ -238,6 +238,8 @@ func TestReadyzNamesDamagedShards(t *testing.T) {
 		// while syncd_redis_up said 1 (an outside trial).
 		{engine.ReadyState{Refused: []string{"command evalsha", "a key"}, Damaged: []error{damage}}, http.StatusServiceUnavailable,
 			"not ready: claims refused by Redis ACL: command evalsha, a key; see ACL LOG"},
+		{engine.ReadyState{Ready: true, ReleasesRefused: []string{"a command a script calls"}}, http.StatusServiceUnavailable,
+			"not ready: releases refused by Redis ACL: a command a script calls; syncs are not recorded; see ACL LOG"},
 		// Redis silent: said first, with the monitor's error, whatever
 		// the scheduler last saw (a round blocked on a hung Redis
 		// leaves Ready true).

@@ -214,10 +214,19 @@ func TestReleaseRefusalLoggedOnce(t *testing.T) {
 		t.Errorf("%d syncs whose release was refused: logged %d times (want 1 line at error naming what was refused, none at warn):\n%s",
 			len(rec.snapshot()), n, out)
 	}
+	// /readyz says so: it said "ready" while nothing was recorded (a
+	// second outside trial).
+	if code, text := engine.Readiness(e.ReadyState()); code != http.StatusServiceUnavailable ||
+		text != "not ready: releases refused by Redis ACL: a command a script calls; syncs are not recorded; see ACL LOG" {
+		t.Errorf("readiness while releases are refused: %d %q", code, text)
+	}
 	if err := srv.Client(t).Do(context.Background(), "ACL", "SETUSER", "nodel", "+del").Err(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 15*time.Second, "the grant logged", func() bool { return strings.Contains(logs.String(), "redis accepts the releases again") })
+	if code, text := engine.Readiness(e.ReadyState()); code != http.StatusOK {
+		t.Errorf("readiness once releases go through: %d %q", code, text)
+	}
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(l, "redis accepts the releases again") && !regexp.MustCompile(`"refusals":([6-9]|\d\d)`).MatchString(l) {
 			t.Errorf("the grant's line does not count the %d or more refusals: %s", len(ids), l)
