@@ -35,6 +35,13 @@ func (e *Engine) countOnce() {
 	if err == nil && e.cfg.Target.configured() {
 		e.countTarget(ctx)
 	}
+	if err != nil && !errors.Is(err, store.ErrDamaged) && len(e.away.shardList()) > 0 {
+		// A Cluster master out of reach, which the count does not
+		// leave out: the other masters answer, as the monitor, which
+		// leaves it out, says; the gauges keep the last count.
+		e.log.Debug().Err(err).Msg("cannot count the items while shards are out of reach: the syncd_items gauges are stale until they answer")
+		return
+	}
 	// syncd_redis_up and /readyz say alike whether Redis answers: a
 	// damaged shard or an ACL refusal is an answer.
 	switch {

@@ -472,11 +472,16 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 	e.health.start(every + timeout + time.Second)
 	defer e.health.stop()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		if time.Since(registered) >= registryEvery {
+			// Its own deadline: the registry's key may be on a Cluster
+			// master out of reach, and the reads below must not wait
+			// out the tick's time behind it.
 			registered = time.Now()
-			e.register(ctx, false)
+			rctx, rcancel := context.WithTimeout(context.Background(), timeout)
+			e.register(rctx, false)
+			rcancel()
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		// Shards out of reach (a Cluster master that does not answer) are
 		// left out, as the scheduler leaves them out of its reads: each
 		// read of them would wait out the timeout, and the gauges of the
@@ -494,6 +499,12 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 			e.checkDeployment(ctx)
 		}
 		late := ctx.Err()
+		if len(away) > 0 {
+			// The deployment check may have waited on a master out of
+			// reach: that is no silence of Redis's, whose other masters
+			// answered the reads.
+			late = nil
+		}
 		cancel()
 		// Said once when the gauges stop updating, once when they resume;
 		// an ACL refusal once per cause (see refusals).

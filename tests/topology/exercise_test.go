@@ -45,7 +45,11 @@ func exercise(ctx context.Context, cfg store.Config, opt exerciseOpts) (err erro
 	cfg.Logger = logs.logger(zerolog.WarnLevel)
 	defer func() {
 		if err != nil {
-			if w := append(logs.lines(`"level":"error"`), logs.lines(`"level":"warn"`)...); len(w) > 0 {
+			// A refusal's line first, where there is one: another error
+			// (the poison item's quarantine) may come before it.
+			w := append(logs.lines("NOPERM"), logs.lines("can't run this command")...)
+			w = append(w, logs.lines(`"level":"error"`)...)
+			if w = append(w, logs.lines(`"level":"warn"`)...); len(w) > 0 {
 				err = fmt.Errorf("%w\nfirst error or warning: %s", err, w[0])
 			}
 		}
