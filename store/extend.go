@@ -23,6 +23,14 @@ const (
 type ExtendRequest struct {
 	Key   string // Keys.Record or Keys.Lock
 	Token Token
+	// Due and ID, for an item lease (Key a Keys.Record): the item's
+	// shard's Keys.Due and the item. When the record is extended, the
+	// item's due score moves to the new lease end, as a claim set it,
+	// never back and only if the item is still there: else an item in
+	// flight longer than one ttl reads as due. Empty for a standalone
+	// lock, which has no due entry.
+	Due string
+	ID  string
 }
 
 // ExtendResult is the outcome for one request.
@@ -32,28 +40,43 @@ type ExtendResult struct {
 }
 
 // Extend compares the token of each record and, when it matches, sets its
-// heartbeat time and expiry (and state, unless 0). Requests are grouped by
-// hash slot, one script call per group, all pipelined in one round trip.
+// heartbeat time and expiry (and state, unless 0), and moves the due
+// score of an item lease (ExtendRequest.Due) to the new expiry. Requests
+// are grouped by hash slot and due key, one script call per group, all
+// pipelined in one round trip.
 func (s *Store) Extend(ctx context.Context, ttl time.Duration, state State, reqs []ExtendRequest) ([]ExtendResult, error) {
 	groups := map[string]*extendGroup{}
 	var order []string
 	for i, r := range reqs {
 		tag := hashTag(r.Key)
-		g := groups[tag]
+		if r.Due != "" && hashTag(r.Due) != tag {
+			return nil, fmt.Errorf("store: extend %q: due key %q is in another slot", r.Key, r.Due)
+		}
+		group := tag + "\x00" + r.Due
+		g := groups[group]
 		if g == nil {
-			g = &extendGroup{args: []any{ttl.Milliseconds(), int(state)}}
-			groups[tag] = g
-			order = append(order, tag)
+			g = &extendGroup{due: r.Due, args: []any{ttl.Milliseconds(), int(state)}}
+			groups[group] = g
+			order = append(order, group)
 		}
 		g.keys = append(g.keys, r.Key)
-		g.args = append(g.args, string(r.Token[:]))
+		if r.Due != "" {
+			g.args = append(g.args, string(r.Token[:])+r.ID) // extend.lua: the ID follows the token
+		} else {
+			g.args = append(g.args, string(r.Token[:]))
+		}
 		g.idx = append(g.idx, i)
+	}
+	for _, g := range groups {
+		if g.due != "" {
+			g.keys = append(g.keys, g.due) // KEYS[n+1]
+		}
 	}
 	out := make([]ExtendResult, len(reqs))
 	replies := make([]any, len(order))
 	var err error
 	if len(order) == 1 {
-		// One slot (one lock, or one shard's leases): one script call,
+		// One group (one lock, or one shard's leases): one script call,
 		// through the auto-pipeliner when it is on.
 		g := groups[order[0]]
 		replies[0], err = s.runHot(ctx, scriptExtend, g.keys, g.args...)
@@ -65,7 +88,7 @@ func (s *Store) Extend(ctx context.Context, ttl time.Duration, state State, reqs
 	}
 	for i, tag := range order {
 		g := groups[tag]
-		v, err := ints(replies[i], 2*len(g.keys))
+		v, err := ints(replies[i], 2*len(g.idx))
 		if err != nil {
 			return nil, err
 		}
@@ -76,8 +99,10 @@ func (s *Store) Extend(ctx context.Context, ttl time.Duration, state State, reqs
 	return out, nil
 }
 
-// extendGroup is the requests of one hash slot: one extend.lua call.
+// extendGroup is the requests of one hash slot and due key: one
+// extend.lua call.
 type extendGroup struct {
+	due  string // the due key of item leases, "" for locks
 	keys []string
 	args []any
 	idx  []int // into the requests

@@ -106,7 +106,7 @@ var (
 		"is_record", "token_of", "fence_of", "attempt_of", "num", "meta_of", "meta_get", "is_inf", "due_ms",
 		"epoch_at", "claim_gate", "held", "fence_refused", "claim_clock", "claim_one", "take", "claim_named")
 	scriptExtend = loadScript("extend", "now", "be8", "unbe", "patch", "wrongtype", "get_rec",
-		"token_of", "fence_of")
+		"token_of", "fence_of", "num", "send")
 	scriptRelease = loadScript("release", "now", "be8", "be4", "unbe", "wrongtype", "get_rec", "token_of", "fence_of", "enc",
 		"attempt_of", "num", "send", "meta_of", "meta_get", "meta_value", "meta_set")
 	scriptAdd     = loadScript("add", "now")

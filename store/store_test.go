@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -294,6 +295,80 @@ func TestExtendAndExpiry(t *testing.T) {
 		if picked["e1"] != store.ClaimOK {
 			t.Errorf("pick after expiry = %v, want e1 claimed", picked)
 		}
+	})
+}
+
+// An extend of an item lease holds the item in its due index until the
+// new lease end, as the claim did: past the first ttl an item in flight
+// must not read as due. It never moves a score back, nor adds an item
+// that is gone, nor moves one whose record is missing or another's.
+func TestExtendMovesDueScore(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{Shards: 1})
+		rdb, k := s.Client(), s.Keys()
+		s.Add(ctx, "x", "y", "q", "gone")
+		recs := map[string]*store.Record{}
+		for _, id := range []string{"x", "q", "gone"} {
+			recs[id] = record("w")
+			if res := claim(t, s, recs[id], time.Second, id)[0]; res.Code != store.ClaimOK {
+				t.Fatalf("claim %s = %+v", id, res)
+			}
+		}
+		req := func(id string, tok store.Token) store.ExtendRequest {
+			return store.ExtendRequest{Key: k.Record(0, id), Token: tok, Due: k.Due(0), ID: id}
+		}
+		extend := func(ttl time.Duration, want store.ExtendCode, r store.ExtendRequest) {
+			t.Helper()
+			res, err := s.Extend(ctx, ttl, 0, []store.ExtendRequest{r})
+			if err != nil || res[0].Code != want {
+				t.Fatalf("extend %s = %+v, %v; want code %d", r.ID, res, err, want)
+			}
+		}
+		score := func(id string) float64 {
+			t.Helper()
+			v, err := rdb.ZScore(ctx, k.Due(0), id).Result()
+			if err != nil {
+				t.Fatalf("score of %s: %v", id, err)
+			}
+			return v
+		}
+		redisMs := func() float64 { return float64(rdb.Time(ctx).Val().UnixMilli()) }
+
+		yDue := score("y")
+		before := redisMs()
+		extend(time.Minute, store.ExtendOK, req("x", recs["x"].Token))
+		after := redisMs()
+		held := score("x")
+		if held < before+60000 || held > after+60000 {
+			t.Fatalf("x due at %.0f after a 1 min extend in [%.0f, %.0f], want now + 1 min", held, before, after)
+		}
+		extend(2*time.Minute, store.ExtendMissing, req("y", store.NewToken()))
+		extend(2*time.Minute, store.ExtendOther, req("x", store.NewToken()))
+		if got := score("y"); got != yDue {
+			t.Errorf("y, not claimed, due at %.0f after an extend, want %.0f", got, yDue)
+		}
+		if got := score("x"); got != held {
+			t.Errorf("x due at %.0f after another owner's extend, want %.0f", got, held)
+		}
+		extend(time.Second, store.ExtendOK, req("x", recs["x"].Token)) // a shorter ttl: never back
+		if got := score("x"); got != held {
+			t.Errorf("x due at %.0f after a 1 s extend, want %.0f (never moved back)", got, held)
+		}
+		rdb.ZAdd(ctx, k.Due(0), redis.Z{Score: math.Inf(1), Member: "q"})
+		extend(time.Minute, store.ExtendOK, req("q", recs["q"].Token))
+		if got := score("q"); !math.IsInf(got, 1) {
+			t.Errorf("quarantined q due at %v after an extend, want +inf", got)
+		}
+		rdb.ZRem(ctx, k.Due(0), "gone") // removed while in flight
+		extend(time.Minute, store.ExtendOK, req("gone", recs["gone"].Token))
+		if err := rdb.ZScore(ctx, k.Due(0), "gone").Err(); err != redis.Nil {
+			t.Errorf("gone, removed in flight, in the due index after an extend: %v", err)
+		}
+		// A due key made by hand of another type fails no heartbeat.
+		rdb.Del(ctx, k.Due(0))
+		rdb.Set(ctx, k.Due(0), "planted", 0)
+		extend(time.Minute, store.ExtendOK, req("x", recs["x"].Token))
 	})
 }
 
