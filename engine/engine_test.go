@@ -504,3 +504,54 @@ func TestSinkLeaseEndedHandsBack(t *testing.T) {
 		t.Errorf("attempts %v, want [1 1]: the stopped sync is not counted", attempts)
 	}
 }
+
+// An item in flight longer than one ttl is not due: the heartbeat holds
+// it in the due index until its lease's new end, as the claim did. With
+// every worker busy no claim round runs to move it, and status and the
+// metrics read a false backlog ("4 due, 4 in flight").
+func TestInFlightPastTTLNotDue(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 1)
+	ctx := context.Background()
+	st.Add(ctx, "a", "b")
+	var ended atomic.Bool // set by a sync before it returns
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		defer ended.Store(true)
+		select {
+		case <-time.After(3 * time.Second): // three ttls
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}}
+	// Claim-ahead is off: its claim rounds would move the items out of
+	// the due range (store's held) and hide the heartbeat's part.
+	e := newEngine(t, st, rec, engine.Config{Workers: 2, Poll: 10 * time.Millisecond, Interval: time.Hour,
+		ClaimAhead: engine.ClaimAheadOff, Ownership: ownership.Config{TTL: time.Second}})
+	e.Start(ctx)
+	waitFor(t, 5*time.Second, "both syncs to start", func() bool { return e.Metrics().InFlight.Load() == 2 })
+	start, reads := time.Now(), 0
+	for {
+		c, err := st.Counts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ended.Load() { // the read may have seen a release
+			break
+		}
+		reads++
+		if c.Due != 0 || c.OldestDue != store.NoDue {
+			t.Fatalf("%v into the syncs (ttl 1s): %d due, oldest due at %d; want none due while both are in flight",
+				time.Since(start).Round(time.Millisecond), c.Due, c.OldestDue)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Fatalf("a sync ended %v in, before it was past its first ttl", took)
+	}
+	t.Logf("%d reads, none due", reads)
+	if err := e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

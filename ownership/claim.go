@@ -342,8 +342,9 @@ func (m *Manager) settle(ctx context.Context, c *claim) error {
 // After a lost reply, recover reads back what the reply carried.
 func (m *Manager) confirm(ctx context.Context, c *claim) error {
 	reqs := make([]store.ExtendRequest, len(c.won))
+	due := m.st.Keys().Due(c.shard) // held until the extended lease ends, as the heartbeat holds it
 	for i, r := range c.won {
-		reqs[i] = store.ExtendRequest{Key: m.st.Keys().Record(c.shard, r.ID), Token: c.tok}
+		reqs[i] = store.ExtendRequest{Key: m.st.Keys().Record(c.shard, r.ID), Token: c.tok, Due: due, ID: r.ID}
 	}
 	sent := time.Now()
 	res, err := m.st.Extend(ctx, m.cfg.TTL, store.StateSyncing, reqs)

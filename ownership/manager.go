@@ -272,7 +272,10 @@ func (m *Manager) handBack(won []store.ItemClaim, tok store.Token, shard int) {
 func (m *Manager) extend(ctx context.Context, leases []*Lease) []error {
 	reqs := make([]store.ExtendRequest, len(leases))
 	for i, l := range leases {
-		reqs[i] = store.ExtendRequest{Key: l.key, Token: l.token}
+		// Due and ID: the extend holds the item in its due index until the
+		// new lease end, as the claim did; else, past one ttl, an item in
+		// flight reads as due (status, metrics) while no claim round runs.
+		reqs[i] = store.ExtendRequest{Key: l.key, Token: l.token, Due: m.st.Keys().Due(l.shard), ID: l.id}
 	}
 	errs := make([]error, len(leases))
 	res, err := m.st.Extend(ctx, m.cfg.TTL, 0, reqs)
