@@ -16,9 +16,11 @@
 // Data per item:
 //
 //	due ZSET   score = when the item is due (ms, Redis clock); a claimed
-//	           item's score is its lease expiry, so it leaves the due range
-//	           and comes back by itself if its owner dies; +inf means
-//	           quarantined. Read back clamped to ±MaxDue; NoDue is "none".
+//	           item's score is its lease expiry, set by the claim and moved
+//	           on by each extend of the lease, so it stays out of the due
+//	           range while held and comes back by itself if its owner
+//	           dies; +inf means quarantined. Read back clamped to ±MaxDue;
+//	           NoDue is "none".
 //	meta HASH  fence, lastSync and attempts, 14 bytes, 17 from 256
 //	           attempts (meta.go); any other length reads as zeros.
 //	err HASH   the last error, while the item is failing or quarantined.
