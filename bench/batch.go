@@ -326,7 +326,8 @@ func runExtends(ctx context.Context, srv *Server, n, perShard int, mixed bool, w
 	reqsByShard := make([][]store.ExtendRequest, len(ids))
 	for sh, shIDs := range ids {
 		for _, id := range shIDs {
-			reqsByShard[sh] = append(reqsByShard[sh], store.ExtendRequest{Key: st.Keys().Record(sh, id), Token: tok})
+			// Due and ID, as ownership's heartbeat sends them.
+			reqsByShard[sh] = append(reqsByShard[sh], store.ExtendRequest{Key: st.Keys().Record(sh, id), Token: tok, Due: st.Keys().Due(sh), ID: id})
 		}
 	}
 	r := runLoop(ctx, srv, []*Counter{cnt}, BatchGoroutines, warm, dur, func(g int) opFunc {

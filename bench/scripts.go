@@ -303,7 +303,8 @@ func scriptCostsOnce(ctx context.Context, srv *Server, repoDir string, calls int
 			if err := measure(fmt.Sprintf("extend.lua, %s (Store.Extend)", plural(n, "key")), "evalsha", n, calls, func(i int) error {
 				reqs := make([]store.ExtendRequest, n)
 				for j, id := range held[i].ids {
-					reqs[j] = store.ExtendRequest{Key: st.Keys().Record(held[i].shard, id), Token: rec.Token}
+					sh := held[i].shard // Due and ID, as ownership's heartbeat sends them
+					reqs[j] = store.ExtendRequest{Key: st.Keys().Record(sh, id), Token: rec.Token, Due: st.Keys().Due(sh), ID: id}
 				}
 				_, err := st.Extend(ctx, LockTTL, 0, reqs)
 				return err

@@ -15,6 +15,9 @@
 //     in any deployment past 512 items a shard), 70 rounds to warm up,
 //     then 100 rounds of ClaimPick of 32 + Release of those 32 as synced;
 //     the operation is one item claimed and released.
+//   - extend: 32 items of that shard claimed, then 100 Store.Extend calls
+//     of all 32 leases with their due key, as ownership's heartbeat
+//     sends them; the operation is one lease extended.
 //   - lock: Store.Lock + Store.Unlock of 50 names in turn, 500 cycles; the
 //     operation is one cycle.
 //   - lock1: the same through a Store with auto-pipelining, whose
@@ -70,7 +73,7 @@ func main() {
 	for _, w := range []struct {
 		name string
 		ops  int // operations the measured rounds make
-	}{{"pick", 100 * 32}, {"lock", 500}, {"lock1", 500}, {"redislock", 500}, {"floor", 500}, {"lockb", lockbGoroutines * lockbCycles}} {
+	}{{"pick", 100 * 32}, {"extend", 100 * 32}, {"lock", 500}, {"lock1", 500}, {"redislock", 500}, {"floor", 500}, {"lockb", lockbGoroutines * lockbCycles}} {
 		if *only != "" && !slices.Contains(strings.Split(*only, ","), w.name) {
 			continue
 		}
@@ -85,7 +88,8 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Printf("%-9s %8.1fk Redis instructions per %s\n", w.name, float64(with-base)/float64(w.ops)/1000,
-			map[string]string{"pick": "item claimed and released (pick 32 + release 32)", "lock": "lock cycle (lock + unlock)",
+			map[string]string{"pick": "item claimed and released (pick 32 + release 32)",
+				"extend": "item lease extended (32 per call, as ownership's heartbeat)", "lock": "lock cycle (lock + unlock)",
 				"lock1": "lock cycle, auto-pipelined Store, one at a time", "redislock": "bsm/redislock cycle (Obtain + Release)",
 				"floor": "fenced floor cycle (bench.FloorCycle)",
 				"lockb": "lock cycle, 32 goroutines batched"}[w.name])
@@ -214,6 +218,9 @@ func run(ctx context.Context, addr, workload string, measured bool) error {
 	if _, err := st.Add(ctx, ids...); err != nil {
 		return err
 	}
+	if workload == "extend" {
+		return runExtend(ctx, st, measured)
+	}
 	rounds, warm := 0, 0
 	switch {
 	case workload == "pick":
@@ -247,6 +254,36 @@ func run(ctx context.Context, addr, workload string, measured bool) error {
 		out, err := st.Release(ctx, 0, reqs)
 		if err != nil || out[0].Code != store.Released {
 			return fmt.Errorf("release: %v %v", out, err)
+		}
+	}
+	return nil
+}
+
+// runExtend is the extend workload: 32 items of shard 0 claimed, then
+// (measured) 100 heartbeats of all 32 leases, each one Store.Extend call
+// with the due key, as ownership's heartbeat sends it.
+func runExtend(ctx context.Context, st *store.Store, measured bool) error {
+	tok := store.NewToken()
+	recs := make([]*store.Record, 32)
+	for i := range recs {
+		recs[i] = rec(tok, i)
+	}
+	res, err := st.ClaimPick(ctx, store.ClaimPickParams{Shard: 0, Records: recs, TTL: 30 * time.Second})
+	if err != nil || len(res.Items) != 32 {
+		return fmt.Errorf("pick: %v %v", res, err)
+	}
+	reqs := make([]store.ExtendRequest, 32)
+	for i, it := range res.Items {
+		reqs[i] = store.ExtendRequest{Key: st.Keys().Record(0, it.ID), Token: tok, Due: st.Keys().Due(0), ID: it.ID}
+	}
+	rounds := 1 // loads the script
+	if measured {
+		rounds += 100
+	}
+	for range rounds {
+		out, err := st.Extend(ctx, 30*time.Second, 0, reqs)
+		if err != nil || out[0].Code != store.ExtendOK {
+			return fmt.Errorf("extend: %v %v", out, err)
 		}
 	}
 	return nil
