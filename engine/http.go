@@ -143,8 +143,7 @@ func (e *Engine) ReadyState() ReadyState {
 // (Engine.OutOfReach) too.
 func Readiness(s ReadyState) (int, string) {
 	if !s.SilentSince.IsZero() {
-		text := fmt.Sprintf("not ready: redis not answering since %s (%v)", s.SilentSince.UTC().Format(time.RFC3339Nano),
-			time.Since(s.SilentSince).Round(100*time.Millisecond))
+		text := "not ready: redis not answering since " + since(s.SilentSince)
 		if s.SilentErr != nil {
 			text += ": " + printable(s.SilentErr.Error(), 500)
 		}
@@ -162,8 +161,8 @@ func Readiness(s ReadyState) (int, string) {
 			printable(strings.Join(s.ReleasesRefused, ", "), 500) + "; syncs are not recorded; see ACL LOG"
 	}
 	if !s.OutOfMemorySince.IsZero() {
-		return http.StatusServiceUnavailable, fmt.Sprintf("not ready: redis refuses writes: out of memory (maxmemory reached) since %s (%v): claims, releases and the daemon registry fail until memory is freed or maxmemory raised",
-			s.OutOfMemorySince.UTC().Format(time.RFC3339Nano), time.Since(s.OutOfMemorySince).Round(100*time.Millisecond))
+		return http.StatusServiceUnavailable, "not ready: redis refuses writes: out of memory (maxmemory reached) since " +
+			since(s.OutOfMemorySince) + ": claims, releases and the daemon registry fail until memory is freed or maxmemory raised"
 	}
 	if !s.Ready {
 		return http.StatusServiceUnavailable, "not ready: redis unreachable or not claiming yet"
@@ -177,6 +176,12 @@ func Readiness(s ReadyState) (int, string) {
 		lines[i] = "degraded: " + printable(strings.TrimPrefix(err.Error(), "store: "), 500)
 	}
 	return http.StatusServiceUnavailable, strings.Join(lines, "\n")
+}
+
+// since is t and how long ago it was, as /readyz says them:
+// "2025-03-01T12:00:00Z (3.2s)".
+func since(t time.Time) string {
+	return fmt.Sprintf("%s (%v)", t.UTC().Format(time.RFC3339Nano), time.Since(t).Round(100*time.Millisecond))
 }
 
 // printable cuts s to n runes and escapes, as Go strings do, what a

@@ -149,19 +149,14 @@ func (e *Engine) schedule(src source) {
 		switch {
 		case ctx.Err() != nil:
 			return
-		case store.IsPermission(err):
-			// Logged where it was refused (claimRefused).
-			e.ready.Store(false)
-			if src.refusalEnds() {
-				continue // finished now
-			}
-			if !e.sleep(errWait) {
-				return
-			}
-			errWait = min(2*errWait, 5*time.Second)
 		case err != nil:
 			e.ready.Store(false)
-			e.log.Warn().Err(err).Int64("retry_in_ms", errWait.Milliseconds()).Msg("claim round failed")
+			switch {
+			case !store.IsPermission(err):
+				e.log.Warn().Err(err).Int64("retry_in_ms", errWait.Milliseconds()).Msg("claim round failed")
+			case src.refusalEnds():
+				continue // finished now; logged where it was refused (claimRefused)
+			}
 			if !e.sleep(errWait) {
 				return
 			}
