@@ -287,6 +287,19 @@ func TestCountedDamageOnEmptyShard(t *testing.T) {
 	}
 }
 
+// quarantinedIn returns n quarantined members (score +inf) of a due
+// index whose ids, made by format from 0 on, hash to shard: its own
+// items there, or copies planted in another shard's.
+func quarantinedIn(st *store.Store, shard, n int, format string) []redis.Z {
+	var out []redis.Z
+	for i := 0; len(out) < n; i++ {
+		if id := fmt.Sprintf(format, i); st.Keys().Shard(id) == shard {
+			out = append(out, redis.Z{Score: math.Inf(1), Member: id})
+		}
+	}
+	return out
+}
+
 // batchOnce runs one batch over st syncing into rec and returns
 // its report; the run must end by itself within 10 s.
 func batchOnce(t *testing.T, st *store.Store, rec *recorder) *engine.Report {
@@ -334,12 +347,7 @@ func TestBatchWrongShardBehindQuarantined(t *testing.T) {
 		st.Add(ctx, ids...)
 		other := 1 - st.Keys().Shard("fine-1")
 		// 150 quarantined items of that shard, sorting before the copy.
-		var quar []redis.Z
-		for i := 0; len(quar) < 150; i++ {
-			if id := fmt.Sprintf("a-%04d", i); st.Keys().Shard(id) == other {
-				quar = append(quar, redis.Z{Score: math.Inf(1), Member: id})
-			}
-		}
+		quar := quarantinedIn(st, other, 150, "a-%04d")
 		st.Client().ZAdd(ctx, st.Keys().Due(other), append(quar, redis.Z{Score: 0, Member: "fine-1"})...)
 		rep := batchOnce(t, st, &recorder{})
 		want := []store.ShardItem{{ID: "fine-1", Shard: other}}
@@ -349,12 +357,7 @@ func TestBatchWrongShardBehindQuarantined(t *testing.T) {
 		}
 		// More copies than the report lists: all counted, 100 listed
 		// (the report said 100 of 319, an outside trial).
-		var copies []redis.Z
-		for i := 0; len(copies) < 150; i++ {
-			if id := fmt.Sprintf("copy-%04d", i); st.Keys().Shard(id) != other {
-				copies = append(copies, redis.Z{Score: math.Inf(1), Member: id})
-			}
-		}
+		copies := quarantinedIn(st, 1-other, 150, "copy-%04d")
 		st.Client().ZAdd(ctx, st.Keys().Due(other), copies...)
 		rep = batchOnce(t, st, &recorder{})
 		if rep.WrongShardCount != 1+len(copies) || len(rep.WrongShard) != 100 || rep.OK() {

@@ -238,14 +238,9 @@ func run(ctx context.Context, addr, workload string, measured bool) error {
 			}
 			continue
 		}
-		tok := store.NewToken()
-		recs := make([]*store.Record, 32)
-		for i := range recs {
-			recs[i] = rec(tok, i)
-		}
-		res, err := st.ClaimPick(ctx, store.ClaimPickParams{Shard: 0, Records: recs, TTL: 30 * time.Second})
-		if err != nil || len(res.Items) != 32 {
-			return fmt.Errorf("pick: %v %v", res, err)
+		tok, res, err := pick32(ctx, st)
+		if err != nil {
+			return err
 		}
 		reqs := make([]store.ReleaseRequest, 32)
 		for i, it := range res.Items {
@@ -259,10 +254,9 @@ func run(ctx context.Context, addr, workload string, measured bool) error {
 	return nil
 }
 
-// runExtend is the extend workload: 32 items of shard 0 claimed, then
-// (measured) 100 heartbeats of all 32 leases, each one Store.Extend call
-// with the due key, as ownership's heartbeat sends it.
-func runExtend(ctx context.Context, st *store.Store, measured bool) error {
+// pick32 claims 32 items of shard 0 with one ClaimPick, all under one
+// token, which it returns with the claim.
+func pick32(ctx context.Context, st *store.Store) (store.Token, *store.ClaimPickResult, error) {
 	tok := store.NewToken()
 	recs := make([]*store.Record, 32)
 	for i := range recs {
@@ -270,7 +264,18 @@ func runExtend(ctx context.Context, st *store.Store, measured bool) error {
 	}
 	res, err := st.ClaimPick(ctx, store.ClaimPickParams{Shard: 0, Records: recs, TTL: 30 * time.Second})
 	if err != nil || len(res.Items) != 32 {
-		return fmt.Errorf("pick: %v %v", res, err)
+		return tok, nil, fmt.Errorf("pick: %v %v", res, err)
+	}
+	return tok, res, nil
+}
+
+// runExtend is the extend workload: 32 items of shard 0 claimed, then
+// (measured) 100 heartbeats of all 32 leases, each one Store.Extend call
+// with the due key, as ownership's heartbeat sends it.
+func runExtend(ctx context.Context, st *store.Store, measured bool) error {
+	tok, res, err := pick32(ctx, st)
+	if err != nil {
+		return err
 	}
 	reqs := make([]store.ExtendRequest, 32)
 	for i, it := range res.Items {
