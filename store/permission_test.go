@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -115,5 +116,79 @@ func TestPermissionRefused(t *testing.T) {
 				t.Errorf("%s: Refused() of %q = %q, want %q", tt.name, pe, got, tt.want)
 			}
 		}
+	}
+}
+
+// A release that Redis refuses part-way (an ACL without DEL) records
+// nothing: the DEL goes before the outcome. Before, the synced item's
+// lastSync and due time and the failed item's attempt and error were
+// written, then DEL was refused with the claims still held, and a retry
+// counted the failure a second time.
+func TestReleaseRefusedRecordsNothing(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	ctx := t.Context()
+	admin := srv.Client(t)
+	setUser := func(args ...any) {
+		t.Helper()
+		if err := admin.Do(ctx, append([]any{"ACL", "SETUSER", "rel"}, args...)...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setUser("on", ">pw", "~*", "&*", "+@all")
+	s := open(t, store.Config{Addrs: []string{srv.Addr()}, Username: "rel", Password: "pw", Shards: 1})
+	if _, err := s.Add(ctx, "ok", "bad"); err != nil {
+		t.Fatal(err)
+	}
+	rec := record("h")
+	claims := claim(t, s, rec, time.Minute, "ok", "bad")
+	for _, c := range claims {
+		if c.Code != store.ClaimOK {
+			t.Fatalf("claim = %+v", c)
+		}
+	}
+	before := map[string]store.ItemDetail{}
+	for _, id := range []string{"ok", "bad"} {
+		d, err := s.Item(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[id] = d
+	}
+	reqs := []store.ReleaseRequest{
+		{ID: "ok", Token: rec.Token, Kind: store.ReleaseSynced, Delay: time.Hour},
+		{ID: "bad", Token: rec.Token, Kind: store.ReleaseFailed, Delay: time.Hour, Error: "boom"},
+	}
+	setUser("-del")
+	if _, err := s.Release(ctx, 0, reqs); !store.IsPermission(err) {
+		t.Fatalf("Release without DEL: %v, want a refusal", err)
+	}
+	for _, id := range []string{"ok", "bad"} {
+		d, err := s.Item(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := before[id]
+		if d.Due != b.Due || d.Attempts != b.Attempts || !d.LastSync.Equal(b.LastSync) || len(d.Errors) != len(b.Errors) || d.LeaseLeft == 0 {
+			t.Errorf("%s after a refused release: due %d, attempts %d, lastSync %v, %d errors, lease %v; before: due %d, attempts %d, lastSync %v, %d errors",
+				id, d.Due, d.Attempts, d.LastSync, len(d.Errors), d.LeaseLeft, b.Due, b.Attempts, b.LastSync, len(b.Errors))
+		}
+	}
+	setUser("+del")
+	res, err := s.Release(ctx, 0, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Code != store.Released {
+			t.Errorf("%s: retried release = %+v, want released", reqs[i].ID, r)
+		}
+	}
+	d, err := s.Item(ctx, "bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Attempts != 1 || len(d.Errors) != 1 {
+		t.Errorf("the failed item after a refused release and its retry: %d attempts, %d errors logged, want 1 and 1", d.Attempts, len(d.Errors))
 	}
 }

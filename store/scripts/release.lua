@@ -61,24 +61,41 @@ local synced = string.sub(be8(nowms), 3) .. '\0'
 -- of another type counts as set; each HGET then reads it as unset.
 local triggered = redis.pcall('HLEN', KEYS[4])
 triggered = type(triggered) ~= 'number' or triggered > 0
--- The records released go in one DEL, and the synced items' due scores
--- in one ZADD and their meta values in one HSET, after the loop: per
--- synced item only its GET is a command of its own. gone: the records released
--- so far, so an item named twice in one call is released once, as when
--- each DEL was sent at once.
-local del, gone = {'DEL'}, {}
-local zadd, okids, okmeta, okretry = {'ZADD', KEYS[1], 'XX', 'CH'}, {}, {}, {}
+-- The records released go in one DEL, before anything is recorded, and
+-- the synced items' due scores in one ZADD and their meta values in one
+-- HSET, after the loop: per synced item only its GET is a command of its
+-- own. gone: the records released so far, so an item named twice in one
+-- call is released once, as when each DEL was sent at once. held: each
+-- released item's record.
+local del, gone, held = {'DEL'}, {}, {}
 for i = 1, n do
-  local j = 5 * i - 3
-  local id, tok, kind, msg = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 4]
   local rk = KEYS[5 + i]
   local cur = not gone[rk] and get_rec(rk)
   local code = 0
-  if cur and token_of(cur) == tok then
+  if cur and token_of(cur) == ARGV[5 * i - 2] then
     code = 1
     any = true
     gone[rk] = true
     del[#del + 1] = rk
+    held[i] = cur
+  elseif cur then
+    code = -1
+  end
+  out[#out + 1] = code
+  out[#out + 1] = nowms
+end
+-- The DEL goes first: one refused (an ACL without DEL) then leaves all as
+-- it was, where the outcome used to be recorded with the claim still held
+-- (so a retried release counted a failure twice). A command refused after
+-- it leaves the item released with its outcome unrecorded, as a daemon
+-- killed after the sync does: due again when the claim would have ended.
+if any then send(del, 1) end
+local zadd, okids, okmeta, okretry = {'ZADD', KEYS[1], 'XX', 'CH'}, {}, {}, {}
+for i = 1, n do
+  local cur = held[i]
+  if cur then
+    local j = 5 * i - 3
+    local id, kind, msg = ARGV[j], ARGV[j + 2], ARGV[j + 4]
     -- again: the boost of a trigger while in flight, nil if none (or the
     -- key is of another type); a value trigger.lua did not write reads
     -- as 0, at most MaxTriggerBoost.
@@ -131,11 +148,7 @@ for i = 1, n do
         redis.call('ZADD', KEYS[1], value, id)
       end
     end
-  elseif cur then
-    code = -1
   end
-  out[#out + 1] = code
-  out[#out + 1] = nowms
 end
 -- The synced items: ZADD XX CH changed every one, or some are gone from
 -- the index (removed: nothing is recorded) or, rarely, kept the same
@@ -153,7 +166,6 @@ if #okids > 0 then
   if #hset > 2 then send(hset, 2) end
 end
 if any then
-  send(del, 1)
   -- The receipt: now, then each item's code. A key of another type
   -- (made by hand) is replaced: it only remembers.
   local codes = {num(nowms)}
