@@ -192,3 +192,47 @@ func TestReleaseRefusedRecordsNothing(t *testing.T) {
 		t.Errorf("the failed item after a refused release and its retry: %d attempts, %d errors logged, want 1 and 1", d.Attempts, len(d.Errors))
 	}
 }
+
+// serverError is an error reply of Redis's, as go-redis returns one.
+type serverError string
+
+func (e serverError) Error() string { return string(e) }
+func (serverError) RedisError()     {}
+
+// Redis 7.2 and later, and Valkey, word a script's refusals as "ACL
+// failure in script: " and a command's NOPERM text (redis's script.c and
+// acl.c getAclErrorMessage; this machine's Redis is 7.0, so the replies
+// are written out). IsPermission missed them: a revoked grant then read
+// as a failed call, retried, and /readyz never named it.
+func TestPermissionRedis72(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, reply, text, refused string
+	}{
+		{"command", "ERR ACL failure in script: User syncd has no permissions to run the 'del' command script: 0123456789abcdef0123456789abcdef01234567, on @user_script:142.",
+			"ERR ACL failure in script: User syncd has no permissions to run the 'del' command", "command del"},
+		{"key", "ERR ACL failure in script: No permissions to access a key script: 0123456789abcdef0123456789abcdef01234567, on @user_script:9.",
+			"ERR ACL failure in script: No permissions to access a key", "a key a script names"},
+		{"valkey", "ERR ACL failure in script: User syncd has no permissions to run the 'zadd' command",
+			"ERR ACL failure in script: User syncd has no permissions to run the 'zadd' command", "command zadd"},
+	} {
+		err := fmt.Errorf("store: release shard 3: %w", serverError(tt.reply))
+		if !store.IsPermission(err) {
+			t.Errorf("%s: IsPermission(%q) = false", tt.name, tt.reply)
+			continue
+		}
+		var pe *store.PermissionError
+		if !errors.As(store.Permission(err), &pe) {
+			t.Fatalf("%s: Permission made no *PermissionError", tt.name)
+		}
+		if got, want := pe.Error(), "store: release shard 3: "+tt.text; got != want {
+			t.Errorf("%s: Error() = %q, want %q", tt.name, got, want)
+		}
+		if got := pe.Refused(); got != tt.refused {
+			t.Errorf("%s: Refused() = %q, want %q", tt.name, got, tt.refused)
+		}
+	}
+	if other := fmt.Errorf("store: claim: %w", serverError("ERR Error running script (call to f_x): @user_script:1: ERR failure in something")); store.IsPermission(other) {
+		t.Errorf("IsPermission(%v) = true", other)
+	}
+}
