@@ -169,20 +169,20 @@ func newClient(c Config) redis.UniversalClient {
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: c.Addrs, Username: c.Username, Password: c.Password, TLSConfig: c.TLS,
 			DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
-			PoolSize: c.PoolSize, ClusterStateReloadInterval: c.ClusterReload, ContextTimeoutEnabled: true,
+			PoolSize: c.PoolSize, ClusterStateReloadInterval: c.ClusterReload, ContextTimeoutEnabled: true, DisableIdentity: true,
 		})
 	case c.MasterName != "":
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: c.MasterName, SentinelAddrs: c.Addrs, SentinelPassword: c.SentinelPassword,
 			Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: c.TLS,
 			DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
-			PoolSize: c.PoolSize, ContextTimeoutEnabled: true,
+			PoolSize: c.PoolSize, ContextTimeoutEnabled: true, DisableIdentity: true,
 		})
 	}
 	return redis.NewClient(&redis.Options{
 		Addr: c.Addrs[0], Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: c.TLS,
 		DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
-		PoolSize: c.PoolSize, ContextTimeoutEnabled: true,
+		PoolSize: c.PoolSize, ContextTimeoutEnabled: true, DisableIdentity: true,
 	})
 }
 

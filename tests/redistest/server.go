@@ -368,6 +368,20 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 	return c
 }
 
+// NamesScriptCommand reports whether the server names the command in
+// its refusal of a command a script calls without the grant, as Redis
+// 7.2 and later do ("ACL failure in script: User u has no permissions
+// to run the 'del' command"); Redis 7.0 names none ("The user executing
+// the script can't run this command or subcommand").
+func (s *Server) NamesScriptCommand(t testing.TB) bool {
+	t.Helper()
+	info, err := s.Client(t).Info(t.Context(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return !strings.Contains(info, "redis_version:7.0.") && !strings.Contains(info, "redis_version:6.")
+}
+
 // Kill sends SIGKILL to the server and waits until it has exited. Killing
 // a server that is not running does nothing.
 func (s *Server) Kill(t testing.TB) {
