@@ -241,9 +241,15 @@ func (t *target) local(n int) (grant, bool) {
 		t.cfg.Rate.N > 0 && (t.tokens < n || !time.Now().Before(t.tokensBy)) {
 		return grant{}, false
 	}
-	t.tokens -= n
+	g := grant{n: n}
+	if t.cfg.Rate.N > 0 {
+		t.tokens -= n
+	}
+	if t.cfg.MaxInFlight > 0 {
+		g.permits = t.takeIdle(n)
+	}
 	t.used += n
-	return grant{n: n, permits: t.takeIdle(n)}, true
+	return g, true
 }
 
 // ask asks Redis for n syncs, bringing the permits and tokens kept here

@@ -33,7 +33,9 @@ func (f *fakeTarget) TargetAdmit(_ context.Context, p store.AdmitParams) (store.
 		a.Granted, a.Probe, a.Ahead = 1, true, 0
 	}
 	for i := range a.Granted - min(p.HeldPermits, a.Granted) {
-		a.Permits = append(a.Permits, fmt.Sprintf("%s:%d", p.Base, i+1))
+		if p.MaxInFlight > 0 { // as target_admit.lua: no cap, no permits
+			a.Permits = append(a.Permits, fmt.Sprintf("%s:%d", p.Base, i+1))
+		}
 	}
 	return a, nil
 }
@@ -177,4 +179,44 @@ func TestTargetGivesBackPermits(t *testing.T) {
 			t.Errorf("admit after an extend: %+v, asked %+v; want the permit kept", g, f.asked[len(f.asked)-1])
 		}
 	})
+}
+
+// A rate alone (no max_in_flight) keeps tokens and no permits: a round
+// the kept tokens cover grants without permits. It panicked (an outside
+// trial: slice bounds out of range [-2:] in takeIdle, any rate above
+// 20/s without max_in_flight), and max_in_flight alone keeps permits
+// and no tokens.
+func TestTargetKeepsOnlyWhatIsLimited(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		cfg  TargetConfig
+	}{
+		{"rate alone", TargetConfig{Rate: Rate{N: 100, Per: time.Second}}},
+		{"max_in_flight alone", TargetConfig{MaxInFlight: 10}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &fakeTarget{}
+				tg := newFakeTarget(f)
+				tg.cfg = tt.cfg.WithDefaults()
+				for round := range 4 {
+					g, err := tg.admit(t.Context(), 2)
+					if err != nil || g.n != 2 {
+						t.Fatalf("round %d: admit(2) = %+v, %v", round, g, err)
+					}
+					want := 0
+					if tt.cfg.MaxInFlight > 0 {
+						want = 2
+					}
+					if len(g.permits) != want {
+						t.Fatalf("round %d: %d permits, want %d", round, len(g.permits), want)
+					}
+					tg.done(g.permits...)
+				}
+				if asked, _ := f.counts(); asked > 2 {
+					t.Errorf("4 rounds of 2 asked Redis %d times: the kept tokens or permits were not used", asked)
+				}
+			})
+		})
+	}
 }
