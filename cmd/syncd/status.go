@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -234,24 +235,35 @@ func cmdStatus(args []string, stdout, stderr io.Writer) (err error) {
 // Only a terminal is cleared before each refresh; to a file or a pipe
 // each is written after the last (newRefresh), where the escapes that
 // clear a screen were written into the file (an outside trial).
+//
+// Each refresh is read whole before it is written, within watchTimeout:
+// while Redis does not answer (a hang, a network cut), a refresh says so
+// and the watch goes on, where the last refresh stayed on screen for as
+// long as go-redis retried (10 s of a 14 s hang, an outside trial).
 func watchStatus(ctx context.Context, st *store.Store, o statusOpts, every time.Duration, stdout io.Writer) error {
 	deployed := st.Deployed()
 	refresh := newRefresh(stdout, o.asJSON)
 	for {
+		var frame bytes.Buffer
+		fctx, cancel := context.WithTimeout(ctx, watchTimeout)
 		var err error
 		if !deployed {
-			deployed, err = st.ReadDeployed(ctx)
+			deployed, err = st.ReadDeployed(fctx)
 			if err != nil {
 				err = &exitError{code: exitUsage, err: err}
 			}
 		}
 		if err == nil {
-			refresh()
 			if deployed {
-				_, err = statusOnce(ctx, st, o, stdout) // a watch goes on past damage
+				_, err = statusOnce(fctx, st, o, &frame) // a watch goes on past damage
 			} else {
-				err = printWaiting(st, o, every, stdout)
+				err = printWaiting(st, o, every, &frame)
 			}
+		}
+		cancel()
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || store.IsUnavailable(err)) {
+			frame.Reset()
+			err = printUnanswered(st, o, err, every, &frame)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -259,12 +271,34 @@ func watchStatus(ctx context.Context, st *store.Store, o statusOpts, every time.
 			}
 			return err
 		}
+		refresh()
+		frame.WriteTo(stdout)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(every):
 		}
 	}
+}
+
+// watchTimeout bounds the reads of one refresh of status --watch.
+const watchTimeout = 3 * time.Second
+
+// printUnanswered is status --watch's refresh while Redis does not
+// answer, in text or JSON.
+func printUnanswered(st *store.Store, o statusOpts, err error, every time.Duration, w io.Writer) error {
+	why := err.Error()
+	if errors.Is(err, context.DeadlineExceeded) {
+		why = fmt.Sprintf("no answer within %v", watchTimeout)
+	}
+	msg := fmt.Sprintf("redis (%s) not answering: %s; trying again every %v", st.Addr(), why, every)
+	if o.asJSON {
+		return json.NewEncoder(w).Encode(struct {
+			Error string `json:"error"`
+		}{msg})
+	}
+	_, err = fmt.Fprintln(w, msg)
+	return err
 }
 
 // newRefresh returns what status --watch writes before each refresh: on

@@ -202,3 +202,50 @@ func TestStatusRedisOutOfMemory(t *testing.T) {
 		t.Errorf("status --json once memory is freed: exit %d, stdout:\n%s\nwant no redis_out_of_memory", code, out)
 	}
 }
+
+// While Redis hangs (SIGSTOP), status --watch goes on: a refresh says
+// Redis gives no answer, within watchTimeout, and the status comes back
+// when Redis does. Before, the last refresh stayed on screen for as long
+// as go-redis retried, with nothing said (10 s of a 14 s hang).
+func TestStatusWatchRedisHung(t *testing.T) {
+	srv := redistest.Start(t, nil)
+	cfg := testutil.WriteFile(t, "config.yaml", fmt.Sprintf("redis:\n  addrs: [%q]\n  key_prefix: wh\n  shards: 4\nlog:\n  format: json\n", srv.Addr()))
+	if code, _, errb := syncd("items", "add", "hung-item", "-c", cfg); code != exitOK {
+		t.Fatalf("items add: exit %d, %s", code, errb)
+	}
+	f := newFlags("status", io.Discard)
+	if _, err := f.parse([]string{"-c", cfg}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := adminOpenRead(t.Context(), f, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	var out testutil.Buffer
+	done := make(chan error, 1)
+	go func() { done <- watchStatus(ctx, st, statusOpts{limit: 100}, 200*time.Millisecond, &out) }()
+	testutil.WaitFor(t, 10*time.Second, 10*time.Millisecond, "the item", func() bool { return strings.Contains(out.String(), "hung-item") })
+	srv.Pause(t)
+	paused := time.Now()
+	want := fmt.Sprintf("redis (%s) not answering: ", srv.Addr())
+	testutil.WaitFor(t, 10*time.Second, 10*time.Millisecond, "the refresh saying redis does not answer", func() bool { return strings.Contains(out.String(), want) })
+	if took := time.Since(paused); took > watchTimeout+2*time.Second {
+		t.Errorf("status --watch said redis does not answer %v after the pause, want within %v", took.Round(time.Millisecond), watchTimeout+2*time.Second)
+	}
+	srv.Resume(t)
+	testutil.WaitFor(t, 15*time.Second, 10*time.Millisecond, "the status again", func() bool {
+		screens := strings.Split(out.String(), "status at ")
+		return strings.Contains(screens[len(screens)-1], "hung-item")
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("watchStatus after Ctrl-C = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watchStatus did not end with its ctx")
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/syncd/syncd/store"
+	"github.com/syncd/syncd/tests/redistest"
 	"github.com/syncd/syncd/tests/testutil"
 )
 
@@ -273,5 +274,35 @@ func TestRedisErrorHidesAddress(t *testing.T) {
 	other := errors.New("store: shard 2: bad list query")
 	if got := redisError(other); got != "redis: shard 2: bad list query" { // without "store:" (Plain)
 		t.Errorf("redisError(other) = %q", got)
+	}
+}
+
+// While Redis hangs (SIGSTOP), a read answers 503 within Timeout and
+// says Redis gave no answer: it waited 10 s and said "unavailable".
+func TestAPIRedisHung(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st, err := store.Open(t.Context(), store.Config{Addrs: []string{srv.Addr()}, KeyPrefix: "hung", Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	st.Add(t.Context(), "a")
+	api, _ := apiServer(t, st, testToken)
+	srv.Pause(t)
+	defer srv.Resume(t)
+	for _, path := range []string{"/api/v1/summary", "/api/v1/items/a"} {
+		start := time.Now()
+		resp, err := http.Get(api.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		want := `{"error":"redis: no answer within 3s (the daemon's log has the details)"}`
+		if resp.StatusCode != http.StatusServiceUnavailable || strings.TrimSpace(string(body)) != want || took > Timeout+time.Second {
+			t.Errorf("GET %s with Redis paused: %d %s after %v; want 503 %s within %v", path, resp.StatusCode, body, took.Round(time.Millisecond), want, Timeout+time.Second)
+		}
 	}
 }
