@@ -46,6 +46,9 @@
 // heartbeat does not extend a lease whose window closed, nor does a
 // reply that comes after it closed reopen it, though the lease's timer
 // has not run yet (a process resumed after a pause runs both at once).
+// A heartbeat that was already on its way when the lease's release was
+// sent, and reaches Redis after it, finds the record deleted: that is the
+// release, not a loss, and the release ends the lease (ErrReleased).
 //
 // # Fencing
 //

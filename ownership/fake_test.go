@@ -40,14 +40,16 @@ func newFakeStore() *fakeStore {
 // faults.
 type view struct {
 	*fakeStore
-	mu          sync.Mutex
-	extendErr   error         // Extend fails with it
-	extendDelay time.Duration // Extend applies at once, replies late
-	blockExtend bool          // Extend hangs until its context ends
-	loseClaims  int           // the next n Claims apply, then lose their reply
-	holdOff     time.Duration // the next claim finds the shard held off for this long
-	claimCalls  int
-	extendCalls []time.Time
+	mu           sync.Mutex
+	extendErr    error         // Extend fails with it
+	extendDelay  time.Duration // Extend applies at once, replies late
+	blockExtend  bool          // Extend hangs until its context ends
+	beforeExtend func()        // Extend calls it before it applies; may be nil
+	releaseDelay time.Duration // Release applies at once, replies late
+	loseClaims   int           // the next n Claims apply, then lose their reply
+	holdOff      time.Duration // the next claim finds the shard held off for this long
+	claimCalls   int
+	extendCalls  []time.Time
 }
 
 func (f *fakeStore) view() *view { return &view{fakeStore: f} }
@@ -171,8 +173,11 @@ func (v *view) DeploymentAge() time.Duration                                    
 func (v *view) Extend(ctx context.Context, ttl time.Duration, state store.State, reqs []store.ExtendRequest) ([]store.ExtendResult, error) {
 	v.mu.Lock()
 	v.extendCalls = append(v.extendCalls, time.Now())
-	err, delay, block := v.extendErr, v.extendDelay, v.blockExtend
+	err, delay, block, before := v.extendErr, v.extendDelay, v.blockExtend, v.beforeExtend
 	v.mu.Unlock()
+	if before != nil {
+		before()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -207,6 +212,17 @@ func (v *view) Extend(ctx context.Context, ttl time.Duration, state store.State,
 }
 
 func (v *view) Release(ctx context.Context, shard int, reqs []store.ReleaseRequest) ([]store.ReleaseResult, error) {
+	v.mu.Lock()
+	delay := v.releaseDelay
+	v.mu.Unlock()
+	out, err := v.release(shard, reqs)
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	return out, err
+}
+
+func (v *view) release(shard int, reqs []store.ReleaseRequest) ([]store.ReleaseResult, error) {
 	v.fakeStore.mu.Lock()
 	defer v.fakeStore.mu.Unlock()
 	out := make([]store.ReleaseResult, len(reqs))

@@ -90,7 +90,7 @@ func (h *heartbeater) beat() {
 	live := leases[:0]
 	for _, l := range leases {
 		switch {
-		case l.ctx.Err() != nil:
+		case l.ctx.Err() != nil, l.inRelease():
 			h.remove(l)
 		case l.trusted():
 			live = append(live, l)
@@ -113,7 +113,7 @@ func (h *heartbeater) beat() {
 			}
 			l.extended(sent)
 		case *LeaseLostError:
-			if l.lose(err.Reason, err.Err) {
+			if l.beatLost(err.Reason, err.Err) {
 				h.log.Warn().Str(keyID, l.id).Uint64(keyFence, l.fence).Str(keyReason, string(err.Reason)).Msg("lease lost")
 			}
 			h.remove(l)

@@ -37,6 +37,10 @@ type Lease struct {
 	timer   *time.Timer
 	ended   bool
 	lastErr error // last heartbeat error, for the loss reason
+	// releasing is set once a release of the lease is about to be sent:
+	// a heartbeat that finds the record gone or another's from then on
+	// may have run after the release, and says nothing (see beatLost).
+	releasing bool
 
 	onLose func(Reason) // set before the lease is shared; may be nil
 }
@@ -206,6 +210,32 @@ func (l *Lease) end(cause error) bool {
 	l.mu.Unlock()
 	l.cancel(cause)
 	return true
+}
+
+// startRelease marks the lease as being released. The release ends it,
+// whatever Redis says.
+func (l *Lease) startRelease() {
+	l.mu.Lock()
+	l.releasing = true
+	l.mu.Unlock()
+}
+
+// beatLost ends the lease with a loss a heartbeat reported, and reports
+// whether this call ended it. A lease whose release was sent is left
+// alone: a heartbeat whose snapshot predates the release can reach Redis
+// after it and find the record deleted (or, by then, another owner's),
+// which is the release's doing, not a loss; the release ends the lease.
+// A reply read before the release was marked came from a heartbeat that
+// ran before the release was sent, so it is a loss.
+func (l *Lease) beatLost(reason Reason, err error) bool {
+	return !l.inRelease() && l.lose(reason, err)
+}
+
+// inRelease reports whether a release of the lease was sent.
+func (l *Lease) inRelease() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.releasing
 }
 
 // trusted reports whether the window is still open.

@@ -363,6 +363,7 @@ func (m *Manager) releaseShard(ctx context.Context, shard int, idx []int, leases
 	for j, i := range idx {
 		l, o := leases[i], outs[i]
 		m.hb.remove(l)
+		l.startRelease()
 		r := store.ReleaseRequest{ID: l.id, Token: l.token, Kind: o.Kind, Delay: o.Delay, DueAt: l.prevDue}
 		if o.Kind == OutcomeHandBack && o.Delay > 0 {
 			r.DueAt = 0 // due after Delay, not where it was
