@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"runtime/debug"
 	"syscall"
@@ -277,8 +278,21 @@ func (e *Engine) failed(log zerolog.Logger, what outcomeKind, out ownership.Outc
 // the target's: the process ran out of file descriptors or memory (an
 // audit saw items quarantined after idle connections exhausted the
 // daemon's descriptors).
+//
+// Out of descriptors also reads as EBADF from fork/exec: the child moves
+// a descriptor to one above the highest it is handed (syscall's
+// forkAndExecInChild), and when that one is the last RLIMIT_NOFILE
+// allows, dup3 says EBADF (an outside trial: 16 exec workers under
+// ulimit -n 40, one start in ~600). A fork/exec EBADF says nothing of
+// the item (its data is argv and env, whose faults are E2BIG, ENOENT and
+// the like), so it is syncd's own. EBADF from anything else (a read, a
+// write) is left an ordinary error: what it says is not known here.
 func isResourceErr(err error) bool {
-	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOMEM)
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOMEM) {
+		return true
+	}
+	var pe *fs.PathError
+	return errors.As(err, &pe) && pe.Op == "fork/exec" && errors.Is(pe.Err, syscall.EBADF)
 }
 
 // backoff is BackoffMin doubled per failed attempt, capped at BackoffMax,
