@@ -225,7 +225,9 @@ func TestAPICSRF(t *testing.T) {
 }
 
 // Requeue brings a quarantined item back; release force-releases a
-// claim; both name what they did nothing with.
+// claim; both name what they did nothing with. Unknown IDs get 404 naming
+// them, as the trigger routes answer (the known ones are acted on all the
+// same); they got 200, even when no ID was known.
 func TestAPIRequeueRelease(t *testing.T) {
 	st := newStore(t)
 	ctx := t.Context()
@@ -233,9 +235,20 @@ func TestAPIRequeueRelease(t *testing.T) {
 	setDue(t, st, "q", 0, true)
 	srv, _ := apiServer(t, st, testToken)
 	auth := "Bearer " + testToken
+	const nope = "1 unknown id (not in the item set; syncd items add adds it): nope"
 	r := callRaw(t, srv.URL+"/api/v1/items/requeue", auth, `{"ids": ["q", "nope"]}`)
-	if r.code != 200 || r.body["requeued"] != float64(1) || !cmp.Equal(r.body["unknown"], []any{"nope"}) {
+	if r.code != 404 || r.body["requeued"] != float64(1) || !cmp.Equal(r.body["unknown"], []any{"nope"}) || r.body["error"] != nope {
 		t.Errorf("requeue: %d %v", r.code, r.body)
+	}
+	for _, route := range []string{"requeue", "release"} {
+		r := callRaw(t, srv.URL+"/api/v1/items/"+route, auth, `{"ids": ["nope", "nope2"]}`)
+		if r.code != 404 || r.body[route+"d"] != float64(0) || !cmp.Equal(r.body["unknown"], []any{"nope", "nope2"}) ||
+			r.body["error"] != "2 unknown ids (not in the item set; syncd items add adds them): nope, nope2" {
+			t.Errorf("%s of unknown ids only: %d %v; want 404 naming them", route, r.code, r.body)
+		}
+	}
+	if r := callRaw(t, srv.URL+"/api/v1/items/requeue", auth, `{"ids": ["q"]}`); r.code != 200 || r.body["error"] != nil {
+		t.Errorf("requeue of a known id: %d %v", r.code, r.body)
 	}
 	if d := testutil.DueIn(t, st, "q"); d > 0 {
 		t.Errorf("q due in %v after requeue", d)
@@ -245,8 +258,8 @@ func TestAPIRequeueRelease(t *testing.T) {
 	rec := &store.Record{Version: store.RecordVersion, Token: store.NewToken(), State: store.StateSyncing, Owner: store.Owner{Host: "h"}}
 	st.ClaimIDs(ctx, store.ClaimIDsParams{Shard: sh, IDs: []string{"held"}, Records: []*store.Record{rec}, TTL: time.Minute})
 	r = callRaw(t, srv.URL+"/api/v1/items/release", auth, `{"ids": ["held", "free", "nope"]}`)
-	if r.code != 200 || r.body["released"] != float64(1) || !cmp.Equal(r.body["not_held"], []any{"free"}) ||
-		!cmp.Equal(r.body["unknown"], []any{"nope"}) {
+	if r.code != 404 || r.body["released"] != float64(1) || !cmp.Equal(r.body["not_held"], []any{"free"}) ||
+		!cmp.Equal(r.body["unknown"], []any{"nope"}) || r.body["error"] != nope {
 		t.Errorf("release: %d %v", r.code, r.body)
 	}
 	for _, body := range []string{`{"ids": []}`, `{}`, `{"ids": ["a\u0001"]}`, `{"ids": ["a"], "x": 1}`} {

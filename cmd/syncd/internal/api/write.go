@@ -54,10 +54,28 @@ func (a *api) requeue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Info().Int("requeued", n).Int("unknown", len(unknown)).Str("first", Shown(ids[0], 64)).Msg("requeued")
-	writeJSON(w, http.StatusOK, struct {
+	out := struct {
 		Requeued int      `json:"requeued"`
 		Unknown  []string `json:"unknown"`
-	}{n, nonNil(unknown)})
+		Error    string   `json:"error,omitempty"`
+	}{Requeued: n, Unknown: nonNil(unknown)}
+	code, msg := unknownIDs(unknown)
+	out.Error = msg
+	writeJSON(w, code, out)
+}
+
+// unknownIDs is the status and error of a write that found unknown IDs
+// among its own: 404 naming them, as the trigger routes answer and as
+// the CLI exits 1, whether or not some IDs were known (those are acted
+// on all the same, and counted in the body). It was 200, so a script
+// could not tell a requeue or release of nothing but typos from one
+// that did what it asked (an outside trial).
+func unknownIDs(unknown []string) (int, string) {
+	if len(unknown) == 0 {
+		return http.StatusOK, ""
+	}
+	n := len(unknown)
+	return http.StatusNotFound, fmt.Sprintf("%s (not in the item set; syncd items add adds %s): %s", Count(n, "unknown id"), them(n), IDList(unknown))
 }
 
 // release is POST /api/v1/items/release: force release each item's
@@ -74,6 +92,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) {
 		NotHeld  []string          `json:"not_held"`
 		Unknown  []string          `json:"unknown"`
 		Failed   map[string]string `json:"failed,omitempty"`
+		Error    string            `json:"error,omitempty"`
 	}{NotHeld: []string{}, Unknown: []string{}}
 	for _, id := range ids {
 		held, fence, err := a.st.ForceRelease(ctx, id)
@@ -95,7 +114,9 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) {
 			out.NotHeld = append(out.NotHeld, id)
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	code, msg := unknownIDs(out.Unknown)
+	out.Error = msg
+	writeJSON(w, code, out)
 }
 
 func nonNil(s []string) []string {

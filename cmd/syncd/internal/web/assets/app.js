@@ -127,8 +127,13 @@
       const r = await call('POST', a.path, { ids });
       say(`${a.verb}: ${a.done(r)}.`, 'ok');
     } catch (e) {
-      const hint = e.status === 401 ? ' Check the API token.' : '';
-      say(`${a.verb} failed: ${e.message}.${hint}`, 'error');
+      if (e.status === 404 && e.data && e.data.unknown) {
+        // Unknown IDs: the known ones were acted on all the same.
+        say(`${a.verb}: ${a.done(e.data)}. ${e.message}.`, 'error');
+      } else {
+        const hint = e.status === 401 ? ' Check the API token.' : '';
+        say(`${a.verb} failed: ${e.message}.${hint}`, 'error');
+      }
     }
     refreshNow();
     return true;
