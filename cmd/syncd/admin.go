@@ -38,7 +38,10 @@ func cmdItems(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	f := newFlags("items "+verb, stderr)
 	defer f.explain(&err)
-	file := f.fs.String("file", "", "read IDs from this file, one per line (# comments); - reads standard input")
+	var file *string // items list reads no IDs, and its -h shows no --file
+	if verb != "list" {
+		file = f.fs.String("file", "", "read IDs from this file, one per line (# comments); - reads standard input")
+	}
 	var shard shardFlag
 	if verb == "remove" {
 		f.fs.Var(&shard, "shard", "remove the IDs from shard `N`, whatever shard they are of: an item planted in another shard than its ID's, which claims quarantine")
@@ -49,9 +52,6 @@ func cmdItems(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	if verb == "list" && len(ids) > 0 {
 		return f.unexpected(ids, "no arguments")
-	}
-	if verb == "list" && *file != "" {
-		return usageErr("--file: items list reads no IDs")
 	}
 	if verb != "list" {
 		if ids, err = itemIDs(verb, what, ids, *file); err != nil {

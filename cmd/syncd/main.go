@@ -4,7 +4,8 @@
 //	syncd run      -c config.yaml                 the daemon
 //	syncd batch    -c config.yaml [--report F]    one pass over the item set
 //	syncd status   -c config.yaml [--json]        items, owners, fences, waits
-//	syncd items    add|remove|list -c config.yaml [ID...] [--file F|-]
+//	syncd items    add|remove -c config.yaml [ID...] [--file F|-]
+//	syncd items    list -c config.yaml
 //	syncd requeue  -c config.yaml ID...           make items due now, clearing failures
 //	syncd trigger  -c config.yaml [--reason R] [--add] ID...   sync items now
 //	syncd release  -c config.yaml --force ID      admin release of a stuck claim
@@ -59,9 +60,10 @@ usage:
   syncd run      -c config.yaml                 run the daemon
   syncd batch    -c config.yaml [--report F] [--max-unavailable D]
                                                 sync every item once, then exit
-  syncd status   -c config.yaml [--json] [--limit N]
+  syncd status   -c config.yaml [--json] [--watch[=2s]] [--state S] [--prefix P] [--limit N] [--cursor C]
                                                 show items, owners, fences and waits
-  syncd items    add|remove|list -c config.yaml [ID...] [--file F|-]
+  syncd items    add|remove -c config.yaml [ID...] [--file F|-]
+  syncd items    list -c config.yaml            print every item's ID
   syncd items    reconcile -c config.yaml [--force]
                                                 bring the item set in line with the sources now
   syncd requeue  -c config.yaml ID...           make items due now, clearing failures and

@@ -270,3 +270,35 @@ func TestPrintErrEveryLine(t *testing.T) {
 		t.Errorf("printErr wrote\n%s\nwant\n%s", got, want)
 	}
 }
+
+// Help and usage errors say what the commands take (an outside trial):
+// items list -h listed -file, which it refuses; the top-level usage gave
+// status only --json and --limit; status --watch 5s did not say to write
+// --watch=5s.
+func TestUsageWording(t *testing.T) {
+	if code, _, errb := syncd("items", "list", "-h"); code != exitOK || strings.Contains(errb, "-file") || !strings.Contains(errb, "-config") {
+		t.Errorf("items list -h: exit %d, %q; want its flags without -file", code, errb)
+	}
+	if code, _, errb := syncd("items", "add", "-h"); code != exitOK || !strings.Contains(errb, "-file") {
+		t.Errorf("items add -h: exit %d, %q; want -file", code, errb)
+	}
+	if code, _, errb := syncd("items", "list", "-c", "x.yaml", "--file", "ids"); code != exitUsage || !strings.Contains(errb, "flag provided but not defined: -file") {
+		t.Errorf("items list --file: exit %d, %q", code, errb)
+	}
+	_, out, _ := syncd("help")
+	if want := "syncd status   -c config.yaml [--json] [--watch[=2s]] [--state S] [--prefix P] [--limit N] [--cursor C]"; !strings.Contains(out, want) {
+		t.Errorf("usage lacks %q:\n%s", want, out)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "-c", "x.yaml", "--watch", "5s"}, `syncd status: unexpected argument "5s": give --watch its interval with =, as --watch=5s` + "\n"},
+		{[]string{"status", "--watch", "-c", "x.yaml", "5s"}, `syncd status: unexpected argument "5s": status takes no arguments (syncd status -h lists its flags)` + "\n"},
+		{[]string{"status", "-c", "x.yaml", "--watch", "soon"}, `syncd status: unexpected argument "soon": status takes no arguments (syncd status -h lists its flags)` + "\n"},
+	} {
+		if code, _, errb := syncd(tt.args...); code != exitUsage || errb != tt.want {
+			t.Errorf("syncd %q: exit %d, stderr %q; want exit %d, %q", tt.args, code, errb, exitUsage, tt.want)
+		}
+	}
+}

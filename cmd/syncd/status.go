@@ -136,6 +136,21 @@ type shardDamage struct {
 	ErrorsLost bool `json:"errors_lost,omitempty"`
 }
 
+// watchValue is err, the usage error for the unexpected argument arg,
+// or, when arg is a duration that came right after --watch, one that
+// says how to give it: `status --watch 5s` said only `unexpected
+// argument "5s"` (an outside trial).
+func watchValue(args []string, arg string, err error) error {
+	for i, a := range args[:len(args)-1] {
+		if (a == "--watch" || a == "-watch") && args[i+1] == arg {
+			if _, perr := time.ParseDuration(arg); perr == nil {
+				return usageErr("unexpected argument %q: give --watch its interval with =, as --watch=%s", arg, arg)
+			}
+		}
+	}
+	return err
+}
+
 // watchFlag is --watch, alone (every 2 s) or with an interval
 // (--watch=5s). The first bad interval is kept in err for the command to
 // report after parsing, as a usage error of its own: package flag words
@@ -197,8 +212,12 @@ func cmdStatus(args []string, stdout, stderr io.Writer) (err error) {
 	f.fs.StringVar(&o.query.State, "state", "", "show only items in this state: due, in_flight, backing_off, quarantined or waiting")
 	f.fs.StringVar(&o.query.Prefix, "prefix", "", "show only items whose ID starts with this")
 	f.fs.Var(&watch, "watch", "redraw every 2s (--watch=5s: every 5s) until Ctrl-C")
-	if err := f.parseNone(args); err != nil {
+	rest, err := f.parse(args)
+	if err != nil {
 		return err
+	}
+	if len(rest) > 0 {
+		return watchValue(args, rest[0], f.unexpected(rest, "no arguments"))
 	}
 	if watch.err != nil {
 		return watch.err
