@@ -129,11 +129,16 @@ func cmdReconcile(args []string, stdout, stderr io.Writer) (err error) {
 	case errors.Is(err, engine.ErrNotLeader):
 		return &exitError{code: exitFailed, err: fmt.Errorf("%w; try again in a moment", err)}
 	}
+	// A failed source's items are not among the counted: what the others
+	// gave was added, and nothing removed (an outside trial read "60
+	// items in the sources" above the failure as if every source spoke).
+	in := "in the sources"
 	if res.SourceErr != nil {
-		printErr(stderr, "items reconcile", fmt.Errorf("a source failed: %w", res.SourceErr))
+		printErr(stderr, "items reconcile", fmt.Errorf("a source failed, so nothing was removed: %w", res.SourceErr))
+		in = "in the sources that answered"
 	}
-	fmt.Fprintf(stdout, "%d items in the sources, %d were in the set: %d added, %d removed, %d kept (added by hand); %v\n",
-		res.Desired, res.Current, res.Added, res.Removed, res.KeptManual, res.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "%d items %s, %d were in the set: %d added, %d removed, %d kept (added by hand); %v\n",
+		res.Desired, in, res.Current, res.Added, res.Removed, res.KeptManual, res.Elapsed.Round(time.Millisecond))
 	switch {
 	case err != nil:
 		return &exitError{code: exitFailed, err: err}
