@@ -132,9 +132,10 @@ func cmdReconcile(args []string, stdout, stderr io.Writer) (err error) {
 	// A failed source's items are not among the counted: what the others
 	// gave was added, and nothing removed (an outside trial read "60
 	// items in the sources" above the failure as if every source spoke).
+	// The error after the count says which failed, once (it was said
+	// before the count as well).
 	in := "in the sources"
 	if res.SourceErr != nil {
-		printErr(stderr, "items reconcile", fmt.Errorf("a source failed, so nothing was removed: %w", res.SourceErr))
 		in = "in the sources that answered"
 	}
 	fmt.Fprintf(stdout, "%d items %s, %d were in the set: %d added, %d removed, %d kept (added by hand); %v\n",

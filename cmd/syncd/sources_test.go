@@ -50,7 +50,7 @@ func TestReconcileSourceFailed(t *testing.T) {
 		code, out, errb = syncd("items", "reconcile", "-c", cfg)
 		return !strings.Contains(errb, "try again")
 	})
-	if code != exitFailed || !strings.Contains(errb, "a source failed, so nothing was removed: items.command: exit status 3") ||
+	if code != exitFailed || strings.Count(errb, "a source failed") != 1 || !strings.Contains(errb, "removed nothing: a source failed: items.command: exit status 3") ||
 		!strings.HasPrefix(out, "2 items in the sources that answered, 1 were in the set: 2 added, 0 removed") {
 		t.Errorf("items reconcile with a failing items.command: exit %d\nstdout %q\nstderr %q", code, out, errb)
 	}
