@@ -168,7 +168,13 @@ func writeSummary(w io.Writer, r *engine.Report) {
 		fmt.Fprintf(tw, "damaged, not counted\t%s\n", shown(d, 300))
 	}
 	fmt.Fprintf(tw, "took\t%v\n", took.Round(time.Millisecond))
-	fmt.Fprintf(tw, "sync p50 / p99 / max\t%v / %v / %v\n", r.SyncP50.Round(time.Microsecond), r.SyncP99.Round(time.Microsecond), r.SyncMax.Round(time.Microsecond))
+	if r.Synced == 0 {
+		// Durations are of this process's syncs that succeeded: "0s" read
+		// as instant syncs (an outside trial, every attempt failed).
+		fmt.Fprintf(tw, "sync p50 / p99 / max\t-\t(no sync succeeded in this process)\n")
+	} else {
+		fmt.Fprintf(tw, "sync p50 / p99 / max\t%v / %v / %v\n", r.SyncP50.Round(time.Microsecond), r.SyncP99.Round(time.Microsecond), r.SyncMax.Round(time.Microsecond))
+	}
 	tw.Flush()
 }
 

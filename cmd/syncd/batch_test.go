@@ -32,6 +32,26 @@ func TestWriteSummaryWrongShard(t *testing.T) {
 	}
 }
 
+// The sync durations are of the syncs that succeeded here: with none,
+// the summary says so, where it printed "0s / 0s / 0s" (an outside
+// trial, every attempt failed).
+func TestWriteSummaryNoneSynced(t *testing.T) {
+	now := time.Now()
+	for _, tt := range []struct {
+		rep  engine.Report
+		want string
+	}{
+		{engine.Report{Items: 3, Failed: 3, Started: now, Finished: now.Add(time.Second)}, "(no sync succeeded in this process)"},
+		{engine.Report{Items: 3, Synced: 3, Started: now, Finished: now.Add(time.Second), SyncP50: time.Millisecond, SyncP99: 2 * time.Millisecond, SyncMax: 3 * time.Millisecond}, "1ms / 2ms / 3ms"},
+	} {
+		var b bytes.Buffer
+		writeSummary(&b, &tt.rep)
+		if out := b.String(); !strings.Contains(out, tt.want) || strings.Contains(out, "0s / 0s / 0s") {
+			t.Errorf("summary of %d synced lacks %q:\n%s", tt.rep.Synced, tt.want, out)
+		}
+	}
+}
+
 // --report is opened before the run: a path that cannot be written is
 // refused at once, exit 2, with nothing synced. It was written after the
 // run, which an outside trial saw sync 100 items over 14 s, then fail
