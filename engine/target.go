@@ -42,9 +42,12 @@ type TargetConfig struct {
 
 // BreakerConfig configures the target's circuit breaker. It opens on a
 // target failure (sinks.Unavailable, sinks.RetryAfter: an http 503, an
-// exec exit 75), and on unclassified failures of Failures distinct items
-// with no success between them (one poison item failing alone never
-// opens it). While it is open no sync starts and no attempt is counted
+// exec exit 75), and on unclassified or permanent failures of Failures
+// distinct items with no success between them (one poison item failing
+// alone never opens it). A permanent failure quarantines its item only
+// when the item failed before and, since, another item succeeded or
+// none failed: till then it is counted as an unclassified one, so that a target refusing every
+// item (an expired token's 401) opens the breaker and quarantines none. While it is open no sync starts and no attempt is counted
 // against any item: items keep their place in line. The fleet sends one
 // probe sync per ProbeInterval, or after a target's Retry-After; the
 // first success closes it.
@@ -469,32 +472,53 @@ func (t *target) downtime() (now, total time.Duration) {
 	return now, t.downFor + now
 }
 
-// report tells the breaker how a sync ended and returns whether the
-// failure is to be put down to the target: true for a target failure,
-// and for an unclassified one while the breaker is open. A success is
-// sent only when the breaker is open or may have suspects, so a healthy
+// verdict is whose fault the breaker finds a failure.
+type verdict int
+
+const (
+	// blameItem: an unclassified failure, or a permanent one the breaker
+	// cannot yet tell from the target's: counted, backed off.
+	blameItem verdict = iota
+	// blameTarget: a target failure, or any failure while the breaker is
+	// open: handed back, not counted.
+	blameTarget
+	// blameOwn: a permanent failure of an item that failed before, with
+	// a success of the target since or failing alone: quarantined.
+	blameOwn
+)
+
+// report tells the breaker how a sync ended and returns whose fault the
+// failure is (see verdict); failed: the item's last attempt failed too.
+// A permanent failure is the item's own at once only when the breaker is
+// off; else only when the item failed before and, since, the target
+// worked or no other item failed, for distinct items failing permanently with no success between
+// them are the target's (an expired token's 401, a wrong path's 404):
+// they open the breaker, as unclassified failures do. A success is sent
+// only when the breaker is open or may have suspects, so a healthy
 // target costs no round trip.
-func (t *target) report(id string, class sinks.Class, after time.Duration, err error) bool {
+func (t *target) report(id string, class sinks.Class, after time.Duration, err error, failed bool) verdict {
 	if t == nil || t.cfg.Breaker.Disabled {
-		return class == sinks.ClassTarget
+		return blameOf(class, false, true)
 	}
 	p := store.ReportParams{ID: id, RetryAfter: after, ProbeEvery: t.cfg.Breaker.ProbeInterval,
-		Failures: t.cfg.Breaker.Failures, Window: t.cfg.Breaker.Window}
+		Failures: t.cfg.Breaker.Failures, Window: t.cfg.Breaker.Window, FailedBefore: failed}
 	switch class {
 	case sinks.ClassNone:
 		t.mu.Lock()
 		skip := !t.view.Open && !t.suspect
 		t.mu.Unlock()
 		if skip {
-			return false
+			return blameItem
 		}
 		p.Outcome = store.TargetOK
 	case sinks.ClassTarget:
 		p.Outcome = store.TargetFailed
 	case sinks.ClassItem:
 		p.Outcome = store.TargetItem
+	case sinks.ClassPermanent:
+		p.Outcome = store.TargetPermanent
 	default:
-		return false
+		return blameItem
 	}
 	if err != nil {
 		p.Reason = err.Error()
@@ -504,7 +528,7 @@ func (t *target) report(id string, class sinks.Class, after time.Duration, err e
 	r, rerr := t.st.TargetReport(ctx, p)
 	if rerr != nil {
 		t.log.Warn().Err(rerr).Str("outcome", string(p.Outcome)).Msg("cannot tell the breaker how a sync ended")
-		return class == sinks.ClassTarget
+		return blameOf(class, false, true)
 	}
 	t.mu.Lock()
 	since := t.downAt
@@ -524,7 +548,21 @@ func (t *target) report(id string, class sinks.Class, after time.Duration, err e
 		}
 		ev.Msg("target available again: breaker closed")
 	}
-	return class == sinks.ClassTarget || r.Open
+	return blameOf(class, r.Open, r.Own)
+}
+
+// blameOf is the verdict on a failure of class, with the breaker open
+// or not, and own: a permanent failure is the item's own (the breaker
+// found it so, or there is no breaker's word to wait for: it is off, or
+// Redis did not answer).
+func blameOf(class sinks.Class, open, own bool) verdict {
+	switch {
+	case class == sinks.ClassTarget || open:
+		return blameTarget
+	case class == sinks.ClassPermanent && own:
+		return blameOwn
+	}
+	return blameItem
 }
 
 // watch keeps the breaker's view current (other daemons open and close

@@ -130,6 +130,100 @@ func TestTargetOutageQuarantinesNoHealthyItem(t *testing.T) {
 	}
 }
 
+// A target answering every item with a permanent failure (an expired
+// token's 401, a wrong path's 404) is the target's failure, not the
+// items': distinct items failing permanently with no success between
+// them open the breaker, as plain failures do, and none is quarantined.
+// Once the target answers again every item syncs, with no requeue. (It
+// quarantined all 60 of 60 items within 10 s in an outside trial, and
+// the breaker never opened.)
+func TestTargetPermanentEverywhereOpensTheBreaker(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 4)
+	ctx := context.Background()
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, fmt.Sprintf("p%02d", i))
+	}
+	st.Add(ctx, ids...)
+
+	var down atomic.Bool
+	down.Store(true)
+	var mu sync.Mutex
+	synced := map[string]bool{}
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		if down.Load() {
+			return sinks.Permanent(errors.New("status 401 Unauthorized"))
+		}
+		mu.Lock()
+		synced[it.ID] = true
+		mu.Unlock()
+		return nil
+	}}
+	cfg := engine.Config{Workers: 4, Interval: time.Minute, BackoffMin: 20 * time.Millisecond,
+		BackoffMax: 200 * time.Millisecond, Poll: 5 * time.Millisecond, MaxAttempts: 3,
+		Target: engine.TargetConfig{Breaker: engine.BreakerConfig{ProbeInterval: 100 * time.Millisecond}}}
+	a := newEngine(t, st, rec, cfg)
+	b := newEngine(t, st, rec, cfg)
+	a.Start(ctx)
+	b.Start(ctx)
+	waitFor(t, 5*time.Second, "the breaker open", func() bool {
+		return a.Metrics().TargetOpened.Load()+b.Metrics().TargetOpened.Load() > 0
+	})
+	time.Sleep(time.Second) // probes fail meanwhile, a dozen or so
+	if got := quarantined(t, st); len(got) > 0 {
+		t.Errorf("quarantined %v while the target refused every item; want none", got)
+	}
+	down.Store(false)
+	waitFor(t, 5*time.Second, "every item synced once the target answers", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(synced) == len(ids)
+	})
+	if got := quarantined(t, st); len(got) > 0 {
+		t.Errorf("quarantined %v; want none", got)
+	}
+}
+
+// One item's genuine permanent failure while the others sync is its
+// own: it is quarantined at its next failure, once another item's
+// success showed that the target works, and the breaker stays closed.
+func TestTargetPermanentAloneQuarantines(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 4)
+	ctx := context.Background()
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, fmt.Sprintf("h%02d", i))
+	}
+	st.Add(ctx, ids...)
+	st.Add(ctx, "gone")
+	var gone atomic.Int32
+	rec := &recorder{do: func(ctx context.Context, it sinks.Item) error {
+		if it.ID == "gone" {
+			gone.Add(1)
+			return sinks.Permanent(errors.New("status 404 Not Found"))
+		}
+		return nil
+	}}
+	cfg := engine.Config{Workers: 4, Interval: 50 * time.Millisecond, BackoffMin: 20 * time.Millisecond,
+		BackoffMax: 200 * time.Millisecond, Poll: 5 * time.Millisecond, MaxAttempts: 10,
+		Target: engine.TargetConfig{Breaker: engine.BreakerConfig{ProbeInterval: 100 * time.Millisecond}}}
+	e := newEngine(t, st, rec, cfg)
+	e.Start(ctx)
+	waitFor(t, 5*time.Second, "the 404 item quarantined", func() bool {
+		return slices.Equal(quarantined(t, st), []string{"gone"})
+	})
+	if n := gone.Load(); n > 2 {
+		t.Errorf("the 404 item was sent %d times before its quarantine, want at most 2 (max_attempts is 10)", n)
+	}
+	if n := e.Metrics().TargetOpened.Load(); n != 0 {
+		t.Errorf("the breaker opened %d times, want 0", n)
+	}
+}
+
 // A target's Retry-After keeps every engine off it that long.
 func TestTargetRetryAfterHoldsTheFleet(t *testing.T) {
 	t.Parallel()

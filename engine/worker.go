@@ -192,7 +192,8 @@ const (
 )
 
 // outcome decides what the release records, and tells the target's
-// breaker how the sync ended (see TargetConfig). A failure put down to
+// breaker how the sync ended (see TargetConfig), which says whose fault
+// a failure is (see target.report). A failure put down to
 // the target is handed back, not counted: in its place in line, or, for
 // the breaker's probe, at the back of the line, so that the next probe
 // tries another item (a poison item must not keep the breaker open).
@@ -217,7 +218,7 @@ func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error, pro
 	class, after := sinks.Classify(err)
 	switch {
 	case class == sinks.ClassNone:
-		e.tgt.report(l.ID(), class, 0, nil)
+		e.tgt.report(l.ID(), class, 0, nil, false)
 		return ownership.Outcome{Kind: ownership.OutcomeSynced, Delay: e.cfg.Interval}, outcomeSynced
 	case class == sinks.ClassStale:
 		// A newer claim wrote first, so this lease is gone: the release
@@ -235,9 +236,9 @@ func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error, pro
 		return ownership.Outcome{Kind: ownership.OutcomeFailed, Delay: e.backoff(l.Attempt()), Err: stale}, outcomeStale
 	case isResourceErr(err):
 		return handBack, outcomeResource
-	case class == sinks.ClassPermanent:
-		return ownership.Outcome{Kind: ownership.OutcomeQuarantine, Err: err}, outcomeQuarantined
-	case e.tgt.report(l.ID(), class, after, err):
+	}
+	switch e.tgt.report(l.ID(), class, after, err, l.Attempt() > 1) {
+	case blameTarget:
 		switch {
 		case probe:
 			handBack.Delay = time.Millisecond
@@ -246,7 +247,15 @@ func (e *Engine) outcome(ctx context.Context, l *ownership.Lease, err error, pro
 			handBack.Delay = max(after, e.backoff(l.Attempt()))
 		}
 		return handBack, outcomeUnavailable
-	case l.Attempt() >= e.cfg.MaxAttempts:
+	case blameOwn:
+		return ownership.Outcome{Kind: ownership.OutcomeQuarantine, Err: err}, outcomeQuarantined
+	}
+	// An item failure, or a permanent one that the breaker cannot yet
+	// tell from the target's: the first of an expired token's 401s looks
+	// like one customer's 404. Counted and backed off; the item's next
+	// permanent failure quarantines it if another item succeeded between
+	// or none failed.
+	if l.Attempt() >= e.cfg.MaxAttempts {
 		return ownership.Outcome{Kind: ownership.OutcomeQuarantine, Err: err}, outcomeQuarantined
 	}
 	return ownership.Outcome{Kind: ownership.OutcomeFailed, Delay: e.backoff(l.Attempt()), Err: err}, outcomeFailed

@@ -33,7 +33,11 @@
 //	Unavailable, RetryAfter      the target failed, not the item: not
 //	                             counted against it; the target's breaker
 //	                             opens and the item keeps its place
-//	IsPermanent(err)             retrying cannot help: quarantine at once
+//	IsPermanent(err)             retrying cannot help: quarantine, at its
+//	                             second failure when another item
+//	                             succeeded between or none failed;
+//	                             several distinct items failing so open
+//	                             the breaker instead
 //	any other error              retried with backoff, quarantined after
 //	                             max_attempts; but failures of several
 //	                             distinct items with no success between

@@ -70,8 +70,9 @@ type PermanentError struct{ Err error }
 func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
 func (e *PermanentError) Unwrap() error { return e.Err }
 
-// Permanent wraps err so that the engine quarantines the item at once
-// instead of retrying it. Permanent(nil) is nil.
+// Permanent wraps err so that the engine quarantines the item instead of
+// retrying it with backoff: at its second attempt, once the target is
+// seen to work (see ClassPermanent). Permanent(nil) is nil.
 func Permanent(err error) error {
 	if err == nil {
 		return nil

@@ -121,6 +121,10 @@ const (
 	TargetOK     TargetOutcome = "ok"     // the target worked: close the breaker
 	TargetFailed TargetOutcome = "target" // the target failed: open it
 	TargetItem   TargetOutcome = "item"   // an unclassified failure: a suspect
+	// TargetPermanent is a permanent failure: the item's own when it
+	// failed before and a success came since, or it is still the only
+	// suspect (Report.Own); else a suspect, as TargetItem.
+	TargetPermanent TargetOutcome = "permanent"
 )
 
 // ReportParams tells the breaker how one sync ended.
@@ -135,6 +139,8 @@ type ReportParams struct {
 	Failures int
 	Window   time.Duration
 	Reason   string
+	// FailedBefore (TargetPermanent): the item's last attempt failed.
+	FailedBefore bool
 }
 
 // Report is the breaker after TargetReport.
@@ -144,6 +150,10 @@ type Report struct {
 	// closed it.
 	Changed  int
 	Suspects int
+	// Own (TargetPermanent): the failure is the item's own, not a
+	// suspect: it failed before, and the target worked since or no
+	// other item failed since.
+	Own bool
 }
 
 // TargetReport tells the breaker how a sync ended, in one script call.
@@ -155,16 +165,16 @@ func (s *Store) TargetReport(ctx context.Context, p ReportParams) (Report, error
 	}
 	v, err := s.runScript(ctx, s.rdb, scriptTargetReport, []string{k.Target("state"), k.Target("suspects")},
 		string(p.Outcome), p.ID, p.RetryAfter.Milliseconds(), p.ProbeEvery.Milliseconds(), p.Failures,
-		max(p.Window.Milliseconds(), 1), reason, TargetRetryCap.Milliseconds())
+		max(p.Window.Milliseconds(), 1), reason, TargetRetryCap.Milliseconds(), flag(p.FailedBefore))
 	if err != nil {
 		return Report{}, fmt.Errorf("store: target report: %w", err)
 	}
-	r, err := ints(v, 6)
+	r, err := ints(v, 7)
 	if err != nil {
 		return Report{}, err
 	}
 	return Report{BreakerState: BreakerState{Open: r[0] == 1, Since: r[2], Next: r[3], Now: r[5]},
-		Changed: int(r[1]), Suspects: int(r[4])}, nil
+		Changed: int(r[1]), Suspects: int(r[4]), Own: r[6] == 1}, nil
 }
 
 // TargetExtend extends the permits held by ttl from now and returns how

@@ -10,6 +10,58 @@ import (
 	"github.com/syncd/syncd/store"
 )
 
+// A permanent failure is a suspect like an unclassified one, and opens
+// the breaker with other distinct items; it is the item's own (Own)
+// only when the item failed before and is no longer a suspect (a
+// success came since) or is the only one (it fails alone).
+func TestTargetBreakerPermanent(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		ctx := t.Context()
+		s := open(store.Config{})
+		perm := func(id string, failed bool) store.Report {
+			t.Helper()
+			r, err := s.TargetReport(ctx, store.ReportParams{Outcome: store.TargetPermanent, ID: id, ProbeEvery: time.Second,
+				Failures: 3, Window: time.Minute, Reason: "status 401", FailedBefore: failed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		other := func(id string) {
+			t.Helper()
+			if _, err := s.TargetReport(ctx, store.ReportParams{Outcome: store.TargetItem, ID: id, ProbeEvery: time.Second,
+				Failures: 3, Window: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r := perm("gone", false); r.Own || r.Open || r.Suspects != 1 {
+			t.Fatalf("a first permanent failure: %+v, want a suspect", r)
+		}
+		other("x")
+		if r := perm("gone", true); r.Own || r.Suspects != 2 {
+			t.Fatalf("again, another item failing too and no success between: %+v, want still a suspect", r)
+		}
+		if _, err := s.TargetReport(ctx, store.ReportParams{Outcome: store.TargetOK}); err != nil {
+			t.Fatal(err)
+		}
+		if r := perm("gone", true); !r.Own || r.Open || r.Suspects != 0 {
+			t.Fatalf("again after a success: %+v, want its own, not a suspect", r)
+		}
+		perm("lone", false)
+		if r := perm("lone", true); !r.Own || r.Suspects != 0 {
+			t.Fatalf("again with nothing else failing since: %+v, want its own (one item failing alone)", r)
+		}
+		perm("a", false)
+		perm("b", false)
+		if r := perm("c", false); !r.Open || r.Changed != 1 || r.Own {
+			t.Fatalf("the third distinct item failing permanently: %+v, want the breaker opened", r)
+		}
+		if r := perm("d", true); !r.Open || r.Own {
+			t.Fatalf("a permanent failure while open: %+v, want open, not its own", r)
+		}
+	})
+}
+
 // The breaker opens on a target failure, or on unclassified failures of
 // `failures` distinct items with no success between them; one item
 // failing again and again never opens it. While it is open, admission

@@ -18,7 +18,8 @@
 //	429, 502, 503, 504           sinks.RetryAfter: the target is unavailable,
 //	                             for as long as its Retry-After says
 //	408, other 5xx, 3xx          ordinary error: retried with backoff
-//	other 4xx                    sinks.Permanent: quarantined at once
+//	other 4xx                    sinks.Permanent: quarantined (see
+//	                             sinks.ClassPermanent for when)
 //
 // and without a response:
 //

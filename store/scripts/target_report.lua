@@ -2,7 +2,7 @@
 -- KEYS[1]  the breaker's state HASH
 -- KEYS[2]  suspects SET: distinct items whose unclassified failures came
 --          with no success between them
--- ARGV[1]  kind       ok | target | item
+-- ARGV[1]  kind       ok | target | item | permanent
 -- ARGV[2]  id         the item
 -- ARGV[3]  after_ms   target: how long the target asked to be left alone
 -- ARGV[4]  probe_ms   the probe interval
@@ -11,10 +11,16 @@
 -- ARGV[6]  window_ms  how long a suspect is remembered
 -- ARGV[7]  reason     the error, kept for status
 -- ARGV[8]  cap_ms     the longest a breaker may stay open without a probe
+-- ARGV[9]  failed     permanent: 1 when the item's last attempt failed
 -- ok closes the breaker; target opens it (or keeps it open, at least
--- after_ms); item opens it when it makes `failures` suspects.
+-- after_ms); item opens it when it makes `failures` suspects. permanent
+-- is the item's own (own = 1) when the item failed before and is no
+-- longer a suspect (a success came since, or its window passed: the
+-- target works and the item does not), or is the only one (nothing
+-- else failed since: one item failing alone); else it is an item
+-- failure.
 -- Result: {open, changed (1 opened, -1 closed, 0 not), since, next,
--- suspects, now}.
+-- suspects, now, own}.
 local nowms = now()
 local state, suspects = KEYS[1], KEYS[2]
 own_type(state, 'hash')
@@ -22,7 +28,7 @@ own_type(suspects, 'set')
 local kind = ARGV[1]
 local cap = tonumber(ARGV[8])
 local open, since, nxt = breaker_get(state, nowms, cap)
-local changed = 0
+local changed, own = 0, 0
 local function trip(after, reason)
   if not open then
     open, since, changed = true, nowms, 1
@@ -42,6 +48,10 @@ if kind == 'ok' then
   redis.call('DEL', suspects)
 elseif kind == 'target' then
   trip(tonumber(ARGV[3]), ARGV[7])
+elseif kind == 'permanent' and not open and ARGV[9] == '1' and
+    (redis.call('SISMEMBER', suspects, ARGV[2]) == 0 or redis.call('SCARD', suspects) == 1) then
+  own = 1
+  redis.call('SREM', suspects, ARGV[2])
 elseif not open then
   redis.call('SADD', suspects, ARGV[2])
   redis.call('PEXPIRE', suspects, ARGV[6])
@@ -51,4 +61,4 @@ elseif not open then
     trip(0, n .. ' items failed with no success between them; the last: ' .. ARGV[7])
   end
 end
-return {open and 1 or 0, changed, since, nxt, redis.call('SCARD', suspects), nowms}
+return {open and 1 or 0, changed, since, nxt, redis.call('SCARD', suspects), nowms, own}
