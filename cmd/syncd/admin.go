@@ -291,13 +291,28 @@ func idArgs(f *flags, args []string, what string) ([]string, error) {
 	return checkIDs(ids, store.ValidateID, what)
 }
 
-// cmdRequeue makes items due now and clears their failures.
+// cmdRequeue makes items due now and clears their failures: the IDs
+// given, those of --file, and with --state every item in that state
+// (quarantined or backing_off), found as status --state finds them.
 func cmdRequeue(args []string, stdout, stderr io.Writer) (err error) {
 	f := newFlags("requeue", stderr)
 	defer f.explain(&err)
-	ids, err := idArgs(f, args, "requeued")
+	file := f.fs.String("file", "", "also requeue the IDs in this file, one per line (# comments); - reads standard input")
+	state := f.fs.String("state", "", "also requeue every item in this state: quarantined or backing_off (after a target outage, say)")
+	ids, err := f.parse(args)
 	if err != nil {
 		return err
+	}
+	if *state != "" && *state != store.ItemQuarantined && *state != store.ItemBackingOff {
+		return usageErr("--state %q: requeue takes %s or %s", *state, store.ItemQuarantined, store.ItemBackingOff)
+	}
+	if *state == "" && len(ids) == 0 && *file == "" {
+		return usageErr("no IDs given (arguments, --file or --state)")
+	}
+	if len(ids) > 0 || *file != "" {
+		if ids, err = itemIDs("requeue", "requeued", ids, *file); err != nil {
+			return err
+		}
 	}
 	ctx := context.Background()
 	st, err := adminStore(ctx, f, stderr)
@@ -305,7 +320,54 @@ func cmdRequeue(args []string, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	defer st.Close()
-	return changeKnown(ctx, st, st.Requeue, st.Unknown, ids, "requeued", "not in the item set", stdout)
+	var damaged error
+	if *state != "" {
+		var more []string
+		more, damaged = idsInState(ctx, st, *state)
+		if more == nil && damaged != nil && !errors.Is(damaged, store.ErrDamaged) {
+			return &exitError{code: exitUsage, err: damaged}
+		}
+		if len(ids)+len(more) == 0 {
+			fmt.Fprintf(stdout, "no item %s\n", strings.ReplaceAll(*state, "_", " "))
+			return damagedErr(damaged)
+		}
+		ids = unique(append(ids, more...))
+	}
+	err = changeKnown(ctx, st, st.Requeue, st.Unknown, ids, "requeued", "not in the item set", stdout)
+	return cmp.Or(err, damagedErr(damaged))
+}
+
+// idsInState returns the IDs of every item in state, paging through
+// store.ListPage as status --state does. A damaged shard's items are
+// left out, and its error returned with the others' IDs.
+func idsInState(ctx context.Context, st *store.Store, state string) ([]string, error) {
+	var ids []string
+	var damaged []error
+	q := store.ListQuery{State: state, Limit: store.ListLimitMax}
+	for {
+		page, err := st.ListPage(ctx, q)
+		switch {
+		case errors.Is(err, store.ErrDamaged):
+			damaged = append(damaged, err)
+		case err != nil:
+			return nil, err
+		}
+		for _, it := range page.Items {
+			ids = append(ids, it.ID)
+		}
+		if page.Next == "" {
+			return ids, errors.Join(damaged...)
+		}
+		q.Cursor = page.Next
+	}
+}
+
+// damagedErr fails a command whose damaged shards were left out (exit 1).
+func damagedErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: exitFailed, err: fmt.Errorf("damaged shards left out: %w", err)}
 }
 
 // cmdRelease deletes a stuck claim and raises the item's fence.

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -188,5 +190,53 @@ func TestUnknownIDExitsOne(t *testing.T) {
 	}
 	if code, out, errb := syncd("release", "--force", "a", "-c", cfg); code != exitOK || !strings.HasPrefix(out, "a: was not claimed; fence raised to ") {
 		t.Errorf("release a: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+}
+
+// requeue --state quarantined brings back every quarantined item at
+// once (after a target outage quarantined them, say), with or beside
+// IDs and --file; other states are refused.
+func TestRequeueState(t *testing.T) {
+	cfg, st := adminConfig(t, "rqstate")
+	ctx := context.Background()
+	st.Add(ctx, "a", "b", "q1", "q2", "q3")
+	for _, id := range []string{"q1", "q2", "q3"} {
+		st.Client().ZAdd(ctx, st.Keys().Due(st.Keys().Shard(id)), redisInf(id))
+	}
+	st.Client().ZAdd(ctx, st.Keys().Due(st.Keys().Shard("a")), redisZ(t, st, time.Hour, "a"))
+	tests := []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{[]string{"requeue", "--state", "due"}, exitUsage, "", "syncd requeue: --state \"due\": requeue takes quarantined or backing_off\n"},
+		{[]string{"requeue", "--state", "quarantined"}, exitOK, "3 of 3 items requeued\n", ""},
+		{[]string{"requeue", "--state", "quarantined"}, exitOK, "no item quarantined\n", ""},
+		{[]string{"requeue", "--state", "quarantined", "a"}, exitOK, "1 of 1 item requeued\n", ""},
+	}
+	for i, tt := range tests {
+		code, out, stderr := syncd(append(tt.args, "-c", cfg)...)
+		if code != tt.code || out != tt.stdout || !strings.HasPrefix(stderr, tt.stderr) || (tt.stderr == "") != (stderr == "") {
+			t.Errorf("syncd %q: exit %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, out, stderr, tt.code, tt.stdout, tt.stderr)
+		}
+		if i == 1 {
+			for _, id := range []string{"q1", "q2", "q3"} {
+				if d := testutil.DueIn(t, st, id); d > 0 {
+					t.Errorf("%s due in %v after requeue --state quarantined", id, d)
+				}
+			}
+		}
+	}
+	if d := testutil.DueIn(t, st, "a"); d > 0 {
+		t.Errorf("a due in %v after its requeue", d)
+	}
+
+	path := filepath.Join(t.TempDir(), "ids")
+	if err := os.WriteFile(path, []byte("# ids\nb\nghost\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := syncd("requeue", "-c", cfg, "--file", path)
+	if code != exitFailed || out != "1 of 2 items requeued\n" || stderr != "syncd requeue: 1 unknown id (not in the item set): ghost\n" {
+		t.Errorf("requeue --file: exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }

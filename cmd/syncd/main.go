@@ -6,7 +6,8 @@
 //	syncd status   -c config.yaml [--json]        items, owners, fences, waits
 //	syncd items    add|remove -c config.yaml [ID...] [--file F|-]
 //	syncd items    list -c config.yaml
-//	syncd requeue  -c config.yaml ID...           make items due now, clearing failures
+//	syncd requeue  -c config.yaml [ID...] [--file F|-] [--state quarantined|backing_off]
+//	                                              make items due now, clearing failures
 //	syncd trigger  -c config.yaml [--reason R] [--add] ID...   sync items now
 //	syncd release  -c config.yaml --force ID      admin release of a stuck claim
 //	syncd validate -c config.yaml                 print the effective config, or every error
@@ -66,7 +67,8 @@ usage:
   syncd items    list -c config.yaml            print every item's ID
   syncd items    reconcile -c config.yaml [--force]
                                                 bring the item set in line with the sources now
-  syncd requeue  -c config.yaml ID...           make items due now, clearing failures and
+  syncd requeue  -c config.yaml [ID...] [--file F|-] [--state quarantined|backing_off]
+                                                make items due now, clearing failures and
                                                 bringing quarantined ones back
   syncd trigger  -c config.yaml [--reason R] [--add] ID...
                                                 sync items now, ahead of the others (in flight: again right after)

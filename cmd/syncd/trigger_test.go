@@ -100,7 +100,7 @@ func TestNoIDsSaidOnce(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"requeue"}, "syncd requeue: no IDs given\n"},
+		{[]string{"requeue"}, "syncd requeue: no IDs given (arguments, --file or --state)\n"},
 		{[]string{"items", "add"}, "syncd items: no IDs given (arguments or --file)\n"},
 		{[]string{"items", "remove"}, "syncd items: no IDs given (arguments or --file)\n"},
 		{[]string{"release", "--force"}, "syncd release: no ID given: release takes exactly one\n"},
