@@ -1,8 +1,11 @@
 // Package redact owns how syncd shows a URL that may carry credentials:
-// its user information hidden and the value of each query parameter but
-// those of harmless names (page, sort, q, ...: plainParams) replaced with
-// xxxxx, in one URL (URL) or in every URL of a free text
-// (URLs), such as an error message that quotes one. The token in a
+// its user information hidden (up to the last "@" that a host follows
+// when it has a password, so that one typed with / ? # or @ in it goes
+// whole: redis://xxxxx@cache:6379/0 for redis://:p@ss/w0rd@cache:6379/0)
+// and the value of each query parameter but those of harmless names
+// (page, sort, q, ...: plainParams) replaced with xxxxx, in one URL (URL)
+// or in every URL of a free text (URLs), such as an error message that
+// quotes one. The token in a
 // webhook's path (Slack, Discord, Mattermost, Teams, a Telegram bot's)
 // is replaced too: such a URL is its own credential. A value, a path
 // segment or an escaped URL in free text that holds a URL or query of

@@ -152,20 +152,29 @@ func userinfo(auth string, ui Userinfo, h *hidden) string {
 }
 
 // specialUserinfo finds, in rest, a URL after its "://", user
-// information whose password holds one of / ? # unescaped, which a
-// person writes (redis://:pa#ss@cache:6379) but which ends the
-// authority for url.Parse and for the rest of URL, so that the password
-// would show, whole or in part, and the host not: a user name without
-// any of / ? # @ [ ], ":", a password that is no port (8080/ starts a path),
-// and the first "@" after it that a host follows (a name or [address],
-// a port maybe, then the end or one of / ? #). It returns where that
-// "@" and the host end, or -1, -1 when rest has none, or user
-// information url.Parse takes with a host after it (u:pw@h/a@b; not
-// @:pw/@h, which would read differently once its "@" was dropped), but
-// for a password that holds an "@" and then a "#" (redis://:p@ss#w0rd@h,
-// which url.Parse reads as the password p, the host ss and the fragment
-// w0rd@h): a fragment straight after such a host that holds an "@" and
-// a host after it.
+// information whose password holds one of / ? # @ unescaped, as a person
+// types it (redis://:pa#ss@cache:6379, redis://:p@ss/w0rd@cache:6379/0),
+// which url.Parse and the rest of URL would end at its first / ? # or
+// take up to its first @, so that the password would show, whole or in
+// part, and the host not. It returns where the "@" that ends the user
+// information and the host after it end, or -1, -1 when rest has no
+// such user information.
+//
+// The user information runs to the last "@" in rest that a host, or
+// nothing, follows (a name or [address], a port maybe, then the end or
+// one of / ? #), across any / ? # before it: no rule tells a
+// password's p@ss/w0rd from a host and a path, so what may be a
+// password goes. rest has such user information when the part before
+// its first / ? # is user information with a password (a ":" in it)
+// and a host after it as url.Parse reads it, and another "@" that a
+// host follows comes after (u:p@ss/w0rd@h; u:pw@h/x?to=a@b.com loses
+// its host h and path to xxxxx@b.com, the price of never showing a
+// password's end); or when that part is a user name without any of
+// / ? # @ [ ], ":", and a password that is no port after a host
+// (h:8080/ starts a path), and an "@" follows that a host follows. A
+// URL without a password before its first / ? # is read as url.Parse
+// reads it: https://h/a@b, https://h/x?to=a@b.com and https://u@h#a@b
+// keep their @.
 func specialUserinfo(rest string) (at, end int) {
 	k := strings.IndexAny(rest, "/?#")
 	if k < 0 {
@@ -173,10 +182,10 @@ func specialUserinfo(rest string) (at, end int) {
 	}
 	if a := strings.LastIndexByte(rest[:k], '@'); a >= 0 && hostPort.MatchString(rest[a+1:k]) {
 		// url.Parse's user information, and a host after it; unless that
-		// is a password's, which holds an @ and then a # (p@ss#w0rd):
-		// a fragment right after the host, with an @ in it and a host
-		// after that, is the rest of the password (redis://:p@ss#w0rd@h).
-		if rest[k] != '#' || !strings.Contains(rest[:a], ":") {
+		// is a password's, which holds an @ and then one of / ? #: an @
+		// after it with a host after that ends the password instead
+		// (redis://:p@ss/w0rd@h, redis://:p@ss#w0rd@h).
+		if !strings.Contains(rest[:a], ":") {
 			return -1, -1
 		}
 	} else {
@@ -187,30 +196,46 @@ func specialUserinfo(rest string) (at, end int) {
 			// A://0@[0:0]/0@[0] (FuzzURLs).
 			return -1, -1
 		}
-		if port := rest[colon+1 : k]; strings.Trim(port, "0123456789") == "" && (port != "" || rest[k] == '/') {
-			return -1, -1 // host:8080/path?mail=a@b
-		}
-	}
-	for i := k; ; {
-		j := strings.IndexByte(rest[i:], '@')
-		if j < 0 {
+		if port := rest[colon+1 : k]; colon > 0 && strings.Trim(port, "0123456789") == "" && (port != "" || rest[k] == '/') {
+			// host:8080/path?mail=a@b; but no host is empty, and
+			// :1234/5678@h is a password's, as redis://:pw@h has.
 			return -1, -1
 		}
-		at = i + j
-		end = len(rest)
-		if e := strings.IndexAny(rest[at+1:], "/?#"); e >= 0 {
-			end = at + 1 + e
-		}
-		if hostPort.MatchString(rest[at+1 : end]) {
+	}
+	return lastHostAt(rest, k)
+}
+
+// lastHostAt returns where the last "@" in rest from i that a host, or
+// nothing, follows is (up to the end of rest or its next / ? #), and
+// where that host ends; or -1, -1 when there is none. An "@" that
+// anything else follows is a password's, or a path's or a query's
+// (?to=a@b%20c).
+func lastHostAt(rest string, i int) (at, end int) {
+	at, end = -1, -1
+	for {
+		j := strings.IndexByte(rest[i:], '@')
+		if j < 0 {
 			return at, end
 		}
-		i = at + 1
+		a, e := i+j, len(rest)
+		if n := strings.IndexAny(rest[a+1:], "/?#"); n >= 0 {
+			e = a + 1 + n
+		}
+		if e == a+1 || hostPort.MatchString(rest[a+1:e]) {
+			at, end = a, e
+		}
+		i = a + 1
 	}
 }
 
 // hostPort matches a URL's host and port: a name or an IPv4 address, or
-// an IPv6 address in brackets, and a port maybe.
-var hostPort = regexp.MustCompile(`^(?:[\w.-]+|\[[0-9a-fA-F:.]+\])(?::[0-9]*)?$`)
+// an IPv6 address in brackets, and a port maybe; or a list of them
+// separated by commas, as MongoDB's and Redis Sentinel's URLs name
+// their servers (mongodb://u:pw@h1:27017,h2:27017/db).
+var hostPort = regexp.MustCompile(`^` + oneHost + `(?:,` + oneHost + `)*$`)
+
+// oneHost is one host and port of hostPort.
+const oneHost = `(?:[\w.-]+|\[[0-9a-fA-F:.]+\])(?::[0-9]*)?`
 
 // Query replaces with xxxxx the value of each parameter of a raw query
 // but those whose names are known to be harmless (plainParams: page,

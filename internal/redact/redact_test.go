@@ -67,6 +67,25 @@ func TestURLs(t *testing.T) {
 		{"redis://:p@ss#w0rd@cache:6379", "redis://xxxxx@cache:6379", "redis://cache:6379", "redis://:xxxxx@cache:6379"},
 		{"dial redis://u:p@ss#w0@rd@cache:6379/0: x", "dial redis://xxxxx@cache:6379/0: x", "dial redis://cache:6379/0: x", "dial redis://u:xxxxx@cache:6379/0: x"},
 		{"https://u@h#a@b redis://:p@ss#f", "https://xxxxx@h#a@b redis://xxxxx@ss#f", "https://h redis://ss", "https://u@h#a@b redis://:xxxxx@ss#f"},
+		// A password with an @ and then a / ? or # in it (an outside
+		// trial saw redis://xxxxx@ss/w0rd@host and redis://ss/w0rd@host):
+		// the user information runs to the last @ that a host, or
+		// nothing, follows.
+		{"url redis://:p@ss/w0rd@host:6379/0 x", "url redis://xxxxx@host:6379/0 x", "url redis://host:6379/0 x", "url redis://:xxxxx@host:6379/0 x"},
+		{"connect redis://user:p@ss/w0rd@h:1/0", "connect redis://xxxxx@h:1/0", "connect redis://h:1/0", "connect redis://user:xxxxx@h:1/0"},
+		{`"redis://u:a@b/c@d?e@h:1/0" r://:p@ss?w0rd@h:1`, `"redis://xxxxx@h:1/0" r://xxxxx@h:1`, `"redis://h:1/0" r://h:1`, `"redis://u:xxxxx@h:1/0" r://:xxxxx@h:1`},
+		{"mongodb://u:p@ss/w0rd@h1:1,h2:2/db redis://:p@ss/w0rd@/0", "mongodb://xxxxx@h1:1,h2:2/db redis://xxxxx@/0",
+			"mongodb://h1:1,h2:2/db redis:///0", "mongodb://u:xxxxx@h1:1,h2:2/db redis://:xxxxx@/0"},
+		{"redis://:1234/5678@cache:6379/0", "redis://xxxxx@cache:6379/0", "redis://cache:6379/0", "redis://:xxxxx@cache:6379/0"},
+		// What a password may be goes: with a password before it, an @
+		// in the path or query and a host after it end the user
+		// information, and the host and path before them go too. An @
+		// that no host follows does not (a%20b is none).
+		{"https://u:pw@h/x?to=a@b.com", "https://xxxxx@b.com", "https://b.com", "https://u:xxxxx@b.com"},
+		{"https://u:pw@h/x?to=a@b%20c", "https://xxxxx@h/x?to=a@b%20c", "https://h/x?to=a@b%20c", "https://u:xxxxx@h/x?to=a@b%20c"},
+		// Without a password, an @ in the path or query is as url.Parse
+		// reads it.
+		{"https://u@h/a@b https://token@h/x?to=a@b.com", "https://xxxxx@h/a@b https://xxxxx@h/x?to=a@b.com", "https://h/a@b https://h/x?to=a@b.com", "https://u@h/a@b https://token@h/x?to=a@b.com"},
 		// Not user information: a port, then an @ in the path or query.
 		{"https://h:8443/mail/a@b.com?to=c@d.org", "https://h:8443/mail/a@b.com?to=c@d.org", "https://h:8443/mail/a@b.com?to=c@d.org", "https://h:8443/mail/a@b.com?to=c@d.org"},
 		{"https://h/x?to=c@d.org#a@b", "https://h/x?to=c@d.org#a@b", "https://h/x?to=c@d.org", "https://h/x?to=c@d.org#a@b"},
@@ -207,6 +226,34 @@ func TestQuery(t *testing.T) {
 	}
 }
 
+// FuzzURLPassword: a password in a URL's user information shows in no
+// part in free text, whatever it holds (/ ? # @ : ' as people type
+// them), with any host after it and a path, a query or more text after
+// that: no piece of it of MinSecret bytes that the rest of the text
+// does not hold.
+func FuzzURLPassword(f *testing.F) {
+	f.Add("p@ss/w0rd", "host:6379", "/0 x")
+	f.Add("a@b/c@d?e#f", "h", "?to=a@b.com")
+	f.Add("1234/5678", "[::1]:1", "")
+	f.Add("p@ss#w0rd", "h1:1,h2:2", "/db redis://x")
+	f.Fuzz(func(t *testing.T, pw, host, after string) {
+		if pw == "" || !hostPort.MatchString(host) || strings.ContainsAny(pw, " \t\n\v\f\r\"<>`") ||
+			after != "" && !strings.ContainsRune("/?# ", rune(after[0])) {
+			return // not a password and a host as a URL in text has them
+		}
+		text := "url redis://:" + pw + "@" + host + after
+		rest := "url redis://:@" + host + after + Masked
+		for _, ui := range []Userinfo{Mask, Display, Password} {
+			out := URLs(text, ui)
+			for i := 0; i+MinSecret <= len(pw); i++ {
+				if piece := pw[i : i+MinSecret]; strings.Contains(out, piece) && !strings.Contains(rest, piece) {
+					t.Fatalf("URLs(%q, %d) = %q: %q of the password shows", text, ui, out, piece)
+				}
+			}
+		}
+	})
+}
+
 // FuzzURLs checks that URLs is stable, and that no URL it leaves in the
 // text has a password, user information but xxxxx (Mask) or none
 // (Display), a secret query value (secretParam) or bare item but xxxxx,
@@ -217,7 +264,8 @@ func FuzzURLs(f *testing.F) {
 	for _, s := range []string{"https://u:pw@h/x?a=1&b#f", `x "http://u@h?k" y`, "a://b@c@d/e?f=g&&h x_s://:p@q",
 		"%zz", "redis://:p w@h", "http://[::1]:80/?q=%zz#a?b=c", "https://h/p%2Fa?q=https%3A%2F%2Fx%3Fpage%3D2%26t%3D1",
 		"r=https%253A%252F%252Fu%2540x%252F&s=https%3A%2F%2Fx%2F%3Fk", "https://hooks.x/a/b/ http://h/api/webhooks/1/abcdefghijklmnop0/bot1:x",
-		"redis://:pa#ss@cache:6379 https://u:p?w@h/x?y=a@b r://:p/@[::1]:1#x@y"} {
+		"redis://:pa#ss@cache:6379 https://u:p?w@h/x?y=a@b r://:p/@[::1]:1#x@y",
+		"url redis://:p@ss/w0rd@host:6379/0 x https://u:pw@h/x?to=a@b.com m://u:p@s/s@h1:1,h2:2/db r://:p@s/w@/0"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {

@@ -57,6 +57,10 @@ func TestSecrets(t *testing.T) {
 		"…ssword:\n  NEXTLINEpw\nrest":                     "…\n  xxxxx\nrest",
 		"…assword\n= NEXTLINEpw rest":                      "…\n= xxxxx rest",
 		"…ine of prose\nerror: exit 1\nTraceback:\n  File": "…\nerror: exit 1\nTraceback:\n  File",
+		// A password with an @ and then a / in it (an outside trial saw
+		// redis://ss/w0rd@host).
+		"url redis://:p@ss/w0rd@host:6379/0 x":     "url redis://host:6379/0 x",
+		"…x\nconnect redis://user:p@ss/w0rd@h:1/0": "…\nconnect redis://h:1/0",
 	} {
 		if got := Tail(in, NewSecrets()); got != want {
 			t.Errorf("Tail(%q) = %q, want %q", in, got, want)

@@ -122,6 +122,9 @@ func TestRedactValue(t *testing.T) {
 		{"Bearer abc.def", "Bearer xxxxx"},
 		{"Authorization: basic dXNlcjpwdw==", "Authorization: basic xxxxx"},
 		{"API_TOKEN=[redacted]", "API_TOKEN=[redacted]"},
+		// A password with an @ and then a / in it: redis://xxxxx@ss/w0rd@host.
+		{"url redis://:p@ss/w0rd@host:6379/0 x", "url redis://xxxxx@host:6379/0 x"},
+		{"connect redis://user:p@ss/w0rd@h:1/0", "connect redis://xxxxx@h:1/0"},
 	}
 	for _, tt := range tests {
 		got := redactValue(tt.in)
