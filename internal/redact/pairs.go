@@ -596,7 +596,11 @@ func monitorAuth(m string) string {
 // in args (authArgs), up to the end of the command: a word of : , ; | &
 // alone, which is none of them, or one that ends with : , or ; (punctEnd,
 // without them), or a quoted one that they follow, where the text around
-// the command goes on (AUTH mode off; redis-cli ..., AUTH "pw": denied).
+// the command goes on (AUTH mode off; redis-cli ..., AUTH "pw": denied);
+// or one that holds a pair's value hidden (pw=xxxxx), after it: the
+// bracket that ended the words (authArgs) may have gone with that value,
+// and Pairs must read the command the same the next time (FuzzPairs:
+// AUTH "pw"=)0 0 read AUTH "pw"=xxxxx 0, then AUTH "xxxxx"=xxxxx xxxxx).
 func commandWords(args string, words []authWord) []authWord {
 	for i, w := range words {
 		if w.quoted {
@@ -611,6 +615,9 @@ func commandWords(args string, words []authWord) []authWord {
 		}
 		if p := punctEnd(v, 0); p != v {
 			words[i].end = w.start + len(p)
+			return words[:i+1]
+		}
+		if strings.Contains(v, "="+Masked) || strings.Contains(v, ":"+Masked) {
 			return words[:i+1]
 		}
 	}

@@ -362,6 +362,9 @@ func TestPairsRedisAuth(t *testing.T) {
 		{"AUTH alice my pass: WRONGPASS x\n127.0.0.1:6379> auth alice my s3cret\nAUTH 'my' pass phrase", "AUTH xxxxx xxxxx xxxxx: WRONGPASS x\n127.0.0.1:6379> auth xxxxx xxxxx xxxxx\nAUTH 'xxxxx' xxxxx xxxxx"},
 		{`"AUTH" "alice" "my" "pass"` + "\nHELLO 3 AUTH app s3cretW7 SETNAME auth\n" + `"HELLO" "3" "AUTH" "app" "p w" "x" "SETNAME" "c"`, `"AUTH" "xxxxx" "xxxxx" "xxxxx"` + "\nHELLO 3 AUTH app xxxxx SETNAME auth\n" + `"HELLO" "3" "AUTH" "xxxxx" "xxxxx" "xxxxx" "SETNAME" "c"`},
 		{"AUTH app s3cretW8; echo done\nAUTH \"pw\": denied, retry", "AUTH app xxxxx; echo done\nAUTH \"xxxxx\": denied, retry"},
+		// A bracket that ends the words goes with a pair's value; the
+		// words end there the next time too (FuzzPairs).
+		{`AUTH "pw"=)0 0`, `AUTH "pw"=xxxxx 0`},
 		// After redis-cli's prompt a word is a password typed, one of
 		// prose too; after another > it is read as elsewhere.
 		{"127.0.0.1:6379> AUTH foobared\ncache:6379[2]> auth app secret\nnot connected> auth failed: ERR x", "127.0.0.1:6379> AUTH xxxxx\ncache:6379[2]> auth app xxxxx\nnot connected> auth xxxxx: ERR x"},
