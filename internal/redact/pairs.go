@@ -83,9 +83,10 @@ func credential(word string) bool {
 // key:), the short password flags of the commands that have one (mysql
 // -phunter2, sshpass -p x, redis-cli -a x, curl -u user:x:
 // commandFlags), the password of a Redis AUTH command echoed (redisAuth)
-// and of MIGRATE's AUTH (redisMigrate), and bearer and basic
-// credentials, each replaced with xxxxx. Applied twice, it changes
-// nothing more.
+// and of MIGRATE's AUTH (redisMigrate), bearer and basic credentials,
+// a password of user:password@host (userPasswords) and a URL's user
+// information (urlUserinfos), each replaced with xxxxx. Applied twice,
+// it changes nothing more.
 //
 // A Bearer or Basic credential in header form, the value of a name such
 // as Authorization (schemeHeader), is hidden whatever it looks like; so
@@ -96,6 +97,7 @@ func credential(word string) bool {
 // a credential (see credential), so that prose such as "basic auth
 // failed" stays readable.
 func Pairs(text string) string {
+	text = urlUserinfos(text)
 	text = commandFlags(text)
 	text = redisAuth(text)
 	text = redisMigrate(text)
@@ -116,9 +118,31 @@ func Pairs(text string) string {
 	return userPasswords(text)
 }
 
+// urlUserinfos hides the user information of each URL in text, as URL
+// does with Mask (userinfoEnd), and nothing else of it: its password is
+// a credential the text names as such, as user:password@host's without
+// a scheme is, and Args, which has Pairs alone, showed
+// redis-cli -u redis://:pw@cache:6379's. Its query and fragment are
+// URLs' (Pairs hides the pairs so named in them). User information
+// whose end a second reading moves, once the first is hidden, goes to
+// that end as well (A://[@!:#@0, as settled does).
+func urlUserinfos(text string) string {
+	return urlRE.ReplaceAllStringFunc(text, func(u string) string {
+		scheme, rest, _ := strings.Cut(u, "://")
+		for range maxPasses {
+			at := userinfoEnd(rest)
+			if at < 0 || rest[:at] == Masked {
+				break
+			}
+			rest = Masked + rest[at:]
+		}
+		return scheme + "://" + rest
+	})
+}
+
 var (
 	// userPassword finds user:password@host without a scheme (a URL's
-	// is URLs'), as a word of its own: alice:pw@db.example:5432, a Go
+	// is urlUserinfos'), as a word of its own: alice:pw@db.example:5432, a Go
 	// MySQL DSN's u:pw@tcp(h:3306)/db. The password (the second group)
 	// runs to the last @ that a host follows: a name, an IPv4 or [IPv6]
 	// address, or tcp(...) or unix(...), with a port maybe, then the

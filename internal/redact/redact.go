@@ -48,7 +48,7 @@ func URL(raw string, ui Userinfo) string {
 // rest of A://[@!:#@0 a password with a # (FuzzURLs).
 func settled(raw string, ui Userinfo, h *hidden) string {
 	out := redactURL(raw, ui, h)
-	for range 3 {
+	for range maxPasses - 1 {
 		next := redactURL(out, ui, h)
 		if next == out {
 			break
@@ -57,6 +57,10 @@ func settled(raw string, ui Userinfo, h *hidden) string {
 	}
 	return out
 }
+
+// maxPasses is how many times settled and urlUserinfos read a URL at
+// most.
+const maxPasses = 4
 
 // URLSecrets returns the parts of raw that URL replaces with xxxxx (with
 // Mask): its user information, the values of its query and fragment,
@@ -226,6 +230,20 @@ func lastHostAt(rest string, i int) (at, end int) {
 		}
 		i = a + 1
 	}
+}
+
+// userinfoEnd returns where the "@" that ends the user information of
+// rest, a URL after its "://", is, as redactURL reads it: where
+// specialUserinfo says, or the last "@" before the first / ? #; -1 when
+// it has none.
+func userinfoEnd(rest string) int {
+	if at, _ := specialUserinfo(rest); at >= 0 {
+		return at
+	}
+	if k := strings.IndexAny(rest, "/?#"); k >= 0 {
+		rest = rest[:k]
+	}
+	return strings.LastIndexByte(rest, '@')
 }
 
 // hostPort matches a URL's host and port: a name or an IPv4 address, or

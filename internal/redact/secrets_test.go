@@ -104,14 +104,19 @@ func TestTailCutKeyword(t *testing.T) {
 }
 
 // user:password@host without a scheme shows no password (an outside
-// tester saw "user alice:s3cretW12@host failed" whole); an address, a
-// URI without a password, an image's digest and a package URL stay.
+// tester saw "user alice:s3cretW12@host failed" whole), nor does a URL's
+// user information; an address, a URI without a password, an image's
+// digest and a package URL stay.
 func TestPairsUserPassword(t *testing.T) {
 	for _, tt := range []struct{ in, want string }{
 		{"user alice:s3cretW12@host failed", "user alice:xxxxx@host failed"},
 		{"connect alice:pw@10.0.0.1:5432: refused", "connect alice:xxxxx@10.0.0.1:5432: refused"},
 		{"dial u:p@ss@tcp(127.0.0.1:3306)/db x=bob:pw@[::1]:6379", "dial u:xxxxx@tcp(127.0.0.1:3306)/db x=bob:xxxxx@[::1]:6379"},
 		{"'alice:pw@h.example'\nbob:pw2@h2/x", "'alice:xxxxx@h.example'\nbob:xxxxx@h2/x"},
+		// A URL's user information, as URLs hides it with Mask (a password
+		// with an @ and a / in it too); its query is URLs'.
+		{"connect redis://user:p@ss/w0rd@h:1/0 and https://u:pw@h/x?page=2&k=v", "connect redis://xxxxx@h:1/0 and https://xxxxx@h/x?page=2&k=v"},
+		{"https://h/a@b https://u@h#a@b A://[@!:#@0", "https://h/a@b https://xxxxx@h#a@b A://xxxxx@0"},
 		// Not a password.
 		{"mailto:ann@example.com sip:ann@h.example acct:ann@h", "mailto:ann@example.com sip:ann@h.example acct:ann@h"},
 		{"nginx:1.25@sha256:0123abcdef pkg:npm/lodash@4.17.21", "nginx:1.25@sha256:0123abcdef pkg:npm/lodash@4.17.21"},
@@ -597,6 +602,7 @@ func TestArgs(t *testing.T) {
 		{[]string{"redis-cli", "-h", "h", "AUTH", "app", "hunter 2:"}, []string{"redis-cli", "-h", "h", "AUTH", "app", "xxxxx"}},
 		{[]string{"redis-cli", "AUTH", "a", "b", "c"}, []string{"redis-cli", "AUTH", "xxxxx", "xxxxx", "xxxxx"}},
 		{[]string{"smbclient", "//s/x", "-Uadmin%hunter2xyz"}, []string{"smbclient", "//s/x", "-Uadmin%xxxxx"}},
+		{[]string{"redis-cli", "-u", "redis://:p@ss/w0rd@host:6379/0", "ping"}, []string{"redis-cli", "-u", "redis://xxxxx@host:6379/0", "ping"}},
 		{[]string{"rar", "a", "-hphunter2xyz", "x.rar"}, []string{"rar", "a", "-hpxxxxx", "x.rar"}},
 		{[]string{"rar", "a", "-hp", "x.rar"}, []string{"rar", "a", "-hp", "x.rar"}},
 		{[]string{"sshpass", "-p", "hunter2xyz", "ssh", "-p", "2222", "h"}, []string{"sshpass", "-p", "xxxxx", "ssh", "-p", "2222", "h"}},
@@ -651,21 +657,29 @@ func FuzzCleanTail(f *testing.F) {
 }
 
 // FuzzPairs: Pairs, Tail and Args never panic, Pairs and Args applied
-// twice change nothing more, and Tail shows nothing of a tail that is
-// one cut line.
+// twice change nothing more, no URL that Pairs leaves shows user
+// information but xxxxx, and Tail shows nothing of a tail that is one
+// cut line.
 func FuzzPairs(f *testing.F) {
 	for _, s := range []string{`token='a b' password="c" {"key":"d"}`, "--password x -v", "Bearer y", "…z token=1", "pwd: : =",
 		"basic auth failed", "Authorization: Bearer mode", `Bearer realm="api"`,
 		`Authorization: Digest username="u", response="r"`, `"authorization": "Digest a=\"b\", c=d"`,
 		"mysql -uroot -p'a b' -p x; sshpass -p y ssh -p 1", "curl -su a:b -U 'c:d' --user=e:f; ldapsearch -xw g -W",
 		"AUTH app pw1x: ERR x\n\"AUTH\" \"u\" \"p\"", "(password: YES) auth=[Bearer x] sort key: k",
-		"…H bob s3cretQ8\nAUTH \"pw\" auth 'p w'\n> auth s3cretW5", "user alice:s3cretW12@tcp(h:1)/db Authorization: token x"} {
+		"…H bob s3cretQ8\nAUTH \"pw\" auth 'p w'\n> auth s3cretW5", "user alice:s3cretW12@tcp(h:1)/db Authorization: token x",
+		"url redis://:p@ss/w0rd@host:6379/0 x A://[@!:#@0 https://u@h#a@b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
 		out := Pairs(text)
 		if again := Pairs(out); again != out {
 			t.Fatalf("Pairs(%q) = %q, then %q", text, out, again)
+		}
+		for _, u := range urlRE.FindAllString(out, -1) {
+			_, rest, _ := strings.Cut(u, "://")
+			if at := userinfoEnd(rest); at >= 0 && rest[:at] != Masked {
+				t.Fatalf("Pairs(%q) = %q: user information %q shows", text, out, rest[:at])
+			}
 		}
 		if tail := Tail(text, NewSecrets("abcd")); strings.HasPrefix(text, "…") && !strings.Contains(text, "\n") && tail != "…" {
 			t.Fatalf("Tail(%q) = %q: shows some of the one line cut", text, tail)
