@@ -97,7 +97,6 @@ func credential(word string) bool {
 // a credential (see credential), so that prose such as "basic auth
 // failed" stays readable.
 func Pairs(text string) string {
-	text = urlUserinfos(text)
 	text = commandFlags(text)
 	text = redisAuth(text)
 	text = redisMigrate(text)
@@ -115,7 +114,11 @@ func Pairs(text string) string {
 	text = replaceValues(text, flagRE, func(text string, start, end int) bool {
 		return pairName(text, start, end) && !asks[start]
 	})
-	return userPasswords(text)
+	text = userPasswords(text)
+	// Last: a pass before may hide a part of a URL's authority that
+	// changes where its user information ends (A://[0:#@0, whose #
+	// userPasswords hid, reads A://[0:xxxxx@0).
+	return urlUserinfos(text)
 }
 
 // urlUserinfos hides the user information of each URL in text, as URL
