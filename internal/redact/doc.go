@@ -17,14 +17,16 @@
 // Beyond URLs, Pairs hides credentials that a text names as such
 // (token=, password=, Authorization: ..., a YAML block scalar's lines
 // after password: |; a name goes by its words, as SecretName's do, so
-// KEYWORD=, token_ttl= and sort key: keep their values), the password
-// flags of the commands that have one (mysql -p…, rar -hp…, curl -u
-// user:…, ldapsearch -w, smbclient -U user%…, redis-cli -a), a Redis
-// AUTH or MIGRATE command echoed, the body of a PEM private key,
-// which needs no name, and a URL's user information, as URLs hides it;
-// Args does the same across a command's arguments given as a list. Secrets hides the known values of a
-// configuration wherever they appear, as they are or escaped in a URL,
-// JSON or a Go string (the http sink's headers and what URLSecrets
-// returns of its URL, the exec sink's secret variables: SecretName), and
-// Tail both in the end of a command's stderr.
+// KEYWORD=, token_ttl= and sort key: keep their values; a URL with user
+// information under such a name shows as URLs shows it, its host kept:
+// dsn=postgres://xxxxx@db:5432/prod), the password flags of the
+// commands that have one (mysql -p…, rar -hp…, curl -u user:…,
+// ldapsearch -w, smbclient -U user%…, redis-cli -a), a Redis AUTH or
+// MIGRATE command echoed, the body of a PEM private key, which needs no
+// name, and a URL's user information, as URLs hides it; Args does the
+// same across a command's arguments given as a list. Secrets hides the
+// known values of a configuration wherever they appear, as they are or
+// escaped in a URL, JSON or a Go string (the http sink's headers and
+// what URLSecrets returns of its URL, the exec sink's secret variables:
+// SecretName), and Tail both in the end of a command's stderr.
 package redact

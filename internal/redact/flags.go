@@ -69,6 +69,11 @@ func Args(argv []string) []string {
 		if cmd != nil && cmd.asks(a) {
 			continue // mysql --password db: db is no password
 		} else if f := argFlag.FindStringSubmatchIndex(a); f != nil && pairName(a, f[2], f[3]) && i+1 < len(out) {
+			if shown, ok := secretURL(out[i+1]); ok {
+				i++ // --dsn postgres://xxxxx@db:5432/prod, as Pairs shows it
+				out[i] = shown
+				continue
+			}
 			masks = appendValue(nil, out[i+1], 0, "", 0)
 		} else if cmd == nil {
 			continue

@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -237,9 +238,54 @@ func replaceValues(text string, re *regexp.Regexp, secret func(text string, star
 		if plainValue(text[m[6]:end]) || schemeBefore(text, m[6], end) || blockHidden(text, m[6]) {
 			continue
 		}
+		if uEnd, shown, ok := valueURL(text, m[6], end); ok {
+			out.replace(m[6], uEnd, shown)
+			i = uEnd
+			continue
+		}
 		out.replace(m[6], end, Masked)
 	}
 	return out.String()
+}
+
+// valueURL returns, when the value of a secret's name at start in text,
+// up to end, is a URL with user information (secretURL), where that URL
+// ends and how it is shown: dsn=postgres://xxxxx@db:5432/prod, where
+// dsn=xxxxx hid the host an operator needs. A bare value is the whole
+// URL (urlRE), which may run past end: a password may hold the & ; , '
+// or ] that end a bare value (dsn=redis://:p;ss@h showed ;ss@h). A
+// quoted one is the URL only if all of it is one.
+func valueURL(text string, start, end int) (uEnd int, shown string, ok bool) {
+	loc := urlRE.FindStringIndex(text[start:])
+	if loc == nil || loc[0] != 0 || start+loc[1] < end {
+		return 0, "", false
+	}
+	uEnd = start + loc[1]
+	if q := text[max(start-1, 0)]; start > 0 && (q == '"' || q == '\'') {
+		uEnd = end // the URL ends where its quotes close
+	}
+	shown, ok = secretURL(text[start:uEnd])
+	return uEnd, shown, ok
+}
+
+// secretURL returns u, the value of a secret's name (dsn=, --token), as
+// URL shows it with Mask when all of it is a URL (urlRE) with user
+// information: its scheme, host, port and path kept, its user
+// information and its query's values hidden
+// (postgres://xxxxx@db:5432/prod), as elsewhere in a text. It reports
+// false for a value that is anything else, and for a URL that url.Parse
+// does not read, once hidden, as the user xxxxx at a host: what shows of
+// it would then be unsure, and the whole value goes.
+func secretURL(u string) (string, bool) {
+	if loc := urlRE.FindStringIndex(u); loc == nil || loc[0] != 0 || loc[1] != len(u) {
+		return "", false
+	}
+	shown := URL(u, Mask)
+	p, err := url.Parse(shown)
+	if err != nil || p.User == nil || p.User.String() != Masked || p.Host == "" {
+		return "", false
+	}
+	return shown, true
 }
 
 // splicer builds text with spans of it replaced, left to right: the

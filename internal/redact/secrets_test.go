@@ -231,6 +231,37 @@ func TestPairsNames(t *testing.T) {
 	}
 }
 
+// A URL with user information under a secret's name keeps its scheme,
+// host, port and path, as URLs shows it (an operator read dsn=xxxxx and
+// could not tell which database failed); its user information and
+// query values go. Any other value of a secret's name goes whole, and so
+// does a URL that would not read as one once hidden.
+func TestPairsSecretURL(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"dsn=postgres://app:pw@db:5432/prod", "dsn=postgres://xxxxx@db:5432/prod"},
+		{"dsn=postgres://app:pw@db:5432/prod?sslmode=disable&password=pw2&k=v next", "dsn=postgres://xxxxx@db:5432/prod?sslmode=disable&password=xxxxx&k=xxxxx next"},
+		{`{"dsn":"postgres://app:pw@db/prod","token":'redis://:pw@cache:6379/0'}`, `{"dsn":"postgres://xxxxx@db/prod","token":'redis://xxxxx@cache:6379/0'}`},
+		{"--dsn postgres://app:pw@db:5432/prod: refused (dsn=mysql://u:pw@h/db)", "--dsn postgres://xxxxx@db:5432/prod: refused (dsn=mysql://xxxxx@h/db)"},
+		{"password: redis://:p@ss/w0rd@host:6379/0\nmongo_dsn=mongodb://u:pw@h1:1,h2:2/db", "password: redis://xxxxx@host:6379/0\nmongo_dsn=mongodb://xxxxx@h1:1,h2:2/db"},
+		// A password with a character that ends a bare value (& ; , ')
+		// goes whole with the URL: dsn=xxxxx;ss@h showed ss.
+		{"dsn=redis://:p;ss@h:1/0 dsn=redis://u:p,w&x@h", "dsn=redis://xxxxx@h:1/0 dsn=redis://xxxxx@h"},
+		// Hidden whole: no URL, no user information, a URL only in part
+		// or one that does not read as the user xxxxx at a host.
+		{"dsn=u:pw@tcp(h:3306)/db token=https://h/x?a=1 dsn=postgres://h/db", "dsn=xxxxx token=xxxxx dsn=xxxxx"},
+		{`dsn="postgres://u:pw@h/db extra" dsn=jdbc:mysql://u:pw@h/db`, `dsn="xxxxx" dsn=xxxxx`},
+		{`dsn=postgres://u:pw@/db dsn=postgres://u:pw@h/%zz dsn="postgres://u:p\"w@h/db"`, `dsn=xxxxx dsn=xxxxx dsn="xxxxx"`},
+	} {
+		got := Pairs(tt.in)
+		if got != tt.want {
+			t.Errorf("Pairs(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if again := Pairs(got); again != got {
+			t.Errorf("Pairs(%q) = %q, then %q", tt.in, got, again)
+		}
+	}
+}
+
 // A YAML block scalar under a secret's key is hidden, all its lines (an
 // outside trial saw password: | and the password on the next line, and
 // password: xxxxx for the indicator); the key, its indicator and what
@@ -603,6 +634,10 @@ func TestArgs(t *testing.T) {
 		{[]string{"redis-cli", "AUTH", "a", "b", "c"}, []string{"redis-cli", "AUTH", "xxxxx", "xxxxx", "xxxxx"}},
 		{[]string{"smbclient", "//s/x", "-Uadmin%hunter2xyz"}, []string{"smbclient", "//s/x", "-Uadmin%xxxxx"}},
 		{[]string{"redis-cli", "-u", "redis://:p@ss/w0rd@host:6379/0", "ping"}, []string{"redis-cli", "-u", "redis://xxxxx@host:6379/0", "ping"}},
+		// A URL with user information after a secret's flag shows as
+		// Pairs shows it; any other value goes whole.
+		{[]string{"x", "--dsn", "postgres://app:pw@db:5432/prod", "--dsn=mysql://u:pw@h/db", "--token", "https://h/x?a=1"},
+			[]string{"x", "--dsn", "postgres://xxxxx@db:5432/prod", "--dsn=mysql://xxxxx@h/db", "--token", "xxxxx"}},
 		{[]string{"rar", "a", "-hphunter2xyz", "x.rar"}, []string{"rar", "a", "-hpxxxxx", "x.rar"}},
 		{[]string{"rar", "a", "-hp", "x.rar"}, []string{"rar", "a", "-hp", "x.rar"}},
 		{[]string{"sshpass", "-p", "hunter2xyz", "ssh", "-p", "2222", "h"}, []string{"sshpass", "-p", "xxxxx", "ssh", "-p", "2222", "h"}},
@@ -667,7 +702,8 @@ func FuzzPairs(f *testing.F) {
 		"mysql -uroot -p'a b' -p x; sshpass -p y ssh -p 1", "curl -su a:b -U 'c:d' --user=e:f; ldapsearch -xw g -W",
 		"AUTH app pw1x: ERR x\n\"AUTH\" \"u\" \"p\"", "(password: YES) auth=[Bearer x] sort key: k",
 		"…H bob s3cretQ8\nAUTH \"pw\" auth 'p w'\n> auth s3cretW5", "user alice:s3cretW12@tcp(h:1)/db Authorization: token x",
-		"url redis://:p@ss/w0rd@host:6379/0 x A://[@!:#@0 https://u@h#a@b"} {
+		"url redis://:p@ss/w0rd@host:6379/0 x A://[@!:#@0 https://u@h#a@b",
+		"dsn=postgres://app:pw@db:5432/prod?k=v&sslmode=off --dsn redis://:p;ss@h:1/0 'token':'r://u:p@h' dsn=u:pw@h/%zz"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {

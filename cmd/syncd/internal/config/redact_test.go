@@ -125,6 +125,8 @@ func TestRedactValue(t *testing.T) {
 		// A password with an @ and then a / in it: redis://xxxxx@ss/w0rd@host.
 		{"url redis://:p@ss/w0rd@host:6379/0 x", "url redis://xxxxx@host:6379/0 x"},
 		{"connect redis://user:p@ss/w0rd@h:1/0", "connect redis://xxxxx@h:1/0"},
+		// A URL under a secret's name keeps its host.
+		{"dsn=postgres://app:pw@db:5432/prod --dsn redis://:p@ss/w0rd@h:1/0", "dsn=postgres://xxxxx@db:5432/prod --dsn redis://xxxxx@h:1/0"},
 	}
 	for _, tt := range tests {
 		got := redactValue(tt.in)
