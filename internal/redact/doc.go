@@ -28,5 +28,9 @@
 // known values of a configuration wherever they appear, as they are or
 // escaped in a URL, JSON or a Go string (the http sink's headers and
 // what URLSecrets returns of its URL, the exec sink's secret variables:
-// SecretName), and Tail both in the end of a command's stderr.
+// SecretName), and Tail both in the end of a command's stderr; a tail
+// that was cut also loses its first line, or, when that is its only
+// line, the line's first clause, where what the cut may have split of a
+// credential ends ("… WRONGPASS invalid password" for
+// "…TH s3cret: WRONGPASS invalid password", cut inside AUTH).
 package redact

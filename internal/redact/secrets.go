@@ -178,9 +178,9 @@ func (s *Secrets) CleanTail(tail string) string {
 // of one, and the block's lines after it show: hiding every indented
 // line after a cut would take a traceback's frames too.
 //
-// A tail with no newline in it, one line longer than the tail, shows
-// nothing but "…": all of it is that cut line, and no rule tells the
-// credential after a keyword cut off from a word of prose.
+// A tail with no newline in it, one line longer than the tail, is all
+// that cut line: it shows what follows the line's first clause, where
+// the rest of a credential cut off ends (cutLine), or "…" alone.
 func Tail(tail string, s *Secrets) string {
 	rest, cut := strings.CutPrefix(s.CleanTail(tail), "…")
 	if !cut {
@@ -188,7 +188,7 @@ func Tail(tail string, s *Secrets) string {
 	}
 	first, rest, ok := strings.Cut(rest, "\n")
 	if !ok {
-		return "…"
+		return cutLine(first)
 	}
 	name := "" // the first line's end, a secret's name's maybe
 	switch end := strings.TrimRight(first, " \t\r"); {

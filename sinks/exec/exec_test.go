@@ -205,10 +205,11 @@ func TestStderrTail(t *testing.T) {
 	if err == nil {
 		t.Fatal("Sync = nil, want an error")
 	}
-	// The cut line goes whole, and a tail that is all one cut line shows
-	// nothing of it (it may hold the rest of a credential whose name was
-	// cut off: redact.Tail); TailBuffer's own test covers the UTF-8
-	// sequence the cut splits.
+	// A tail that is all one cut line shows what follows its first
+	// clause (redact.Tail); this one has none, and all of it might be the
+	// rest of a credential whose name was cut off (the words of a Redis
+	// AUTH). TailBuffer's own test covers the UTF-8 sequence the cut
+	// splits.
 	want := `exec: item "a": exit status 1; stderr: "…"`
 	if err.Error() != want {
 		t.Errorf("Sync = %q, want %q", err, want)
@@ -225,6 +226,22 @@ func TestStderrTailCutAuth(t *testing.T) {
 	})
 	err := s.Sync(t.Context(), sinks.Item{ID: "a"})
 	want := `exec: item "a": exit status 1; stderr: "…\nexit: 1"`
+	if err == nil || err.Error() != want {
+		t.Errorf("Sync = %v, want %q", err, want)
+	}
+}
+
+// A tail that is one long line cut inside a Redis AUTH shows the end of
+// the line after the clause that holds the password, where it showed
+// "…" alone and the error an operator needs with it.
+func TestStderrTailOneLine(t *testing.T) {
+	line := "redis-cli AUTH s3cretQ21: WRONGPASS invalid password; dial tcp: connection refused"
+	s := newSink(t, execsink.Config{
+		Command:    []string{"sh", "-c", `echo "$0" >&2; exit 1`, line},
+		StderrTail: len(line) - strings.Index(line, "TH s3cret") + 1,
+	})
+	err := s.Sync(t.Context(), sinks.Item{ID: "a"})
+	want := `exec: item "a": exit status 1; stderr: "… WRONGPASS invalid password; dial tcp: connection refused"`
 	if err == nil || err.Error() != want {
 		t.Errorf("Sync = %v, want %q", err, want)
 	}
