@@ -26,8 +26,8 @@ import (
 //     end of the command the cut line starts in, whose name the cut may
 //     have taken (curl -u a:pw cut to "…rl -v: x -u a:pw");
 //   - a private key's body that an END line follows, with no BEGIN line
-//     before it, goes to that END line (a JSON string's key, its
-//     newlines escaped).
+//     before it, goes to that END line (a key on one line, its newlines
+//     escaped as in a JSON string).
 //
 // A line with no clause end shows "…" alone: all of it may be the words
 // of a Redis AUTH whose name was cut off (redis-cli AUTH éééé THE END).
@@ -72,7 +72,7 @@ func cutLine(line string) string {
 // part of it.
 func clauseEnd(text string) int {
 	dq, sq := quoteParity(text)
-	var starts []byte // where the cut may have fallen: in a string of " or ', or neither
+	var starts []byte // where the cut fell: in a string of " or ', or in none (0)
 	if dq {
 		starts = append(starts, '"')
 	}

@@ -5,11 +5,11 @@
 // and the value of each query parameter but those of harmless names
 // (page, sort, q, ...: plainParams) replaced with xxxxx, in one URL (URL)
 // or in every URL of a free text (URLs), such as an error message that
-// quotes one. The token in a
-// webhook's path (Slack, Discord, Mattermost, Teams, a Telegram bot's)
-// is replaced too: such a URL is its own credential. A value, a path
-// segment or an escaped URL in free text that holds a URL or query of
-// its own with a secret in it is replaced whole.
+// quotes one. The token in a webhook's path (Slack, Discord, Mattermost,
+// Teams, a Telegram bot's) is replaced too: such a URL is its own
+// credential. A value, a path segment or an escaped URL in free text
+// that holds a URL or query of its own with a secret in it is replaced
+// whole.
 //
 // The config package shows URLs in its messages and in the effective
 // configuration with Mask; the http sink shows its target's URL in logs

@@ -146,8 +146,8 @@ func urlUserinfos(text string) string {
 
 var (
 	// userPassword finds user:password@host without a scheme (a URL's
-	// is urlUserinfos'), as a word of its own: alice:pw@db.example:5432, a Go
-	// MySQL DSN's u:pw@tcp(h:3306)/db. The password (the second group)
+	// is urlUserinfos'), as a word of its own: alice:pw@db.example:5432,
+	// a Go MySQL DSN's u:pw@tcp(h:3306)/db. The password (the second group)
 	// runs to the last @ that a host follows: a name, an IPv4 or [IPv6]
 	// address, or tcp(...) or unix(...), with a port maybe, then the
 	// word's end, a path, or a punctuation mark. So image:1.25@sha256:ab
