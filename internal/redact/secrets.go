@@ -136,9 +136,14 @@ func (s *Secrets) Extend(b []byte, end int) int {
 // cannot recognise, so a start that is the end of a secret goes first
 // (the longest such piece, and any UTF-8 sequence that leaves cut).
 func (s *Secrets) CleanTail(tail string) string {
+	return URLs(s.replaceTail(tail), Display)
+}
+
+// replaceTail is CleanTail but for URLs: tail with its secrets replaced.
+func (s *Secrets) replaceTail(tail string) string {
 	rest, cut := strings.CutPrefix(tail, "…")
 	if !cut {
-		return s.Clean(tail)
+		return s.r.Replace(tail)
 	}
 	// Again while the new start is such a piece too (FuzzCleanTail: a
 	// secret's end repeated, "en-1234en-1234" for "0en-1234", or one
@@ -157,7 +162,7 @@ func (s *Secrets) CleanTail(tail string) string {
 			drop++
 		}
 	}
-	return s.Clean("…" + rest)
+	return s.r.Replace("…" + rest)
 }
 
 // Tail hides the secrets in the end of a command's stderr that an error
@@ -182,9 +187,16 @@ func (s *Secrets) CleanTail(tail string) string {
 // that cut line: it shows what follows the line's first clause, where
 // the rest of a credential cut off ends (cutLine), or "…" alone.
 func Tail(tail string, s *Secrets) string {
-	rest, cut := strings.CutPrefix(s.CleanTail(tail), "…")
+	// Pairs before URLs: a secret's name keeps the host of a URL with
+	// user information that it names (secretURL), which Display removes.
+	return URLs(cutTail(s.replaceTail(tail)), Display)
+}
+
+// cutTail is Tail for tail with its secrets replaced, but for URLs.
+func cutTail(tail string) string {
+	rest, cut := strings.CutPrefix(tail, "…")
 	if !cut {
-		return Pairs(s.Clean(tail))
+		return Pairs(tail)
 	}
 	first, rest, ok := strings.Cut(rest, "\n")
 	if !ok {

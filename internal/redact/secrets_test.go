@@ -62,6 +62,9 @@ func TestSecrets(t *testing.T) {
 		// redis://ss/w0rd@host).
 		"url redis://:p@ss/w0rd@host:6379/0 x":     "url redis://host:6379/0 x",
 		"…x\nconnect redis://user:p@ss/w0rd@h:1/0": "…\nconnect redis://h:1/0",
+		// A DSN under a secret's name keeps its host, as Pairs shows it,
+		// then without its user information, as URLs' Display does.
+		"dsn=postgres://app:pw@db:5432/prod?password=pw2 failed": "dsn=postgres://db:5432/prod?password=xxxxx failed",
 	} {
 		if got := Tail(in, NewSecrets()); got != want {
 			t.Errorf("Tail(%q) = %q, want %q", in, got, want)
