@@ -112,6 +112,15 @@ func (s *Secrets) Clean(text string) string {
 	return URLs(s.r.Replace(text), Display)
 }
 
+// CleanPairs is Clean with Pairs between the two, as Tail does: the
+// secrets go first, since a secret of several words that Pairs cut at its
+// first ("token=hunter two words" to "token=xxxxx two words") was no
+// longer found, and Pairs before URLs, which keeps the host of a URL
+// with user information that a secret's name names.
+func (s *Secrets) CleanPairs(text string) string {
+	return URLs(Pairs(s.r.Replace(text)), Display)
+}
+
 // Extend returns end moved forward past any secret in b that starts
 // before end and ends after it, so that cutting b at end does not leave a
 // piece of a secret that Clean cannot recognise.

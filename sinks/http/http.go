@@ -577,7 +577,7 @@ func (s *Sink) snippet(body io.Reader) string {
 	// Credentials named as such (password=, Cookie:, Authorization:)
 	// too, not only the configured ones: a target may echo a secret of
 	// its own (an outside trial saw a 404 quote a password and a cookie).
-	text := strings.TrimSpace(s.red.Clean(redact.Pairs(strings.ToValidUTF8(string(b), "\uFFFD"))))
+	text := strings.TrimSpace(s.red.CleanPairs(strings.ToValidUTF8(string(b), "\uFFFD")))
 	if cut {
 		text += "…"
 	}

@@ -130,6 +130,30 @@ func TestSecretsAsLogged(t *testing.T) {
 	}
 }
 
+// TestSecretOfWordsAfterName: a configured secret of several words that
+// the body echoes after a secret's name reads as one [redacted]: Pairs
+// hid its first word before the configured secrets were looked for
+// ("token=xxxxx [redacted]", the rest caught as a piece of the secret).
+func TestSecretOfWordsAfterName(t *testing.T) {
+	const words = "hunter two words"
+	srv := newServer(t, func(w nethttp.ResponseWriter, r *nethttp.Request, _ func()) {
+		w.WriteHeader(nethttp.StatusUnauthorized)
+		fmt.Fprintf(w, "bad token=%s for key %s", r.Header.Get("X-Api-Key"), r.Header.Get("X-Api-Key"))
+	})
+	s, logs := newLoggedSink(t, httpsink.Config{URL: srv.URL, Headers: map[string]string{"X-Api-Key": words}})
+	err := s.Sync(t.Context(), sinks.Item{ID: "a", Fence: 1})
+	var se *httpsink.StatusError
+	if !errors.As(err, &se) {
+		t.Fatalf("Sync = %v, want a StatusError", err)
+	}
+	if want := "bad token=[redacted] for key [redacted]"; se.Body != want {
+		t.Errorf("Body = %q, want %q", se.Body, want)
+	}
+	if strings.Contains(logs.String(), "two words") {
+		t.Errorf("a piece of the secret shows:\n%s", logs)
+	}
+}
+
 // TestTransportErrorHidesURL: net/http's *url.Error quotes the URL; the
 // sink's error does not show its userinfo or query values.
 func TestTransportErrorHidesURL(t *testing.T) {
