@@ -149,3 +149,50 @@ func TestQuarantinedCountsEveryCopy(t *testing.T) {
 		}
 	})
 }
+
+// CountWrongShard counts the quarantined copies planted in another
+// shard than their ids' in one round trip, leaves out the shards asked,
+// and says Partial when a shard holds more quarantined members than its
+// part of the budget. Status and the API's summary read it; before,
+// they counted such a copy as an item, and a quarantined one.
+func TestCountWrongShard(t *testing.T) {
+	backends(t, func(t *testing.T, open func(store.Config) *store.Store) {
+		s := open(store.Config{Shards: 4})
+		ctx := context.Background()
+		inf := math.Inf(1)
+		if w, err := s.CountWrongShard(ctx); err != nil || w != (store.WrongShardCount{}) {
+			t.Errorf("CountWrongShard of an empty set = %+v, %v; want none", w, err)
+		}
+		s.Add(ctx, "a", "b", "q")
+		other := (s.Keys().Shard("a") + 1) % 4
+		s.Client().ZAdd(ctx, s.Keys().Due(other), redis.Z{Score: inf, Member: "a"})
+		s.Client().ZAdd(ctx, s.Keys().Due((s.Keys().Shard("b")+2)%4), redis.Z{Score: inf, Member: "b"})
+		s.Client().ZAdd(ctx, s.Keys().Due(s.Keys().Shard("q")), redis.Z{Score: inf, Member: "q"}) // its own
+		bad := "\x1b[2J"                                                                          // invalid: no copy
+		s.Client().ZAdd(ctx, s.Keys().Due((s.Keys().Shard(bad)+1)%4), redis.Z{Score: inf, Member: bad})
+		// A copy not quarantined yet (no claim met it) is not counted.
+		s.Client().ZAdd(ctx, s.Keys().Due((s.Keys().Shard("q")+1)%4), redis.Z{Score: 1, Member: "q"})
+		if w, err := s.CountWrongShard(ctx); err != nil || w != (store.WrongShardCount{N: 2}) {
+			t.Errorf("CountWrongShard = %+v, %v; want 2 copies, not partial", w, err)
+		}
+		if w, err := s.CountWrongShard(ctx, other); err != nil || w.N != 1 {
+			t.Errorf("CountWrongShard skipping shard %d = %+v, %v; want 1 copy", other, w, err)
+		}
+		// More quarantined members in one shard than its part of the
+		// budget: those read are counted, and the count says so.
+		var own []redis.Z
+		for i := 0; len(own) < store.WrongShardScanBudget/4+1; i++ {
+			if id := fmt.Sprintf("item-%05d", i); s.Keys().Shard(id) == other {
+				own = append(own, redis.Z{Score: inf, Member: id})
+			}
+		}
+		s.Client().ZAdd(ctx, s.Keys().Due(other), own...)
+		if w, err := s.CountWrongShard(ctx); err != nil || w != (store.WrongShardCount{N: 2, Partial: true}) {
+			t.Errorf("CountWrongShard past the budget = %+v, %v; want 2 copies (a sorts first), partial", w, err)
+		}
+		s.Client().Set(ctx, s.Keys().Due(other), "garbage", 0)
+		if w, err := s.CountWrongShard(ctx); !errors.Is(err, store.ErrDamaged) || w.N != 1 {
+			t.Errorf("CountWrongShard with shard %d damaged = %+v, %v; want 1 copy and ErrDamaged", other, w, err)
+		}
+	})
+}

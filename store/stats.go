@@ -189,7 +189,7 @@ func (s *Store) Quarantined(ctx context.Context, max int) (QuarantineList, error
 			}
 			for _, id := range c.Val() {
 				switch {
-				case ValidateID(id) == nil && s.keys.Shard(id) != i:
+				case s.wrongShard(id, i):
 					q.WrongN++
 					if len(q.Wrong) < max {
 						q.Wrong = append(q.Wrong, ShardItem{ID: id, Shard: i})
@@ -206,6 +206,76 @@ func (s *Store) Quarantined(ctx context.Context, max int) (QuarantineList, error
 		}
 	}
 	return q, errors.Join(damaged...)
+}
+
+// wrongShard reports whether id, read from shard, is a copy planted
+// there of an item of another shard: a valid id whose own shard is not
+// shard (an invalid id is no item's copy, but a damaged one of its own).
+func (s *Store) wrongShard(id string, shard int) bool {
+	return ValidateID(id) == nil && s.keys.Shard(id) != shard
+}
+
+// WrongShardScanBudget is how many quarantined members CountWrongShard
+// reads at most, spread over the shards.
+const WrongShardScanBudget = ListScanBudget
+
+// WrongShardCount is what CountWrongShard found.
+type WrongShardCount struct {
+	// N counts the quarantined copies planted in another shard than
+	// their id's among the members read.
+	N int
+	// Partial says that a shard held more quarantined members than its
+	// part of the budget: more copies may be there.
+	Partial bool
+}
+
+// CountWrongShard counts the quarantined copies planted in another
+// shard than their id's (see Quarantined), leaving out the shards in
+// skip, in one round trip whatever the set's size: it reads at most
+// WrongShardScanBudget quarantined members, an equal part (at least one)
+// from each shard, and says Partial when a shard held more. Status and
+// the API's summary read it at each refresh, so unlike Quarantined it
+// must not read every quarantined member: a target outage can
+// quarantine the whole set. A shard whose due index is damaged is left
+// out, with a *DamageError, as in Count.
+func (s *Store) CountWrongShard(ctx context.Context, skip ...int) (WrongShardCount, error) {
+	n := s.keys.Shards()
+	skipped := skipSet(n, skip)
+	per := max(WrongShardScanBudget/n, 1)
+	pages := make([]*redis.StringSliceCmd, n)
+	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range n {
+			if !skipped[i] {
+				// One more than the part: read, it says there are more.
+				pages[i] = p.ZRangeByScore(ctx, s.keys.Due(i), &redis.ZRangeBy{Min: "+inf", Max: "+inf", Count: int64(per + 1)})
+			}
+		}
+		return nil
+	})
+	var w WrongShardCount
+	var damaged []error
+	for i, c := range pages {
+		if c == nil {
+			continue // skipped
+		}
+		if err := c.Err(); err != nil {
+			if !isDamageReply(err) {
+				return WrongShardCount{}, fmt.Errorf("store: count wrong shard: %w", err)
+			}
+			damaged = append(damaged, s.dueDamage(i, err))
+			continue
+		}
+		ids := c.Val()
+		if len(ids) > per {
+			ids, w.Partial = ids[:per], true
+		}
+		for _, id := range ids {
+			if s.wrongShard(id, i) {
+				w.N++
+			}
+		}
+	}
+	return w, errors.Join(damaged...)
 }
 
 // ShardSize returns how many items a shard holds, 0 when its due index
