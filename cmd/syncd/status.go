@@ -74,6 +74,12 @@ type summary struct {
 	// cannot claim or register there, so Daemons and Workers may count
 	// too few. Absent while every master takes writes.
 	RedisOutOfMemory []string `json:"redis_out_of_memory,omitempty"`
+	// WrongShard counts the copies of items planted in another shard
+	// than their ids', quarantined there, which Items and Quarantined
+	// leave out (api.Summary.WrongShard); WrongShardPartial says there
+	// may be more.
+	WrongShard        int  `json:"wrong_shard_count,omitempty"`
+	WrongShardPartial bool `json:"wrong_shard_partial,omitempty"`
 }
 
 // targetSummary is the target's state in status output.
@@ -413,7 +419,8 @@ func unshownErr(damaged []shardDamage) error {
 func summaryOf(as api.Summary, addr string) summary {
 	sum := summary{Items: as.Items, Due: as.Due, InFlight: as.InFlight, BackingOff: as.BackingOff,
 		Quarantined: as.Quarantined, OldestDueMs: as.OldestDueMs, Daemons: as.Daemons, Workers: as.Workers,
-		Redis: addr, Target: targetOf(as.TargetState), RedisOutOfMemory: as.RedisOutOfMemory}
+		Redis: addr, Target: targetOf(as.TargetState), RedisOutOfMemory: as.RedisOutOfMemory,
+		WrongShard: as.WrongShard, WrongShardPartial: as.WrongShardPartial}
 	sum.OldestWait = (time.Duration(as.OldestDueMs) * time.Millisecond).String()
 	if as.HeldOffShards > 0 {
 		sum.HeldOffShards, sum.HeldOffLeftMs = as.HeldOffShards, max(as.HeldOffUntilMs-as.NowMs, 0)
@@ -515,16 +522,24 @@ func printStatus(stdout io.Writer, sum summary, rows []itemRow, o statusOpts, no
 		// (an outside trial).
 		fmt.Fprintf(stdout, "warning: redis %s is out of memory (maxmemory reached, maxmemory-policy noeviction) and refuses writes: daemons cannot claim, release or register, so the daemon count may be low; free memory or raise maxmemory\n", addr)
 	}
+	if sum.WrongShard > 0 {
+		fmt.Fprintln(stdout, wrongShardLine(sum.WrongShard, sum.WrongShardPartial))
+	}
 	if sum.NextCursor != "" {
 		of := "more"
 		if o.query.State == "" && o.query.Prefix == "" && o.query.Cursor == "" {
-			of = strconv.FormatInt(sum.Items, 10)
+			// The rows are the copies' too: "showing 7 of 6 items".
+			of = strconv.FormatInt(sum.Items+int64(sum.WrongShard), 10)
+		}
+		items := "items"
+		if sum.WrongShard > 0 {
+			items = "items and copies"
 		}
 		more := ""
 		if sum.Partial {
 			more = " (the scan budget ran out: more may match)"
 		}
-		fmt.Fprintf(stdout, "showing %d of %s items%s; use --limit (0: all) or --cursor %s\n", sum.Shown, of, more, sum.NextCursor)
+		fmt.Fprintf(stdout, "showing %d of %s %s%s; use --limit (0: all) or --cursor %s\n", sum.Shown, of, items, more, sum.NextCursor)
 	}
 	fmt.Fprintln(stdout, sum.Target.line(time.UnixMilli(now)))
 	if sum.HeldOffShards > 0 {
@@ -555,6 +570,22 @@ func printStatus(stdout io.Writer, sum summary, rows []itemRow, o statusOpts, no
 		}
 		fmt.Fprintln(stdout, line)
 	}
+}
+
+// wrongShardLine says how many copies of items are planted in another
+// shard than their ids', in the batch report's words: status counted
+// them as items, and quarantined ones, and said nothing of them.
+func wrongShardLine(n int, partial bool) string {
+	copies, more := "1 copy", ""
+	if n != 1 {
+		copies = strconv.Itoa(n) + " copies"
+	}
+	if partial {
+		copies = "at least " + copies
+		more = fmt.Sprintf(" (it reads at most %d quarantined entries, spread over the shards: more may be counted above as items)", store.WrongShardScanBudget)
+	}
+	return fmt.Sprintf("wrong shard: %s planted in another shard than their id's, quarantined there%s; the real items are counted above; syncd items remove --shard N removes one",
+		copies, more)
 }
 
 func dash(s string) string {

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/syncd/syncd/tests/redistest"
 	"github.com/syncd/syncd/tests/testutil"
@@ -247,5 +250,51 @@ func TestStatusWatchRedisHung(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("watchStatus did not end with its ctx")
+	}
+}
+
+// status counts a copy planted in another shard than its id's apart
+// from the items, in the batch report's words (wrong shard ... copies
+// planted in another shard than their id's), and --json gives it as
+// wrong_shard_count. Before, status said "3 items: ..., 1 quarantined"
+// of a set of 2 items, none quarantined, and nothing of the copy.
+func TestStatusWrongShard(t *testing.T) {
+	cfg, st := adminConfig(t, "ws")
+	if code, _, errb := syncd("items", "add", "a", "b", "-c", cfg); code != exitOK {
+		t.Fatalf("items add: exit %d, %s", code, errb)
+	}
+	other := (st.Keys().Shard("a") + 1) % 4
+	st.Client().ZAdd(t.Context(), st.Keys().Due(other), redis.Z{Score: math.Inf(1), Member: "a"})
+
+	code, out, errb := syncd("status", "-c", cfg)
+	for _, want := range []string{
+		"\n2 items: 2 due, 0 in flight, 0 quarantined;",
+		"\nwrong shard: 1 copy planted in another shard than their id's, quarantined there; the real items are counted above; syncd items remove --shard N removes one\n",
+	} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("status with a copy in shard %d: exit %d, stdout:\n%s\nstderr: %s\nwant exit 0 and\n%s", other, code, out, errb, want)
+		}
+	}
+	code, out, errb = syncd("status", "--json", "-c", cfg)
+	var got struct {
+		Summary struct {
+			Items       int64 `json:"items"`
+			Quarantined int64 `json:"quarantined"`
+			WrongShard  int   `json:"wrong_shard_count"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); code != exitOK || err != nil {
+		t.Fatalf("status --json: exit %d, %v, stderr: %s", code, err, errb)
+	}
+	if s := got.Summary; s.Items != 2 || s.Quarantined != 0 || s.WrongShard != 1 {
+		t.Errorf("status --json: %d items, %d quarantined, wrong_shard_count %d; want 2, 0 and 1", s.Items, s.Quarantined, s.WrongShard)
+	}
+	want := "wrong shard: at least 3 copies planted in another shard than their id's, quarantined there (it reads at most 5000 quarantined entries, spread over the shards: more may be counted above as items); the real items are counted above; syncd items remove --shard N removes one"
+	if got := wrongShardLine(3, true); got != want {
+		t.Errorf("wrongShardLine(3, partial) = %q; want %q", got, want)
+	}
+	// Its row is listed with the items': the list says of how many.
+	if code, out, _ := syncd("status", "--limit", "2", "-c", cfg); code != exitOK || !strings.Contains(out, "\nshowing 2 of 3 items and copies;") {
+		t.Errorf("status --limit 2: exit %d, stdout:\n%s\nwant showing 2 of 3 items and copies", code, out)
 	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -69,6 +70,17 @@ type Summary struct {
 	// write their registry entries there, so Daemons and Workers may
 	// count too few. Absent while every master takes writes.
 	RedisOutOfMemory []string `json:"redis_out_of_memory,omitempty"`
+	// WrongShard counts the copies of items planted in another shard
+	// than their ids' (by hand, or by a daemon with another
+	// redis.shards), which claims quarantine there: they are no items,
+	// so neither Items nor Quarantined counts them, and the real item of
+	// each id, in its own shard, is counted as any other (as the batch
+	// report's wrong_shard_count). WrongShardPartial says that the scan
+	// budget ran out first (store.CountWrongShard): there may be more,
+	// still counted in Items and Quarantined. A copy no claim has met
+	// yet is counted as an item.
+	WrongShard        int  `json:"wrong_shard_count,omitempty"`
+	WrongShardPartial bool `json:"wrong_shard_partial,omitempty"`
 	// TargetState is the target's state as the store read it.
 	TargetState store.TargetState `json:"-"`
 	// DamagedShards are the damaged shards' errors (*store.DamageError).
@@ -95,11 +107,34 @@ func ReadSummary(ctx context.Context, st *store.Store) (Summary, error) {
 	for _, d := range damaged {
 		s.Damaged = append(s.Damaged, Plain(d, ""))
 	}
+	if err := s.countWrongShard(ctx, st); err != nil {
+		return Summary{}, err
+	}
 	// A user without INFO (not the README's ACL) reads the rest.
 	if s.RedisOutOfMemory, err = st.OutOfMemory(ctx); err != nil && !store.IsPermission(err) {
 		return Summary{}, err
 	}
 	return s, nil
+}
+
+// countWrongShard takes the copies planted in another shard than their
+// ids' out of Items and Quarantined, and counts them in WrongShard. The
+// shards Counts left out (damaged) are left out here too.
+func (s *Summary) countWrongShard(ctx context.Context, st *store.Store) error {
+	var skip []int
+	for _, err := range s.DamagedShards {
+		var d *store.DamageError
+		if errors.As(err, &d) && !d.ErrorsLost {
+			skip = append(skip, d.Shard)
+		}
+	}
+	w, err := st.CountWrongShard(ctx, skip...)
+	if err != nil && !errors.Is(err, store.ErrDamaged) { // damaged since Counts: named next time
+		return err
+	}
+	s.WrongShard, s.WrongShardPartial = w.N, w.Partial
+	s.Items, s.Quarantined = max(s.Items-int64(w.N), 0), max(s.Quarantined-int64(w.N), 0)
+	return nil
 }
 
 func (a *api) summary(w http.ResponseWriter, r *http.Request) {

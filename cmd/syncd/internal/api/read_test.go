@@ -184,6 +184,26 @@ func TestAPIItemDamageNotes(t *testing.T) {
 	}
 }
 
+// The summary counts a copy planted in another shard than its id's
+// apart, as the batch report does (wrong_shard_count): it is no item,
+// and its id's real item is counted as any other. Before, it counted 3
+// items, 1 quarantined, where the set held 2 items, none quarantined.
+func TestAPISummaryWrongShard(t *testing.T) {
+	st := newStore(t)
+	ctx := t.Context()
+	st.Add(ctx, "a", "b")
+	other := (st.Keys().Shard("a") + 1) % st.Keys().Shards()
+	st.Client().ZAdd(ctx, st.Keys().Due(other), redis.Z{Score: math.Inf(1), Member: "a"})
+	srv, _ := apiServer(t, st, "")
+
+	var sum Summary
+	if code := get(t, srv.URL+"/api/v1/summary", &sum); code != 200 || sum.Items != 2 || sum.Quarantined != 0 ||
+		sum.WrongShard != 1 || sum.WrongShardPartial {
+		t.Errorf("summary with a copy in shard %d: %d, %d items, %d quarantined, %d copies (partial %t); want 2, 0 and 1",
+			other, code, sum.Items, sum.Quarantined, sum.WrongShard, sum.WrongShardPartial)
+	}
+}
+
 // POSTs need application/json and, with an Origin, the same host.
 func TestAPICSRF(t *testing.T) {
 	st := newStore(t)
