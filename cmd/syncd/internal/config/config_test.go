@@ -512,6 +512,47 @@ log:
 			`c.yaml:12: sink.type: expected one of log (the default), exec, http or file, got ""`,
 			`c.yaml:14: log.level: expected one of debug, info (the default), warn or error, got ""`,
 		}},
+		// A number or a duration set to nothing is no value, whatever
+		// its default: `shards:` alone took the default, 16, and the
+		// shard-count mismatch then said redis.shards was not set, at
+		// redis:'s line. A string, a list, a boolean or a section set to
+		// nothing is its zero (TestParseValid).
+		{"numbers set to nothing", `
+redis:
+	addrs: ["r:6379"]
+	shards:
+	db: ~
+	pool_size: null
+	read_timeout:
+ownership:
+	ttl:
+	min_replicas:
+engine:
+	workers:
+	backoff_max:
+target:
+	burst:
+	breaker:
+		failures:
+items:
+	max_removal:
+sink:
+	log:
+		fail_every:
+`, []string{
+			"c.yaml:3: redis.shards: expected a whole number, got nothing: give one, or leave the key out for the default (16)",
+			"c.yaml:4: redis.db: expected a whole number, got nothing: give one, or leave the key out for the default (0)",
+			"c.yaml:5: redis.pool_size: expected a whole number, got nothing: give one, or leave the key out for the default (0)",
+			"c.yaml:6: redis.read_timeout: expected a duration such as 30s, got nothing: give one, or leave the key out for the default (3s)",
+			"c.yaml:8: ownership.ttl: expected a duration such as 30s, got nothing: give one, or leave the key out for the default (30s)",
+			"c.yaml:9: ownership.min_replicas: expected a whole number, got nothing: give one, or leave the key out for the default (0)",
+			"c.yaml:11: engine.workers: expected a whole number, got nothing: give one, or leave the key out for the default (4)",
+			"c.yaml:12: engine.backoff_max: expected a duration such as 30s, got nothing: give one, or leave the key out for the default (5m)",
+			"c.yaml:14: target.burst: expected a whole number, got nothing: give one, or leave the key out for the default (0)", // no rate: no burst
+			"c.yaml:16: target.breaker.failures: expected a whole number, got nothing: give one, or leave the key out for the default (5)",
+			"c.yaml:18: items.max_removal: expected a whole number, got nothing: give one, or leave the key out for the default (10)",
+			"c.yaml:21: sink.log.fail_every: expected a whole number, got nothing: give one, or leave the key out for the default (0)",
+		}},
 		{"inline password", `
 redis:
 	addrs: ["r:6379"]
@@ -688,7 +729,7 @@ func TestParseValid(t *testing.T) {
 		{"comments only", "# nothing\n\n# here\n"},
 		{"empty document", "---\n"},
 		{"null top level", "~\n"},
-		{"null sections and keys", "redis:\nownership:\n  ttl:\n  owner: ~\nsink:\n  http:\n"},
+		{"null sections and keys", "redis:\n  addrs:\n  cluster:\nownership:\n  owner: ~\nsink:\n  http:\n"},
 		{"empty sections", "redis: {}\nengine: {}\n"},
 		{"zero values that are the defaults", "redis:\n  db: 0\n  pool_size: 0\nownership:\n  settle: 0s\n  min_replicas: 0\nhttp:\n  listen: \"\"\n"},
 		{"aliases", "x: &d 30s\n"[len("x: &d 30s\n"):] + "ownership:\n  ttl: &t 20s\n  replica_timeout: 1s\nengine:\n  drain_timeout: *t\n"},

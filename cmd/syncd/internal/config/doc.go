@@ -12,9 +12,12 @@
 //	config.yaml:17: ownership.ttl: "3x" is not a duration (examples: 30s, 500ms, 2m)
 //	config.yaml:23: engine.workers: -1 is outside 1..10000
 //
-// A key left out, or null, takes its default, which the library that owns
-// the field applies (WithDefaults); a value written out must be valid, so
-// `workers: 0` is an error, not the default. Each library's Validate
+// A key left out takes its default, which the library that owns the
+// field applies (WithDefaults), as does a section, string, list or
+// boolean set to null; a value written out must be valid, so
+// `workers: 0` is an error, not the default, and so is a number or
+// duration set to null (`shards:` alone), whatever its default
+// (yamlstrict's RefuseZeros). Each library's Validate
 // checks its own fields; this package checks the file (keys that go
 // together, item IDs, http.listen and allowed_hosts, log) and the one
 // rule across libraries: sink.exec.grace below ownership.margin.

@@ -67,6 +67,7 @@ func (k Keys) Line(field string, alt ...string) int {
 type Decoder struct {
 	Name     string
 	Keys     Keys          // dotted field -> where it is set, for fields set to a non-null value
+	Nulls    Keys          // dotted field -> where it is set to nothing (`key:` alone, ~ or null)
 	Bad      Fields        // fields that did not decode: rules about them are best skipped
 	Problems Fields        // fields with a problem: Bad's and those Add was given; "" for the whole file
 	errs     []*FieldError // the first maxKept problems
@@ -127,7 +128,7 @@ var (
 // into zero. Every problem is in the Decoder (Err).
 func Decode(name string, data []byte, into any, opt Options) (d *Decoder, ok bool) {
 	v := reflect.ValueOf(into).Elem()
-	d = &Decoder{Name: name, Keys: Keys{}, Bad: Fields{}, Problems: Fields{}, opt: opt, val: v}
+	d = &Decoder{Name: name, Keys: Keys{}, Nulls: Keys{}, Bad: Fields{}, Problems: Fields{}, opt: opt, val: v}
 	if d.opt.Show == nil {
 		d.opt.Show = func(s string) string { return strconv.Quote(Clip(s)) }
 	}

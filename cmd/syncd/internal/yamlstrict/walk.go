@@ -73,7 +73,9 @@ func (d *Decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 			d.FailAt(k.Line, field, d.unknownKey(field, k.Value, t))
 			continue
 		}
-		if !isNull(val) {
+		if isNull(val) {
+			d.Nulls[field] = Key{k.Line, val}
+		} else {
 			d.Keys[field] = Key{k.Line, val}
 		}
 		d.walk(val, field, fv)
@@ -197,7 +199,13 @@ func describe(n *yaml.Node) string {
 
 // RefuseZeros reports each field set to its type's zero where effective,
 // the decoded struct with its defaults applied, is not zero: where a zero
-// means "the default", `workers: 0` must not quietly run 4 workers. A
+// means "the default", `workers: 0` must not quietly run 4 workers. It
+// reports too each whole number or duration set to nothing (`shards:`
+// alone, ~ or null), whatever its default: nothing is no number, and a
+// key written without one (a value forgotten, or a template's variable
+// that expanded to nothing) must not quietly take the default, which
+// for redis.shards then named a deployment of 16 shards. A section, a
+// string, a list or a boolean set to nothing is its zero, as before. A
 // field that failed to decode is left to its own problem.
 func (d *Decoder) RefuseZeros(effective any) {
 	d.refuseZeros(d.val, reflect.ValueOf(effective), "")
@@ -208,9 +216,17 @@ func (d *Decoder) refuseZeros(file, eff reflect.Value, path string) {
 		field := Join(path, file.Type().Field(i).Tag.Get("yaml"))
 		fv, ev := file.Field(i), eff.Field(i)
 		_, set := d.Keys[field]
+		null, isNull := d.Nulls[field]
 		switch {
 		case fv.Kind() == reflect.Struct:
 			d.refuseZeros(fv, ev, field)
+		case isNull && (fv.Kind() == reflect.Int || fv.Type() == durationType):
+			want := "a whole number"
+			if fv.Type() == durationType {
+				want = "a duration such as 30s"
+			}
+			d.Add(&FieldError{File: d.Name, Line: null.Line, Field: field,
+				Msg: "expected " + want + ", got nothing: give one, or leave the key out for the default (" + d.text(ev) + ")"})
 		case set && fv.IsZero() && !ev.IsZero() && !d.Failed(field):
 			msg := d.text(fv) + " is not allowed: leave the key out for the default (" + d.text(ev) + ")"
 			if w, ok := d.opt.Want[field]; ok {

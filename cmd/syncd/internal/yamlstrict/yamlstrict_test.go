@@ -179,8 +179,11 @@ func TestProblems(t *testing.T) {
 	}
 }
 
-// A zero written out, where the default is not zero, is a problem; a key
-// left out, null, or already bad, is not.
+// A zero written out, where the default is not zero, is a problem; so
+// is a number or a duration set to nothing, whatever its default (it
+// took the default, as a key left out does: `shards:` alone named a
+// deployment of 16 shards); a key left out, a string, a list or a
+// section set to nothing, or a key already bad, is not.
 func TestRefuseZeros(t *testing.T) {
 	for _, tt := range []struct{ src, want string }{
 		{"sec:\n  name: ''\n  count: 0\n  wait: 0s\n  tags: []\n", strings.Join([]string{
@@ -188,7 +191,12 @@ func TestRefuseZeros(t *testing.T) {
 			"t.yaml:3: sec.count: 0 is not allowed: leave the key out for the default (4)",
 			"t.yaml:4: sec.wait: 0s is not allowed: leave the key out for the default (1m)",
 		}, "\n")},
-		{"sec:\n  name: ~\n  wait: 1s\n", ""},
+		{"sec:\n  name: ~\n  wait: 1s\n  tags:\n", ""},
+		{"sec:\n", ""},
+		{"sec:\n  count:\n  wait: ~\n", strings.Join([]string{
+			"t.yaml:2: sec.count: expected a whole number, got nothing: give one, or leave the key out for the default (4)",
+			"t.yaml:3: sec.wait: expected a duration such as 30s, got nothing: give one, or leave the key out for the default (1m)",
+		}, "\n")},
 		{"sec:\n  count: 0x\n", `t.yaml:2: sec.count: expected a whole number, got "0x"`},
 	} {
 		var d doc
