@@ -6,8 +6,9 @@
 // The tests check what a person sees: the counts agree with
 // `syncd status --json`, a quarantined item shows its error text in item
 // detail, a requeue typed and confirmed on the page takes effect, the
-// counts follow the store without a reload (and stop while paused), and
-// the owners view lists the three daemons. They save full-page
+// counts follow the store without a reload (and stop while paused), the
+// owners view lists the three daemons, and a Redis out of memory is said
+// under the counts, as status says it. They save full-page
 // screenshots to screenshots/ (the README shows them).
 //
 // Without chromium the tests skip, saying how to install it; with CI set

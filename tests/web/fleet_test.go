@@ -52,13 +52,14 @@ type fleet struct {
 	urls   []string // each daemon's http://host:port/
 	poison string   // the directory of poison files
 	redis  string   // the Redis address
+	srv    *redistest.Server
 }
 
 func startFleet(t *testing.T) *fleet {
 	t.Helper()
 	srv := redistest.Start(t, nil)
 	dir := testutil.PrivateDir(t) // holds the token file
-	f := &fleet{poison: filepath.Join(dir, "poison"), redis: srv.Addr()}
+	f := &fleet{poison: filepath.Join(dir, "poison"), redis: srv.Addr(), srv: srv}
 	os.Mkdir(f.poison, 0o755)
 	for _, id := range poisoned {
 		os.WriteFile(filepath.Join(f.poison, id), nil, 0o644)

@@ -280,6 +280,40 @@ func TestPage(t *testing.T) {
 		b.noErrors()
 	})
 
+	// Redis at maxmemory refuses writes, so the daemons cannot register
+	// and their count may be low: the page says so under the counts, as
+	// status does, and the line goes once memory is freed. Before, the
+	// page said nothing while status and the API's summary
+	// (redis_out_of_memory) did.
+	t.Run("redis out of memory is said", func(t *testing.T) {
+		b.t = t
+		b.open(f.urls[0] + "#summary")
+		b.waitText(10*time.Second, "#count-daemons", "3")
+		if eval[bool](b, `!document.querySelector('[data-testid=out-of-memory]').hidden`) {
+			t.Error("out-of-memory line shown while Redis takes writes")
+		}
+		free := f.srv.FillMemory(t)
+		// Filled, with three daemons on it, Redis's use fell 90 KB below
+		// maxmemory within a second (its writes went through again until
+		// it was full once more), and INFO said it took writes: hold
+		// maxmemory well below its use (about 4.5 MB), out of memory
+		// until freed.
+		if err := f.srv.Client(t).ConfigSet(t.Context(), "maxmemory", "1mb").Err(); err != nil {
+			t.Fatal(err)
+		}
+		want := "Warning: redis " + f.redis + " is out of memory (maxmemory reached, maxmemory-policy noeviction) and refuses writes: " +
+			"daemons cannot claim, release or register, so the daemon count may be low; free memory or raise maxmemory."
+		b.waitJS(10*time.Second, "the out-of-memory line", `(() => { const e = document.querySelector('[data-testid=out-of-memory]');
+			return !e.hidden && e.textContent === `+jsString(want)+` })()`)
+		if !eval[bool](b, `document.querySelector('#count-daemons').parentElement.classList.contains('set')`) {
+			t.Error("the daemon count is not marked while Redis is out of memory")
+		}
+		free()
+		b.waitJS(10*time.Second, "the out-of-memory line gone", `document.querySelector('[data-testid=out-of-memory]').hidden &&
+			!document.querySelector('#count-daemons').parentElement.classList.contains('set')`)
+		b.noErrors()
+	})
+
 	// A link with a malformed escape threw a URIError and left the page
 	// on "Loading…" (an attacker's trial): it opens as written.
 	t.Run("a malformed fragment opens as written", func(t *testing.T) {

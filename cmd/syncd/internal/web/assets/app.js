@@ -243,6 +243,14 @@
         (t.limit ? ` · permits in use ${fmtNum(t.permits_in_use)} of ${fmtNum(t.limit)}` : ` · permits in use ${fmtNum(t.permits_in_use)}`) +
         (t.last_error ? ` · last error: ${t.last_error}` : '')
       : 'No target configured.');
+    // Out of memory, Redis refuses the daemons' registry writes, whose
+    // entries expire: the daemon and worker counts may be low. Said as
+    // status says it, a line per master, right under those counts.
+    const oom = Array.isArray(s.redis_out_of_memory) ? s.redis_out_of_memory : [];
+    $('out-of-memory').hidden = oom.length === 0;
+    setCount('out-of-memory', oom.map((addr) => `Warning: redis ${addr} is out of memory (maxmemory reached, maxmemory-policy noeviction) and refuses writes: daemons cannot claim, release or register, so the daemon count may be low; free memory or raise maxmemory.`).join('\n'));
+    $('count-daemons').parentElement.classList.toggle('set', oom.length > 0);
+    $('count-workers').parentElement.classList.toggle('set', oom.length > 0);
     const damaged = Array.isArray(s.damaged) ? s.damaged : [];
     const held = s.held_off_shards > 0 && s.held_off_until_ms > s.now_ms;
     $('held-off').hidden = !held;
