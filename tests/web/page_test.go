@@ -1,6 +1,7 @@
 package web
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -277,6 +278,35 @@ func TestPage(t *testing.T) {
 			return !e.hidden && e.textContent.startsWith('Claims wait: 1 shard held off for up to ') })()`)
 		rdb.Set(t.Context(), epoch, strconv.FormatInt(time.Now().UnixMilli(), 10), 0) // the hold ends
 		b.waitJS(10*time.Second, "the hold-off line gone", `document.querySelector('[data-testid=held-off]').hidden`)
+		b.noErrors()
+	})
+
+	// A copy of an item planted in another shard than its id's is no
+	// item: the counts leave it out and a line says so, as status does,
+	// until syncd items remove --shard removes it.
+	t.Run("a copy in the wrong shard is counted apart", func(t *testing.T) {
+		b.t = t
+		b.open(f.urls[0] + "#summary")
+		b.waitText(10*time.Second, "#count-items", "1,000")
+		rdb := redis.NewClient(&redis.Options{Addr: f.redis})
+		defer rdb.Close()
+		keys := store.NewKeys("web", 4)
+		other := (keys.Shard("item-0001") + 1) % 4
+		if err := rdb.ZAdd(t.Context(), keys.Due(other), redis.Z{Score: math.Inf(1), Member: "item-0001"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		want := "Wrong shard: 1 copy planted in another shard than their id's, quarantined there; the real items are counted above; syncd items remove --shard N removes one."
+		b.waitJS(10*time.Second, "the wrong-shard line", `(() => { const e = document.querySelector('[data-testid=wrong-shard]');
+			return !e.hidden && e.textContent === `+jsString(want)+` })()`)
+		st := f.status(t)
+		if items, quar := number(t, b.text("#count-items")), number(t, b.text("#count-quarantined")); items != nItems || st.Items != nItems || quar != st.Quarantined {
+			t.Errorf("counts with a copy in shard %d: %d items, %d quarantined (status --json: %d, %d); want %d items, the copy in neither",
+				other, items, quar, st.Items, st.Quarantined, nItems)
+		}
+		if r := f.syncd(t, "items", "remove", "--shard", strconv.Itoa(other), "-c", f.cfgs[0], "item-0001"); r.Code != 0 {
+			t.Fatalf("items remove --shard %d: %s", other, r)
+		}
+		b.waitJS(10*time.Second, "the wrong-shard line gone", `document.querySelector('[data-testid=wrong-shard]').hidden`)
 		b.noErrors()
 	})
 

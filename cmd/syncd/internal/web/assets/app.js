@@ -251,6 +251,12 @@
     setCount('out-of-memory', oom.map((addr) => `Warning: redis ${addr} is out of memory (maxmemory reached, maxmemory-policy noeviction) and refuses writes: daemons cannot claim, release or register, so the daemon count may be low; free memory or raise maxmemory.`).join('\n'));
     $('count-daemons').parentElement.classList.toggle('set', oom.length > 0);
     $('count-workers').parentElement.classList.toggle('set', oom.length > 0);
+    // Copies planted in another shard than their ids' are no items: the
+    // counts leave them out, the quarantined list shows them. Said as
+    // status and the batch report say it.
+    const ws = s.wrong_shard_count > 0 ? s.wrong_shard_count : 0;
+    $('wrong-shard').hidden = ws === 0;
+    setCount('wrong-shard', ws ? `Wrong shard: ${s.wrong_shard_partial ? 'at least ' : ''}${fmtNum(ws)} ${ws === 1 ? 'copy' : 'copies'} planted in another shard than their id's, quarantined there; the real items are counted above; syncd items remove --shard N removes one.` : '');
     const damaged = Array.isArray(s.damaged) ? s.damaged : [];
     const held = s.held_off_shards > 0 && s.held_off_until_ms > s.now_ms;
     $('held-off').hidden = !held;
