@@ -198,8 +198,9 @@ func (e *Engine) Config() Config { return e.cfg }
 // Metrics returns the engine's counters and gauges.
 func (e *Engine) Metrics() *Metrics { return e.m }
 
-// Ready reports whether the engine is running and its last round trip to
-// Redis succeeded.
+// Ready reports whether the engine is running and its last claim round
+// went through, or was refused by Redis for lack of memory after one did
+// (ReadyState.OutOfMemorySince says that spell).
 func (e *Engine) Ready() bool { return e.ready.Load() }
 
 // Damaged returns, by shard, the error of each shard whose keys are
@@ -446,13 +447,21 @@ func (e *Engine) redisNow() int64 { return time.Now().UnixMilli() + e.offset.Loa
 
 // sleep waits d or until Stop; it reports false on Stop.
 func (e *Engine) sleep(d time.Duration) bool {
+	_, ok := e.sleepOr(d, nil)
+	return ok
+}
+
+// sleepOr is sleep that ends early, woken, when wake is closed.
+func (e *Engine) sleepOr(d time.Duration, wake <-chan struct{}) (woken, ok bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-e.stopCh:
-		return false
+		return false, false
+	case <-wake:
+		return true, true
 	case <-t.C:
-		return true
+		return false, true
 	}
 }
 
@@ -469,7 +478,7 @@ func (e *Engine) monitor(schedDone <-chan struct{}) {
 	var registered time.Time
 	// Redis is silent when no tick came back within a period and a
 	// timeout; a second more lets a tick overrun its deadline a little.
-	e.health.start(every + timeout + time.Second)
+	e.health.start(every+timeout+time.Second, every)
 	defer e.health.stop()
 	for {
 		if time.Since(registered) >= registryEvery {

@@ -97,8 +97,8 @@ func (p *Endpoints) readyz(w http.ResponseWriter, r *http.Request) {
 
 // ReadyState is what /readyz answers from (Readiness).
 type ReadyState struct {
-	// Ready: the engine runs and its last claim round went through
-	// (Engine.Ready).
+	// Ready: the engine runs and its last claim round went through, or
+	// Redis refused it for lack of memory after one did (Engine.Ready).
 	Ready bool
 	// SilentSince is when Redis last answered the engine's monitor,
 	// while it does not (a paused or cut-off server); SilentErr is the
@@ -112,7 +112,9 @@ type ReadyState struct {
 	ReleasesRefused []string
 	// OutOfMemorySince is when Redis began to refuse the engine's
 	// writes for lack of memory (maxmemory reached under noeviction),
-	// while it does; zero while it takes them.
+	// while it does and until a write went through and none was refused
+	// for one registry period (2 s): just at maxmemory Redis takes some
+	// writes and refuses others. Zero while it takes them.
 	OutOfMemorySince time.Time
 	// Damaged are the damaged shards' errors (Engine.Damaged) and those
 	// of the shards out of reach (Engine.OutOfReach).

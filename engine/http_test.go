@@ -15,11 +15,13 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/rs/zerolog"
 
 	"github.com/syncd/syncd/engine"
 	"github.com/syncd/syncd/sinks"
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/redistest"
+	"github.com/syncd/syncd/tests/testutil"
 )
 
 // scrape returns what h serves at /metrics.
@@ -340,4 +342,82 @@ func TestReadyzRedisOutOfMemory(t *testing.T) {
 	}
 	free()
 	waitFor(t, 10*time.Second, "/readyz ready once memory is freed", readyz)
+}
+
+// Once memory is freed, /readyz says ready as soon as Redis takes this
+// daemon's writes again (its registry write, every 2 s, then the claims
+// it wakes) and the out-of-memory spell's hold (one registry period)
+// ends, never "not claiming yet" on the way. Before, the registry write
+// cleared the spell while the claim rounds, refused for lack of memory,
+// had backed off to 5 s: a trial of the binary read "not ready: redis
+// unreachable or not claiming yet" for up to 3.4 s after memory was
+// freed, and this test for 5 s.
+func TestReadyzReadyOnceWritesGoThrough(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, nil)
+	st := openStore(t, srv.Addr(), 4)
+	ids := make([]string, 20)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("w%d", i)
+	}
+	if _, err := st.Add(t.Context(), ids...); err != nil {
+		t.Fatal(err)
+	}
+	var logs testutil.Buffer
+	cfg := engine.Config{Workers: 4, Interval: 100 * time.Millisecond, Poll: 20 * time.Millisecond, DrainTimeout: time.Millisecond,
+		Logger: zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), &logs)).Level(zerolog.WarnLevel)}
+	cfg.Ownership.TTL = 10 * time.Second
+	e, err := engine.New(st, &recorder{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Stop(context.Background()) })
+	if err := e.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(engine.Handler(e))
+	defer hs.Close()
+	var code int
+	var body string
+	readyz := func() bool { code, body = get(t, hs.URL+"/readyz"); return code == http.StatusOK }
+	waitFor(t, 10*time.Second, "/readyz ready", readyz)
+
+	free := srv.FillMemory(t)
+	// Held well below its use, Redis refuses the registry writes and
+	// the claims until freed; filled just to maxmemory, it takes some as
+	// memory frees up.
+	if err := srv.Client(t).ConfigSet(t.Context(), "maxmemory", "1mb").Err(); err != nil {
+		t.Fatal(err)
+	}
+	oom := func() bool {
+		return !readyz() && strings.HasPrefix(body, "not ready: redis refuses writes: out of memory")
+	}
+	waitFor(t, 10*time.Second, "/readyz saying redis is out of memory", oom)
+	waitFor(t, 20*time.Second, "the claim rounds' backoff at its 5 s cap", func() bool {
+		return strings.Contains(logs.String(), `"retry_in_ms":5000`)
+	})
+	// Freed while /readyz says so (the code before went back to ready
+	// whenever a write went through, a claim that DELs first among them).
+	waitFor(t, 10*time.Second, "/readyz saying redis is out of memory", oom)
+	free()
+	freed := time.Now()
+	var seen []string
+	waitFor(t, 10*time.Second, "/readyz ready once memory is freed", func() bool {
+		ok := readyz()
+		if s := strings.SplitN(body, " since ", 2)[0]; len(seen) == 0 || seen[len(seen)-1] != s {
+			seen = append(seen, s)
+		}
+		return ok
+	})
+	took := time.Since(freed)
+	t.Logf("/readyz after memory was freed, %v to ready: %q", took.Round(time.Millisecond), seen)
+	for _, s := range seen {
+		if strings.HasPrefix(s, "not ready: redis unreachable or not claiming yet") {
+			t.Errorf("/readyz said %q after memory was freed; want out of memory, then ready", s)
+		}
+	}
+	// A registry period for a write to go through, one for the hold.
+	if took > 5*time.Second {
+		t.Errorf("/readyz ready %v after memory was freed; want within 5 s", took)
+	}
 }

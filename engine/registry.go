@@ -38,8 +38,9 @@ func (e *Engine) register(ctx context.Context, draining bool) {
 		info.InFlight = append(info.InFlight, l.ID())
 	}
 	e.mu.Unlock()
+	sent := time.Now()
 	err := e.st.WriteDaemon(ctx, info, registryEvery)
-	e.health.wrote(err) // /readyz says when it is refused for lack of memory
+	e.health.wrote(err, sent) // /readyz says when it is refused for lack of memory
 	if err != nil {
 		e.log.Debug().Err(err).Msg("write the daemon registry")
 	}

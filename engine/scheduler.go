@@ -144,23 +144,31 @@ func (e *Engine) schedule(src source) {
 			return
 		default:
 		}
+		resumed := e.health.writesResumed() // before the round, which may be what Redis refuses
 		started, wait, err := e.round(ctx, src, n, b)
 		b.give(n - started)
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			e.ready.Store(false)
+			e.notReady(err)
 			switch {
 			case !store.IsPermission(err):
 				e.log.Warn().Err(err).Int64("retry_in_ms", errWait.Milliseconds()).Msg("claim round failed")
 			case src.refusalEnds():
 				continue // finished now; logged where it was refused (claimRefused)
 			}
-			if !e.sleep(errWait) {
+			// Redis that refused writes for lack of memory takes them
+			// again (another write went through): claim now, not after
+			// the backoff.
+			woken, ok := e.sleepOr(errWait, resumed)
+			if !ok {
 				return
 			}
 			errWait = min(2*errWait, 5*time.Second)
+			if woken {
+				errWait = e.cfg.Poll
+			}
 		case started == 0:
 			e.ready.Store(true)
 			errWait = e.cfg.Poll
@@ -171,6 +179,17 @@ func (e *Engine) schedule(src source) {
 			e.ready.Store(true)
 			errWait = e.cfg.Poll
 		}
+	}
+}
+
+// notReady records that a claim failed with err: the engine is not
+// ready, unless Redis refused it for lack of memory, which /readyz says
+// by itself (health) and holds until writes go through again. Once the
+// hold ends, the daemon is ready at once, where it said "not claiming
+// yet" until a claim round went through, up to the 5 s backoff later.
+func (e *Engine) notReady(err error) {
+	if !store.IsOutOfMemory(err) {
+		e.ready.Store(false)
 	}
 }
 
@@ -220,9 +239,9 @@ func (e *Engine) round(ctx context.Context, src source, n int, b budget) (int, t
 			switch {
 			case err == nil || ctx.Err() != nil:
 			case store.IsPermission(err):
-				e.ready.Store(false) // logged by claim (claimRefused)
+				e.notReady(err) // logged by claim (claimRefused)
 			default:
-				e.ready.Store(false)
+				e.notReady(err)
 				e.log.Warn().Err(err).Int("shard", req.shard).Msg("claim failed")
 			}
 		}()
@@ -266,7 +285,7 @@ func (e *Engine) claim(ctx context.Context, src source, req claimReq, slots int,
 		e.claimRefused(src, req.shard, err)
 	}
 	if err != nil || len(leases) > 0 {
-		e.health.wrote(err)
+		e.health.wrote(err, sent)
 	}
 	if err == nil && len(leases) > 0 {
 		e.ahead.observeLag(time.Since(sent))
