@@ -101,6 +101,31 @@ func (r *recorder) snapshot() []event {
 	return slices.Clone(r.events)
 }
 
+// stallMeter measures, until t ends, the longest a 5 ms sleep overslept:
+// how long the machine kept this process from running a ready goroutine.
+// It returns a reader of the longest so far.
+func stallMeter(t *testing.T) func() time.Duration {
+	var longest atomic.Int64
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			at := time.Now()
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if over := int64(time.Since(at) - 5*time.Millisecond); over > longest.Load() {
+				longest.Store(over)
+			}
+		}
+	}()
+	t.Cleanup(func() { close(done); <-stopped })
+	return func() time.Duration { return time.Duration(longest.Load()) }
+}
+
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	testutil.WaitFor(t, within, 10*time.Millisecond, what, cond)
@@ -143,6 +168,10 @@ func TestFairnessLongestWaitingFirst(t *testing.T) {
 	e := newEngine(t, st, rec, engine.Config{Workers: workers, Interval: interval, Batch: 32, MaxAttempts: 4,
 		BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Poll: 10 * time.Millisecond,
 		Ownership: ownership.Config{TTL: 5 * time.Second}})
+	// stall is the longest this process was kept from running a ready
+	// goroutine meanwhile (a 5 ms sleep overslept by it): starts that
+	// many ms apart can swap places whatever the scheduler picked.
+	stall := stallMeter(t)
 	start := time.Now()
 	e.Start(ctx)
 	// Two full cycles: each item syncs twice.
@@ -175,7 +204,13 @@ func TestFairnessLongestWaitingFirst(t *testing.T) {
 	for i, ev := range byLast {
 		rank[ev.id] = i
 	}
+	// Beyond that, the places served in the longest stall the machine
+	// imposed (the whole suite on 2 cores: 58 places at load 10).
 	window := 2*workers + 32
+	if n := len(second); n > 1 {
+		span := second[n-1].start.Sub(second[0].start)
+		window += int(float64(n) * stall().Seconds() / max(span.Seconds(), 0.001))
+	}
 	worst, worstID := 0, ""
 	for i, ev := range second {
 		if d := abs(rank[ev.id] - i); d > worst {
@@ -183,8 +218,8 @@ func TestFairnessLongestWaitingFirst(t *testing.T) {
 		}
 	}
 	if worst > window {
-		t.Errorf("%s was served %d places away from its lastSync order (allowed %d); unrecorded syncs %d, lost leases %d",
-			worstID, worst, window, e.Metrics().SyncsUnrecorded.Load(), e.Metrics().SyncsLost.Load())
+		t.Errorf("%s was served %d places away from its lastSync order (allowed %d, with a longest stall of %v); unrecorded syncs %d, lost leases %d",
+			worstID, worst, window, stall().Round(time.Millisecond), e.Metrics().SyncsUnrecorded.Load(), e.Metrics().SyncsLost.Load())
 	}
 
 	// Longest wait past due, against the ideal bound: all the work spread
