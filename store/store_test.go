@@ -549,23 +549,26 @@ func TestMinReplicasWait(t *testing.T) {
 	redistest.Start(t, &redistest.Options{ReplicaOf: primary})
 	s := open(t, store.Config{Addrs: []string{primary.Addr()}, Shards: 1})
 	ctx := t.Context()
+	// WAIT returns once the replica acknowledged: the bound only has to
+	// outlast a loaded machine (1 s did not, under the whole suite).
+	const replicaWait = 10 * time.Second
 	s.Add(ctx, "r")
 	s.MarkEpoch(ctx, 0, 0)
 	s.Add(ctx, "p1", "p2") // due together: the pick takes p1 (equal scores go by member)
 	resp, err := s.ClaimIDs(ctx, store.ClaimIDsParams{Shard: 0, IDs: []string{"r"}, Records: []*store.Record{record("w")},
-		TTL: time.Minute, MinReplicas: 1, ReplicaTimeout: time.Second})
+		TTL: time.Minute, MinReplicas: 1, ReplicaTimeout: replicaWait})
 	if err != nil || resp.Replicas != 1 || resp.Items[0].Code != store.ClaimOK {
 		t.Fatalf("claim with WAIT = %+v, %v", resp, err)
 	}
 	// Every claim operation can wait for replicas.
 	pick, err := s.ClaimPick(ctx, store.ClaimPickParams{Shard: 0, Records: []*store.Record{record("w")},
-		TTL: time.Minute, MinReplicas: 1, ReplicaTimeout: time.Second})
+		TTL: time.Minute, MinReplicas: 1, ReplicaTimeout: replicaWait})
 	if err != nil || pick.Replicas != 1 || len(pick.Items) != 1 || pick.Items[0].Code != store.ClaimOK || pick.Items[0].ID != "p1" {
 		t.Fatalf("pick claim with WAIT = %+v, %v", pick, err)
 	}
 	since, _ := s.Now(ctx)
 	batch, err := s.ClaimBatch(ctx, store.ClaimBatchParams{Shard: 0, IDs: []string{"p2"}, Records: []*store.Record{record("w")},
-		Since: since + 1, TTL: time.Minute, MinReplicas: 1, ReplicaTimeout: time.Second})
+		Since: since + 1, TTL: time.Minute, MinReplicas: 1, ReplicaTimeout: replicaWait})
 	if err != nil || batch.Replicas != 1 || batch.Items[0].Code != store.ClaimOK {
 		t.Fatalf("batch claim with WAIT = %+v, %v", batch, err)
 	}
