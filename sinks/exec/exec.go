@@ -10,7 +10,7 @@
 //
 //	75 (EX_TEMPFAIL)  the target is unavailable: sinks.Unavailable, not
 //	                  counted against the item
-//	65 (EX_DATAERR)   the item is bad: sinks.Permanent, quarantined at once
+//	65 (EX_DATAERR)   the item is bad: sinks.Permanent, quarantined (see the README's breaker rule)
 //	79                the target rejected the fence: wraps
 //	                  sinks.ErrStaleFence, the attempt is dropped (counted
 //	                  against the item if its claim was still current)
@@ -152,7 +152,10 @@ const (
 	ExitUnavailableDefault = 75
 
 	// ExitPermanentDefault, EX_DATAERR: the item is bad and retrying
-	// cannot help (sinks.ClassPermanent): it is quarantined at once.
+	// cannot help (sinks.ClassPermanent): it is quarantined, at its
+	// second attempt at the earliest, one backoff after the first, so
+	// that the target's breaker can tell one bad item from a target that
+	// fails every item (the README's breaker rule).
 	ExitPermanentDefault = 65
 
 	// ExitStaleDefault: the target rejected the fence (sinks.ClassStale):
