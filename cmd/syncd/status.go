@@ -62,7 +62,8 @@ type summary struct {
 	Partial    bool   `json:"partial,omitempty"`
 	// Target is the target's breaker and permits, fleet-wide.
 	Target targetSummary `json:"target"`
-	// DataLoss is the last time Redis lost the deployment's data.
+	// DataLoss is the last time Redis lost the deployment's data, as the
+	// API summary read it (api.Summary.DataLoss).
 	DataLoss *store.DataLoss `json:"data_loss,omitempty"`
 	// HeldOffShards counts the shards whose claims wait out a hold-off
 	// (after Redis lost its data, or on a new deployment), for
@@ -373,9 +374,6 @@ func statusOnce(ctx context.Context, st *store.Store, o statusOpts, stdout io.Wr
 		return nil, &exitError{code: exitUsage, err: err}
 	}
 	sum := summaryOf(as, st.Addr())
-	if sum.DataLoss, err = st.LastDataLoss(ctx); err != nil {
-		return nil, &exitError{code: exitUsage, err: err}
-	}
 	rows, err := statusRows(ctx, st, o, &sum)
 	if err != nil {
 		return nil, err
@@ -420,7 +418,7 @@ func summaryOf(as api.Summary, addr string) summary {
 	sum := summary{Items: as.Items, Due: as.Due, InFlight: as.InFlight, BackingOff: as.BackingOff,
 		Quarantined: as.Quarantined, OldestDueMs: as.OldestDueMs, Daemons: as.Daemons, Workers: as.Workers,
 		Redis: addr, Target: targetOf(as.TargetState), RedisOutOfMemory: as.RedisOutOfMemory,
-		WrongShard: as.WrongShard, WrongShardPartial: as.WrongShardPartial}
+		WrongShard: as.WrongShard, WrongShardPartial: as.WrongShardPartial, DataLoss: as.DataLoss}
 	sum.OldestWait = (time.Duration(as.OldestDueMs) * time.Millisecond).String()
 	if as.HeldOffShards > 0 {
 		sum.HeldOffShards, sum.HeldOffLeftMs = as.HeldOffShards, max(as.HeldOffUntilMs-as.NowMs, 0)

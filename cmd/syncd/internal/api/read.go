@@ -81,6 +81,11 @@ type Summary struct {
 	// yet is counted as an item.
 	WrongShard        int  `json:"wrong_shard_count,omitempty"`
 	WrongShardPartial bool `json:"wrong_shard_partial,omitempty"`
+	// DataLoss is the last time Redis lost the deployment's data, as the
+	// daemon that found it recorded it (store.LastDataLoss); absent when
+	// none is recorded. `syncd status` prints this one, so the page and
+	// status cannot disagree.
+	DataLoss *store.DataLoss `json:"data_loss,omitempty"`
 	// TargetState is the target's state as the store read it.
 	TargetState store.TargetState `json:"-"`
 	// DamagedShards are the damaged shards' errors (*store.DamageError).
@@ -108,6 +113,9 @@ func ReadSummary(ctx context.Context, st *store.Store) (Summary, error) {
 		s.Damaged = append(s.Damaged, Plain(d, ""))
 	}
 	if err := s.countWrongShard(ctx, st); err != nil {
+		return Summary{}, err
+	}
+	if s.DataLoss, err = st.LastDataLoss(ctx); err != nil {
 		return Summary{}, err
 	}
 	// A user without INFO (not the README's ACL) reads the rest.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +14,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 
+	"github.com/syncd/syncd/engine"
+	"github.com/syncd/syncd/ownership"
+	"github.com/syncd/syncd/sinks"
 	"github.com/syncd/syncd/store"
 	"github.com/syncd/syncd/tests/testutil"
 )
@@ -201,6 +206,61 @@ func TestAPISummaryWrongShard(t *testing.T) {
 		sum.WrongShard != 1 || sum.WrongShardPartial {
 		t.Errorf("summary with a copy in shard %d: %d, %d items, %d quarantined, %d copies (partial %t); want 2, 0 and 1",
 			other, code, sum.Items, sum.Quarantined, sum.WrongShard, sum.WrongShardPartial)
+	}
+}
+
+// nopSink syncs nothing, successfully.
+type nopSink struct{}
+
+func (nopSink) Sync(context.Context, sinks.Item) error { return nil }
+func (nopSink) Close() error                           { return nil }
+
+// The summary carries the last data loss a daemon recorded (data_loss),
+// the one `syncd status` prints, and none before Redis lost any data.
+// Before, status read it and the summary, so the page, did not.
+func TestAPISummaryDataLoss(t *testing.T) {
+	st := newStore(t)
+	ctx := t.Context()
+	ids := []string{"a", "b"}
+	st.Add(ctx, ids...)
+	st.AddByHand(ctx, "by-hand")
+	srv, _ := apiServer(t, st, "")
+	raw := map[string]json.RawMessage{}
+	if get(t, srv.URL+"/api/v1/summary", &raw); raw["data_loss"] != nil {
+		t.Errorf("summary before any loss has data_loss %s", raw["data_loss"])
+	}
+
+	e, err := engine.New(st, nopSink{}, engine.Config{Workers: 1, Interval: 200 * time.Millisecond, Poll: 5 * time.Millisecond,
+		Items:     engine.ItemsConfig{Source: func(context.Context) ([]string, error) { return ids, nil }},
+		Ownership: ownership.Config{TTL: 500 * time.Millisecond},
+		Logger:    zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Stop(context.Background()) })
+	e.Start(ctx)
+	// The monitor reads the marker and counts the items (3) before the
+	// loss, and finds the loss on a later tick.
+	time.Sleep(2 * time.Second)
+	st.Client().FlushAll(ctx)
+	// Decoded by its JSON name, as the page reads it.
+	var sum struct {
+		DataLoss *store.DataLoss `json:"data_loss"`
+	}
+	testutil.WaitFor(t, 10*time.Second, 50*time.Millisecond, "the data loss in the summary", func() bool {
+		sum.DataLoss = nil
+		get(t, srv.URL+"/api/v1/summary", &sum)
+		return sum.DataLoss != nil && sum.DataLoss.Restored == 2
+	})
+	want, err := st.LastDataLoss(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sum.DataLoss, want); diff != "" {
+		t.Errorf("summary data_loss differs from store.LastDataLoss (-got +want):\n%s", diff)
+	}
+	if l := sum.DataLoss; l.Count != 1 || l.Lost != 1 || l.At.IsZero() || l.By == "" {
+		t.Errorf("summary data_loss = %+v; want counted once, 1 lost, with its time and finder", l)
 	}
 }
 
