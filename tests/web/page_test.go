@@ -344,6 +344,41 @@ func TestPage(t *testing.T) {
 		b.noErrors()
 	})
 
+	// After Redis lost the deployment's data, the page says when and what
+	// came back under the counts, in the words of syncd status's line
+	// (data_loss). Before, status said it and the page did not, though
+	// the README says the page always agrees with status.
+	t.Run("redis data loss is said as status says it", func(t *testing.T) {
+		b.t = t
+		b.open(f.urls[0] + "#summary")
+		b.waitText(10*time.Second, "#count-items", "1,000")
+		if eval[bool](b, `!!document.querySelector('[data-testid=data-loss]:not([hidden])')`) {
+			t.Error("data-loss line shown before Redis lost any data")
+		}
+		if err := f.srv.Client(t).FlushAll(t.Context()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		// Each daemon that finds the loss records what it restored: wait
+		// until status and the page say the same.
+		var line, page string
+		testutil.WaitFor(t, 30*time.Second, 200*time.Millisecond, "the page's data-loss line to match status's", func() bool {
+			r := f.syncd(t, "status", "-c", f.cfgs[0], "--limit", "1")
+			line = ""
+			for l := range strings.Lines(r.Stdout) {
+				if strings.HasPrefix(l, "redis last lost this deployment's data ") {
+					line = strings.TrimSuffix(l, "\n")
+				}
+			}
+			page = eval[string](b, `(() => { const e = document.querySelector('[data-testid=data-loss]');
+				return !e || e.hidden || e.children.length ? '' : e.textContent })()`)
+			return line != "" && page == "R"+line[1:]+"."
+		})
+		if !strings.Contains(page, " at 20") || !strings.Contains(page, ": 1000 items restored from the sources; ") {
+			t.Errorf("data-loss line %q: want its time and the 1000 items restored", page)
+		}
+		b.noErrors()
+	})
+
 	// A link with a malformed escape threw a URIError and left the page
 	// on "Loading…" (an attacker's trial): it opens as written.
 	t.Run("a malformed fragment opens as written", func(t *testing.T) {

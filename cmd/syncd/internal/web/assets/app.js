@@ -223,6 +223,21 @@
 
   function setCount(id, text) { const e = $(id); if (e.textContent !== text) e.textContent = text; }
 
+  // dataLossLine is status's "redis last lost this deployment's data"
+  // line for a store.DataLoss.
+  function dataLossLine(l) {
+    // Numbers as status writes them too (1000, not 1,000): the line
+    // reads the same in both.
+    const items = (n) => `${n} item${n === 1 ? '' : 's'}`;
+    const restored = typeof l.restored === 'number' ? l.restored : 0;
+    const lost = typeof l.lost === 'number' && l.lost > 0
+      ? `up to ${items(l.lost)} added by hand (in no source) were lost`
+      : 'none added by hand was lost';
+    const ms = l.at ? Date.parse(l.at) : NaN;
+    const at = isFinite(ms) && ms > 0 ? 'at ' + new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z') : 'at an unknown time';
+    return `Redis last lost this deployment's data ${at}: ${items(restored)} restored from the sources; ${lost}.`;
+  }
+
   function drawSummary(s) {
     setCount('count-items', fmtNum(s.items));
     setCount('count-due', fmtNum(s.due));
@@ -251,6 +266,11 @@
     setCount('out-of-memory', oom.map((addr) => `Warning: redis ${addr} is out of memory (maxmemory reached, maxmemory-policy noeviction) and refuses writes: daemons cannot claim, release or register, so the daemon count may be low; free memory or raise maxmemory.`).join('\n'));
     $('count-daemons').parentElement.classList.toggle('set', oom.length > 0);
     $('count-workers').parentElement.classList.toggle('set', oom.length > 0);
+    // The last time Redis lost the deployment's data (data_loss), said
+    // as status says it, its time as status writes it (RFC 3339, UTC).
+    const loss = s.data_loss && typeof s.data_loss === 'object' ? s.data_loss : null;
+    $('data-loss').hidden = !loss;
+    setCount('data-loss', loss ? dataLossLine(loss) : '');
     // Copies planted in another shard than their ids' are no items: the
     // counts leave them out, the quarantined list shows them. Said as
     // status and the batch report say it.
