@@ -523,6 +523,19 @@ func (t *target) report(id string, class sinks.Class, after time.Duration, err e
 	if err != nil {
 		p.Reason = err.Error()
 	}
+	if class == sinks.ClassTarget {
+		// A target failure opens the breaker (target_report.lua): this
+		// process holds its syncs from now, not from the report's reply,
+		// in whose round trip (70-100 ms under load) syncs of new claims
+		// still started after a 429's Retry-After (an outside trial).
+		now := t.now()
+		t.mu.Lock()
+		open := t.view.Open
+		t.mu.Unlock()
+		if !open {
+			t.see(store.BreakerState{Open: true, Since: now, Next: now + max(after, t.cfg.Breaker.ProbeInterval).Milliseconds(), Now: now})
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r, rerr := t.st.TargetReport(ctx, p)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/syncd/syncd/sinks"
 	"github.com/syncd/syncd/store"
 )
 
@@ -22,6 +24,10 @@ type fakeTarget struct {
 	released []string
 	gone     int // what the next extend reports
 	open     bool
+	// reporting, when set, gets each report as it comes, which then
+	// waits for replied to be closed.
+	reporting chan store.ReportParams
+	replied   chan struct{}
 }
 
 func (f *fakeTarget) TargetAdmit(_ context.Context, p store.AdmitParams) (store.Admission, error) {
@@ -40,7 +46,11 @@ func (f *fakeTarget) TargetAdmit(_ context.Context, p store.AdmitParams) (store.
 	return a, nil
 }
 
-func (f *fakeTarget) TargetReport(context.Context, store.ReportParams) (store.Report, error) {
+func (f *fakeTarget) TargetReport(_ context.Context, p store.ReportParams) (store.Report, error) {
+	if f.reporting != nil {
+		f.reporting <- p
+		<-f.replied
+	}
 	return store.Report{}, nil
 }
 
@@ -218,5 +228,31 @@ func TestTargetKeepsOnlyWhatIsLimited(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// A target failure holds this process's syncs at once, before the
+// breaker's reply: in the report's round trip (70-100 ms under load),
+// syncs of new claims started after a 429's Retry-After (an outside
+// trial: 12 requests after the first 429 came back).
+func TestTargetFailureHoldsAtOnce(t *testing.T) {
+	f := &fakeTarget{reporting: make(chan store.ReportParams), replied: make(chan struct{})}
+	tg := newFakeTarget(f)
+	tg.cfg = TargetConfig{}.WithDefaults() // no limits: a closed breaker admits without a round trip
+	if g, err := tg.admit(t.Context(), 4); err != nil || g.n != 4 {
+		t.Fatalf("admit with the breaker closed = %+v, %v", g, err)
+	}
+	done := make(chan verdict)
+	go func() {
+		done <- tg.report("a", sinks.ClassTarget, 10*time.Second, errors.New("429 Too Many Requests"), false)
+	}()
+	<-f.reporting // the report is on its way; its reply is not back
+	g, err := tg.admit(t.Context(), 4)
+	if err != nil || g.n != 0 || g.wait < 9*time.Second {
+		t.Errorf("admit while a target failure's report is in flight = %+v, %v; want none admitted, a wait of about 10s", g, err)
+	}
+	close(f.replied)
+	if v := <-done; v != blameTarget {
+		t.Errorf("report of a target failure = %v, want blameTarget", v)
 	}
 }
