@@ -19,8 +19,9 @@ import (
 //
 //   - when the clause ends with the : or = of its first word, and that
 //     word may be the end of a secret's name (cutName: ssword: for
-//     password:, ization: for Authorization:), the first value after
-//     it is read as that name's;
+//     password:, ization: for Authorization:, 00: for KEY00:, any word
+//     but one that says the value is about a secret, as TTL: does), the
+//     first value after it is read as that name's;
 //   - the values of the password flags of any command that Pairs knows
 //     (anyPasswordFlags: -p, -a, -u, --pass, ...) are hidden up to the
 //     end of the command the cut line starts in, whose name the cut may
@@ -192,6 +193,13 @@ func cutName(dropped, shown string) string {
 	case len(words) == 0 || strings.HasSuffix("authorization", words[0]):
 		return "authorization" + name
 	case secretEnd(words[0]):
+		return "password" + name
+	}
+	// The cut may have taken whole words before the first one: a secret's
+	// (KEY00: cut to 00:, FuzzTailCut), unless the last word says the
+	// value is about a secret, not one (TOKEN_TTL: cut to TTL:); an id
+	// may be a session's.
+	if last := words[len(words)-1]; !metaWords[last] || last == "id" {
 		return "password" + name
 	}
 	return ""
