@@ -242,7 +242,10 @@ func FuzzURLPassword(f *testing.F) {
 			return // not a password and a host as a URL in text has them
 		}
 		text := "url redis://:" + pw + "@" + host + after
-		rest := "url redis://:@" + host + after + Masked
+		// What the text holds without the password, with its user
+		// information or without (Display: "redis://" then the host,
+		// whose "//A00" is no piece of a password "/A00").
+		rest := "url redis://:@" + host + after + Masked + " redis://" + host
 		for _, ui := range []Userinfo{Mask, Display, Password} {
 			out := URLs(text, ui)
 			for i := 0; i+MinSecret <= len(pw); i++ {
