@@ -245,7 +245,7 @@ func FuzzURLPassword(f *testing.F) {
 		// What the text holds without the password, with its user
 		// information or without (Display: "redis://" then the host,
 		// whose "//A00" is no piece of a password "/A00").
-		rest := "url redis://:@" + host + after + Masked + " redis://" + host
+		rest := "url redis://:@" + host + after + Masked + "@" + host + " redis://" + host
 		for _, ui := range []Userinfo{Mask, Display, Password} {
 			out := URLs(text, ui)
 			for i := 0; i+MinSecret <= len(pw); i++ {

@@ -751,6 +751,14 @@ func FuzzTailCut(f *testing.F) {
 		if dq, sq := quoteParity(line); dq || sq {
 			return // quotes that do not pair up
 		}
+		if pemBegin.MatchString(before) && !pemEnd.MatchString(after) {
+			// A key with no END line: Pairs hides all after its BEGIN, a
+			// body or not ("-----BEGIN PRIVATE KEY----- 000& Zq9s…"),
+			// and a cut past the BEGIN cannot know where a key began. A
+			// one-line tail that ends inside a key is left to that
+			// (a known limit, the closing note of session 20).
+			return
+		}
 		if out := Pairs(line); slices.ContainsFunc(pieces(secret), func(p string) bool { return strings.Contains(out, p) }) {
 			return // not a credential Pairs hides
 		}
