@@ -485,7 +485,11 @@ func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 // ('admin:xxxxx'), unless it holds a quote of its own; a value without
 // after holds none.
 func appendValue(masks [][2]int, v string, start int, open string, after byte) [][2]int {
-	if open != "" {
+	switch {
+	case open != "" && strings.HasPrefix(v, open[:1]):
+		// '-p'pw: the quote closes before the value, which follows it.
+		v, start = v[1:], start+1
+	case open != "":
 		v = strings.TrimSuffix(v, open[:1])
 	}
 	if after != 0 {

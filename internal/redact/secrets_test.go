@@ -594,6 +594,9 @@ func TestPasswordFlags(t *testing.T) {
 		{"+ mysql -h db '-phunter 2' -e 'select 1'", "+ mysql -h db '-pxxxxx' -e 'select 1'"},
 		{`mariadb-dump -p"hunter 2" db`, `mariadb-dump -pxxxxx db`},
 		{"mysql -p'0'0 0", "mysql -pxxxxx 0"},
+		// A quote closed right after the flag: the value follows it, and
+		// the quote stays (FuzzPairs: '-p'0 gave '-pxxxxx, then more).
+		{"mYsql '-p'0 0", "mYsql '-p'xxxxx 0"},
 		{"mysql '-phunter 2", "mysql '-pxxxxx"},
 		{"exec: mongosh --host h -u admin -p hunter2 --eval x", "exec: mongosh --host h -u admin -p xxxxx --eval x"},
 		{"sshpass -p hunter2 ssh -p 2222 h", "sshpass -p xxxxx ssh -p 2222 h"},
