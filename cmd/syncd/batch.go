@@ -154,8 +154,7 @@ func writeSummary(w io.Writer, r *engine.Report) {
 		for i, c := range r.WrongShard {
 			copies[i] = fmt.Sprintf("%s (shard %d)", shown(c.ID, 64), c.Shard)
 		}
-		fmt.Fprintf(tw, "wrong shard\t%d\t%s\t(copies planted in another shard than their id's, quarantined there; the real items are counted above; syncd items remove --shard N removes one)\n",
-			r.WrongShardCount, strings.Join(copies, " "))
+		fmt.Fprintf(tw, "wrong shard\t%d\t%s\t(copies %s; %s)\n", r.WrongShardCount, strings.Join(copies, " "), wrongShardWhat, wrongShardFix)
 	}
 	fmt.Fprintf(tw, "not synced\t%d\n", r.Unsynced)
 	if r.GaveUp != "" {

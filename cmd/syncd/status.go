@@ -287,7 +287,7 @@ func watchStatus(ctx context.Context, st *store.Store, o statusOpts, every time.
 			}
 		}
 		cancel()
-		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || store.IsUnavailable(err)) {
+		if err != nil && ctx.Err() == nil && store.IsUnavailable(err) { // a deadline passed too
 			frame.Reset()
 			err = printUnanswered(st, o, err, every, &frame)
 		}
@@ -582,9 +582,15 @@ func wrongShardLine(n int, partial bool) string {
 		copies = "at least " + copies
 		more = fmt.Sprintf(" (it reads at most %d quarantined entries, spread over the shards: more may be counted above as items)", store.WrongShardScanBudget)
 	}
-	return fmt.Sprintf("wrong shard: %s planted in another shard than their id's, quarantined there%s; the real items are counted above; syncd items remove --shard N removes one",
-		copies, more)
+	return fmt.Sprintf("wrong shard: %s %s%s; %s", copies, wrongShardWhat, more, wrongShardFix)
 }
+
+// wrongShardWhat and wrongShardFix say what a copy planted in another
+// shard is and what to do of it, in status and in the batch report.
+const (
+	wrongShardWhat = "planted in another shard than their id's, quarantined there"
+	wrongShardFix  = "the real items are counted above; syncd items remove --shard N removes one"
+)
 
 func dash(s string) string {
 	if s == "" {
