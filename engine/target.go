@@ -46,9 +46,10 @@ type TargetConfig struct {
 // distinct items with no success between them (one poison item failing
 // alone never opens it). A permanent failure quarantines its item only
 // when the item failed before and, since, another item succeeded or
-// none failed: till then it is counted as an unclassified one, so that a target refusing every
-// item (an expired token's 401) opens the breaker and quarantines none. While it is open no sync starts and no attempt is counted
-// against any item: items keep their place in line. The fleet sends one
+// none failed: till then it is counted as an unclassified one, so that
+// a target refusing every item (an expired token's 401) opens the
+// breaker and quarantines none. While it is open no sync starts and no
+// attempt is counted against any item: items keep their place in line. The fleet sends one
 // probe sync per ProbeInterval, or after a target's Retry-After; the
 // first success closes it.
 type BreakerConfig struct {
@@ -491,9 +492,10 @@ const (
 // failure is (see verdict); failed: the item's last attempt failed too.
 // A permanent failure is the item's own at once only when the breaker is
 // off; else only when the item failed before and, since, the target
-// worked or no other item failed, for distinct items failing permanently with no success between
-// them are the target's (an expired token's 401, a wrong path's 404):
-// they open the breaker, as unclassified failures do. A success is sent
+// worked or no other item failed, for distinct items failing
+// permanently with no success between them are the target's (an expired
+// token's 401, a wrong path's 404): they open the breaker, as
+// unclassified failures do. A success is sent
 // only when the breaker is open or may have suspects, so a healthy
 // target costs no round trip.
 func (t *target) report(id string, class sinks.Class, after time.Duration, err error, failed bool) verdict {

@@ -56,10 +56,10 @@ const (
 	// ClassPermanent: retrying cannot help (PermanentError); the item is
 	// quarantined, not retried with backoff. With the breaker on, that
 	// is when the item failed before and, since, another item succeeded
-	// or none failed; until then it counts as a ClassItem failure, for distinct
-	// items failing permanently with no success between them are the
-	// target failing (an expired token's 401, a wrong path's 404): they
-	// open the breaker, and none is quarantined.
+	// or none failed; until then it counts as a ClassItem failure, for
+	// distinct items failing permanently with no success between them
+	// are the target failing (an expired token's 401, a wrong path's
+	// 404): they open the breaker, and none is quarantined.
 	ClassPermanent
 	// ClassStale: the target rejected the fence (ErrStaleFence); the
 	// attempt is dropped, or counted as the item's failure when its claim

@@ -218,8 +218,9 @@ func (serverError) RedisError()     {}
 // Redis 7.2 and later, and Valkey, word a script's refusals as "ACL
 // failure in script: " and a command's NOPERM text (redis's script.c and
 // acl.c getAclErrorMessage; Debian 12's Redis is 7.0, so the replies
-// are written out, as Redis 8.0.2 gave them). IsPermission missed them: a revoked grant then read
-// as a failed call, retried, and /readyz never named it.
+// are written out, as Redis 8.0.2 gave them). IsPermission missed them:
+// a revoked grant then read as a failed call, retried, and /readyz never
+// named it.
 func TestPermissionRedis72(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
