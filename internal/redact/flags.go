@@ -485,6 +485,18 @@ func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 // ('admin:xxxxx'), unless it holds a quote of its own; a value without
 // after holds none.
 func appendValue(masks [][2]int, v string, start int, open string, after byte) [][2]int {
+	if k := quoteAt(v, open); k >= 0 && after == 0 {
+		// The quote that closes the word's stays where it falls ('-ppw',
+		// '-p'pw, '-pp'w: FuzzPairs), and the value's pieces on either
+		// side of it go: taken with the value, it left the quote open and
+		// the next pass hid more.
+		for _, piece := range [][2]int{{start, start + k}, {start + k + 1, start + len(v)}} {
+			if w := v[piece[0]-start : piece[1]-start]; w != "" && w != Masked {
+				masks = append(masks, piece)
+			}
+		}
+		return masks
+	}
 	switch {
 	case open != "" && strings.HasPrefix(v, open[:1]):
 		// '-p'pw: the quote closes before the value, which follows it.
@@ -509,6 +521,15 @@ func appendValue(masks [][2]int, v string, start int, open string, after byte) [
 		return masks
 	}
 	return append(masks, [2]int{start, start + len(v)})
+}
+
+// quoteAt returns where in v the quote that open (the quotes before a
+// flag) starts with is, -1 when open is empty or v holds none.
+func quoteAt(v, open string) int {
+	if open == "" {
+		return -1
+	}
+	return strings.IndexByte(v, open[0])
 }
 
 // openQuote returns the quote that s leaves open, or 0.

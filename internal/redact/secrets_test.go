@@ -597,6 +597,7 @@ func TestPasswordFlags(t *testing.T) {
 		// A quote closed right after the flag: the value follows it, and
 		// the quote stays (FuzzPairs: '-p'0 gave '-pxxxxx, then more).
 		{"mYsql '-p'0 0", "mYsql '-p'xxxxx 0"},
+		{"mYsql '-p0'0 x", "mYsql '-pxxxxx'xxxxx x"},
 		{"mysql '-phunter 2", "mysql '-pxxxxx"},
 		{"exec: mongosh --host h -u admin -p hunter2 --eval x", "exec: mongosh --host h -u admin -p xxxxx --eval x"},
 		{"sshpass -p hunter2 ssh -p 2222 h", "sshpass -p xxxxx ssh -p 2222 h"},
